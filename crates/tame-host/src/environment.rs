@@ -1,0 +1,192 @@
+//! The facts every measurement records about the machine it ran on, so a
+//! result can be judged (and compared) without knowing where it came from.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{CpuList, Root};
+
+/// Self-characterisation of the host, captured once per run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunEnvironment {
+    /// `uname -r`.
+    pub kernel_release: String,
+    /// `uname -v` (build flags such as PREEMPT_DYNAMIC / PREEMPT_RT appear here).
+    pub kernel_version: String,
+    /// none | voluntary | full | rt, and `dynamic(<mode>)` where the mode is readable.
+    pub preemption_model: String,
+    /// The isolation-related boot parameters (isolcpus=, nohz_full=, rcu_nocbs=, ...).
+    pub isolation_parameters: Vec<String>,
+    pub cpuidle_driver: Option<String>,
+    pub clocksource: Option<String>,
+    /// Hypervisor vendor if the CPU reports one (e.g. "KVM"), `None` on bare metal.
+    pub hypervisor: Option<String>,
+    /// constant_tsc and nonstop_tsc are both present.
+    pub invariant_tsc: bool,
+    pub online_cpus: CpuList,
+}
+
+/// Boot parameters that change how isolated CPUs behave.
+pub const ISOLATION_PARAMETERS: &[&str] = &[
+    "isolcpus",
+    "nohz_full",
+    "rcu_nocbs",
+    "irqaffinity",
+    "idle",
+    "processor.max_cstate",
+    "intel_idle.max_cstate",
+    "skew_tick",
+    "tsc",
+    "nosoftlockup",
+    "nmi_watchdog",
+    "mitigations",
+    "preempt",
+    "threadirqs",
+];
+
+impl RunEnvironment {
+    /// Capture what can be read; unreadable facts stay empty rather than failing a run.
+    pub fn capture(root: &Root) -> Self {
+        let text = |p: &str| root.read_trimmed(p).ok();
+        let cmdline = text("/proc/cmdline").unwrap_or_default();
+        let version = text("/proc/sys/kernel/version").unwrap_or_default();
+        let cpuinfo = root.read("/proc/cpuinfo").unwrap_or_default();
+        let flags = cpu_flags(&cpuinfo);
+        Self {
+            kernel_release: text("/proc/sys/kernel/osrelease").unwrap_or_default(),
+            preemption_model: preemption_model(
+                &version,
+                text("/sys/kernel/debug/sched/preempt").as_deref(),
+            ),
+            kernel_version: version,
+            isolation_parameters: isolation_parameters(&cmdline),
+            cpuidle_driver: text("/sys/devices/system/cpu/cpuidle/current_driver"),
+            clocksource: text("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
+            hypervisor: hypervisor(&flags, text("/sys/hypervisor/type").as_deref(), root),
+            invariant_tsc: flags.iter().any(|f| f == "constant_tsc")
+                && flags.iter().any(|f| f == "nonstop_tsc"),
+            online_cpus: text("/sys/devices/system/cpu/online")
+                .and_then(|s| CpuList::parse(&s).ok())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// The flags of the first processor in /proc/cpuinfo.
+pub fn cpu_flags(cpuinfo: &str) -> Vec<String> {
+    cpuinfo
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, f)| f.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+fn hypervisor(flags: &[String], sys_type: Option<&str>, root: &Root) -> Option<String> {
+    if !flags.iter().any(|f| f == "hypervisor") {
+        return None;
+    }
+    if let Some(t) = sys_type.filter(|t| !t.is_empty()) {
+        return Some(t.to_string());
+    }
+    let vendor = root
+        .read_trimmed("/sys/class/dmi/id/sys_vendor")
+        .ok()
+        .filter(|v| !v.is_empty());
+    Some(vendor.unwrap_or_else(|| "unknown hypervisor".to_string()))
+}
+
+/// Derive the preemption model from `uname -v` and, where readable, the
+/// dynamic-preemption mode (`none voluntary (full) lazy` marks the current one).
+pub fn preemption_model(kernel_version: &str, dynamic_mode: Option<&str>) -> String {
+    let words: Vec<&str> = kernel_version.split_whitespace().collect();
+    if words.contains(&"PREEMPT_RT") {
+        return "rt".into();
+    }
+    if words.contains(&"PREEMPT_DYNAMIC") {
+        let current = dynamic_mode.and_then(|m| {
+            m.split_whitespace()
+                .find(|w| w.starts_with('(') && w.ends_with(')'))
+                .map(|w| w.trim_matches(|c| c == '(' || c == ')').to_string())
+        });
+        return match current {
+            Some(mode) => format!("dynamic({mode})"),
+            None => "dynamic".into(),
+        };
+    }
+    if words.contains(&"PREEMPT") {
+        return "full".into();
+    }
+    "none or voluntary".into()
+}
+
+/// The isolation-related `key=value` words of a kernel command line.
+pub fn isolation_parameters(cmdline: &str) -> Vec<String> {
+    cmdline
+        .split_whitespace()
+        .filter(|w| {
+            let key = w.split_once('=').map_or(*w, |(k, _)| k);
+            ISOLATION_PARAMETERS.contains(&key)
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preemption_model_from_uname_v() {
+        assert_eq!(
+            preemption_model("#1 SMP PREEMPT_DYNAMIC @0", None),
+            "dynamic"
+        );
+        assert_eq!(
+            preemption_model("#1 SMP PREEMPT_DYNAMIC", Some("none voluntary (full) lazy")),
+            "dynamic(full)"
+        );
+        assert_eq!(preemption_model("#1 SMP PREEMPT_RT Tue", None), "rt");
+        assert_eq!(preemption_model("#1 SMP PREEMPT Tue", None), "full");
+        assert_eq!(preemption_model("#1 SMP Tue", None), "none or voluntary");
+    }
+
+    #[test]
+    fn picks_isolation_parameters_only() {
+        let got = isolation_parameters("BOOT_IMAGE=/vmlinuz root=/dev/vda isolcpus=managed_irq,domain,1 nohz_full=1 quiet idle=poll");
+        assert_eq!(
+            got,
+            vec!["isolcpus=managed_irq,domain,1", "nohz_full=1", "idle=poll"]
+        );
+    }
+
+    #[test]
+    fn capture_reads_a_fixture_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = |p: &str, s: &str| {
+            let path = dir.path().join(p.trim_start_matches('/'));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, s).unwrap();
+        };
+        w("/proc/cmdline", "root=/dev/vda nohz_full=1\n");
+        w("/proc/sys/kernel/osrelease", "6.18.0\n");
+        w("/proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC\n");
+        w(
+            "/proc/cpuinfo",
+            "processor : 0\nflags : fpu constant_tsc nonstop_tsc hypervisor\n",
+        );
+        w("/sys/devices/system/cpu/online", "0-1\n");
+        w(
+            "/sys/devices/system/cpu/cpuidle/current_driver",
+            "haltpoll\n",
+        );
+        let env = RunEnvironment::capture(&Root::new(dir.path()));
+        assert_eq!(env.kernel_release, "6.18.0");
+        assert_eq!(env.preemption_model, "dynamic");
+        assert_eq!(env.isolation_parameters, vec!["nohz_full=1"]);
+        assert!(env.invariant_tsc);
+        assert_eq!(env.hypervisor.as_deref(), Some("unknown hypervisor"));
+        assert_eq!(env.cpuidle_driver.as_deref(), Some("haltpoll"));
+        assert_eq!(env.clocksource, None);
+        assert_eq!(env.online_cpus.to_string(), "0-1");
+    }
+}

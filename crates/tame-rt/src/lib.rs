@@ -1,0 +1,1 @@
+//! In-process helpers for time-critical threads.

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Install what tame needs to build, run and test, only where it is missing.
+# Debian packages: rt-tests (cyclictest, oslat: the reference tools), stress-ng
+# (background load), gcc (the `build` load and the C ABI examples).
+set -euo pipefail
+
+if ! command -v cargo >/dev/null 2>&1; then
+    if [ -x "$HOME/.cargo/bin/cargo" ]; then
+        echo "cargo is in $HOME/.cargo/bin but not on PATH: run 'export PATH=\$HOME/.cargo/bin:\$PATH'" >&2
+    else
+        echo "cargo not found: install a Rust toolchain (https://rustup.rs) and run make again" >&2
+    fi
+    exit 2
+fi
+for component in rustfmt clippy; do
+    if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
+        rustup component add "$component"
+    fi
+done
+
+wanted=(rt-tests stress-ng gcc)
+missing=()
+for pkg in "${wanted[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "missing Debian packages: ${missing[*]}; run 'sudo apt-get install ${missing[*]}' and make again" >&2
+        exit 2
+    fi
+    echo "installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
