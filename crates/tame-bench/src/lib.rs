@@ -1,1 +1,24 @@
-//! Measurement engine.
+//! The measurement engine: measuring loops (cycle, sleep, fwq), the threads
+//! that run them, background load, statistics and the versioned result schema.
+//!
+//! Measuring loops allocate nothing and make no system call besides the sleep
+//! and clock reads: recorders and sample buffers are sized before the common
+//! start, and progress is an atomic store.
+
+pub mod cycle;
+pub mod engine;
+pub mod error;
+pub mod fwq;
+pub mod load;
+pub mod measure;
+pub mod output;
+pub mod report;
+pub mod result;
+pub mod session;
+pub mod sleep;
+pub mod stats;
+pub mod units;
+
+pub use error::{BenchError, Result};
+pub use result::{BenchResult, Calibration, GroupResult, Metric, SCHEMA_VERSION};
+pub use stats::{Recorder, Summary};

@@ -31,7 +31,7 @@ struct Cli {
 enum Command {
     /// Measure how predictably threads run on this machine.
     #[command(subcommand)]
-    Bench(cmd::bench::BenchCommand),
+    Bench(Box<cmd::bench::BenchCommand>),
     /// Audit this machine for real-time fitness: what disturbs it and how to fix it.
     Check(cmd::check::CheckArgs),
     /// Show the machine at a glance: CPUs, caches, NUMA nodes, IRQs.
@@ -48,7 +48,7 @@ fn main() {
     let cli = Cli::parse();
     let ctx = Context::new(cli.root);
     let result = match cli.command {
-        Command::Bench(c) => cmd::bench::run(&ctx, c),
+        Command::Bench(c) => cmd::bench::run(&ctx, *c),
         Command::Check(a) => cmd::check::run(&ctx, a),
         Command::Topology(a) => cmd::topology::run(&ctx, a),
         Command::Host(c) => cmd::host::run(&ctx, c),

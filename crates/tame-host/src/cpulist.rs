@@ -166,12 +166,16 @@ impl CpuList {
         self.0.len()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = u32> + ExactSizeIterator + '_ {
         self.0.iter().copied()
     }
 
     pub fn first(&self) -> Option<u32> {
         self.0.iter().next().copied()
+    }
+
+    pub fn last(&self) -> Option<u32> {
+        self.0.iter().next_back().copied()
     }
 
     pub fn is_subset(&self, other: &CpuList) -> bool {

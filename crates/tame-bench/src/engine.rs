@@ -1,0 +1,381 @@
+//! What every bench shares: validating thread settings before anything starts,
+//! spawning one measuring thread per CPU or task (pinned, scheduled, stack
+//! prefaulted), starting them together and waiting with progress reports.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tame_host::CpuList;
+use tame_rt::memory::PREFAULT_STACK_BYTES;
+use tame_rt::sched::{self, SchedSpec};
+use tame_rt::{Clock, ClockKind, Policy, TscCalibration};
+
+use crate::error::{invalid, BenchError, Result};
+use crate::result::Calibration;
+
+/// How measuring threads are scheduled; shared by every bench.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadSettings {
+    pub policy: Policy,
+    pub priority: i32,
+    /// Lock all memory and prefault stacks before measuring.
+    pub mlock: bool,
+    pub clock: ClockKind,
+}
+
+/// Stop flag and progress, shared between the measuring threads and whoever waits for them.
+#[derive(Clone, Default)]
+pub struct RunControl {
+    stop: Arc<AtomicBool>,
+}
+
+impl RunControl {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Use an existing flag (e.g. one a SIGINT handler sets).
+    pub fn with_flag(stop: Arc<AtomicBool>) -> Self {
+        Self { stop }
+    }
+
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    #[inline(always)]
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// Check that every requested CPU is online.
+pub fn validate_cpus(requested: &CpuList, online: &CpuList) -> Result<()> {
+    if requested.is_empty() {
+        return Err(invalid(
+            "the CPU list is empty — name at least one CPU, e.g. --cpus 0, or --cpus all",
+        ));
+    }
+    let offline = requested.difference(online);
+    if !offline.is_empty() {
+        return Err(invalid(format!(
+            "CPU {offline} is not online on this machine (online: {online}) — pick CPUs from the online list"
+        )));
+    }
+    let allowed = CpuList::from_cpus(sched::allowed_cpus());
+    let refused = requested.difference(&allowed);
+    if !refused.is_empty() {
+        return Err(invalid(format!(
+            "CPU {refused} is online but this process may not run there (its affinity/cpuset allows {allowed}) — pick CPUs from {allowed}, or run tame from a cpuset that includes them"
+        )));
+    }
+    Ok(())
+}
+
+/// The scheduling spec for a measuring thread, after checking the priority
+/// range and that this process may actually use the policy (a throw-away
+/// thread tries it on `probe_cpu`).
+pub fn validate_sched(
+    settings: &ThreadSettings,
+    dl_period_ns: u64,
+    probe_cpu: Option<u32>,
+) -> Result<SchedSpec> {
+    let (lo, hi) = settings.policy.priority_range();
+    let policy = settings.policy;
+    if settings.priority < lo || settings.priority > hi {
+        return Err(invalid(if lo == hi {
+            format!(
+                "priority {} is not valid for policy {policy}, which takes no static priority — drop --priority or use --policy fifo/rr",
+                settings.priority
+            )
+        } else {
+            format!(
+                "priority {} is out of range for policy {policy} ({lo}..{hi}) — pick a priority in that range",
+                settings.priority
+            )
+        }));
+    }
+    let spec = if policy == Policy::Deadline {
+        // Enough runtime for a wakeup and a measurement; the period is the interval.
+        let runtime = (dl_period_ns / 10).max(50_000).min(dl_period_ns);
+        SchedSpec {
+            policy,
+            priority: 0,
+            dl_runtime_ns: runtime,
+            dl_deadline_ns: dl_period_ns,
+            dl_period_ns,
+        }
+    } else {
+        SchedSpec::static_priority(policy, settings.priority)
+    };
+    if let Err(e) = sched::probe(spec, probe_cpu) {
+        let why = match e.errno() {
+            libc::EPERM => {
+                "this process lacks CAP_SYS_NICE (and RLIMIT_RTPRIO does not allow it)".to_string()
+            }
+            libc::EBUSY => "the CPU's deadline bandwidth is exhausted".to_string(),
+            libc::EINVAL => "the kernel rejected the parameters".to_string(),
+            _ => e.to_string(),
+        };
+        return Err(invalid(format!(
+            "cannot use scheduling policy {policy} (priority {}): {why} — run as root, or use --policy other",
+            settings.priority
+        )));
+    }
+    Ok(spec)
+}
+
+/// Lock memory now if asked, turning the kernel's refusal into advice.
+pub fn lock_memory(settings: &ThreadSettings) -> Result<()> {
+    if !settings.mlock {
+        return Ok(());
+    }
+    tame_rt::memory::lock_all().map_err(|e| {
+        invalid(format!(
+            "cannot lock memory (mlockall): {e} — raise the locked-memory limit (ulimit -l), run as root, or pass --no-mlock"
+        ))
+    })
+}
+
+/// Build the measuring clock, calibrating the TSC when it is wanted.
+pub fn make_clock(kind: ClockKind, invariant_tsc: bool) -> Result<Clock> {
+    match kind {
+        ClockKind::Monotonic => Ok(Clock::monotonic()),
+        ClockKind::Tsc => {
+            if !invariant_tsc || !tame_rt::clock::TSC_AVAILABLE {
+                return Err(invalid(
+                    "--clock tsc needs an invariant TSC (cpu flags constant_tsc and nonstop_tsc), which this CPU does not report — use --clock monotonic",
+                ));
+            }
+            Ok(Clock::tsc(TscCalibration::measure(100_000_000)))
+        }
+    }
+}
+
+/// Measure clock-read cost and the loop floor of a tight clock-reading loop.
+pub fn calibrate(clock: &Clock) -> Calibration {
+    let cost = clock.read_cost(200_000);
+    Calibration {
+        clock: Some(clock.kind()),
+        clock_read_cost_ns: cost.median_ns,
+        loop_floor_ns: cost.min_ns,
+        tsc_hz: clock.calibration().map(|c| c.hz),
+    }
+}
+
+/// Where and how one measuring thread runs.
+#[derive(Clone, Copy, Debug)]
+pub struct ThreadPlan {
+    pub cpu: Option<u32>,
+    pub sched: SchedSpec,
+    pub prefault: bool,
+}
+
+/// Handed to each measuring thread: wait here, then measure from `start_ns`.
+pub struct StartGate {
+    ready: Barrier,
+    go: Barrier,
+    start_ns: AtomicU64,
+}
+
+impl StartGate {
+    /// Called by a measuring thread once set up; returns the common start time
+    /// (CLOCK_MONOTONIC ns), or `None` when the run was called off.
+    pub fn wait(&self) -> Option<u64> {
+        self.ready.wait();
+        self.go.wait();
+        let start = self.start_ns.load(Ordering::Acquire);
+        (start != CALLED_OFF).then_some(start)
+    }
+}
+
+const CALLED_OFF: u64 = u64::MAX;
+
+/// Progress counters, one per thread, read by the waiting thread.
+pub struct Progress {
+    done: Vec<AtomicU64>,
+}
+
+impl Progress {
+    #[inline(always)]
+    pub fn set(&self, index: usize, done: u64) {
+        self.done[index].store(done, Ordering::Relaxed);
+    }
+
+    pub fn total_done(&self) -> u64 {
+        self.done.iter().map(|d| d.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// Run `body` on one thread per plan: each is pinned, scheduled and
+/// prefaulted, then all start at a common time `lead_ns` after the last one is
+/// ready. `tick` is called about every 100 ms with the total progress while
+/// waiting. Returns the threads' outputs in plan order.
+pub fn run_threads<T, F>(
+    plans: &[ThreadPlan],
+    lead_ns: u64,
+    mut tick: impl FnMut(u64),
+    body: F,
+) -> Result<Vec<T>>
+where
+    T: Send + 'static,
+    F: Fn(usize, &StartGate, &Progress) -> T + Send + Sync + 'static,
+{
+    let n = plans.len();
+    let gate = Arc::new(StartGate {
+        ready: Barrier::new(n + 1),
+        go: Barrier::new(n + 1),
+        start_ns: AtomicU64::new(0),
+    });
+    let progress = Arc::new(Progress {
+        done: (0..n).map(|_| AtomicU64::new(0)).collect(),
+    });
+    let body = Arc::new(body);
+    let setup_failed = Arc::new(std::sync::Mutex::new(None::<String>));
+    let mut handles = Vec::with_capacity(n);
+    for (index, plan) in plans.iter().copied().enumerate() {
+        let (gate, progress, body, setup_failed) = (
+            gate.clone(),
+            progress.clone(),
+            body.clone(),
+            setup_failed.clone(),
+        );
+        let handle = std::thread::Builder::new()
+            .name(format!("tame-measure-{index}"))
+            .stack_size(4 * PREFAULT_STACK_BYTES)
+            .spawn(move || {
+                let setup = plan
+                    .cpu
+                    .map_or(Ok(()), sched::pin_current_thread)
+                    .and_then(|_| sched::set_current_thread(&plan.sched));
+                if let Err(e) = setup {
+                    *setup_failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                }
+                if plan.prefault {
+                    tame_rt::memory::prefault_stack();
+                }
+                body(index, &gate, &progress)
+            })
+            .map_err(|e| BenchError::Failed(format!("cannot start a measuring thread: {e}")))?;
+        handles.push(handle);
+    }
+    gate.ready.wait();
+    if let Some(e) = setup_failed
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+    {
+        // Threads are parked at the gate; start them with a zero budget so they exit at once.
+        gate.start_ns.store(CALLED_OFF, Ordering::Release);
+        gate.go.wait();
+        for h in handles {
+            let _ = h.join();
+        }
+        return Err(BenchError::Failed(format!(
+            "measuring thread setup failed: {e}"
+        )));
+    }
+    gate.start_ns
+        .store(tame_rt::clock::monotonic_ns() + lead_ns, Ordering::Release);
+    gate.go.wait();
+    while !handles.iter().all(|h| h.is_finished()) {
+        tick(progress.total_done());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tick(progress.total_done());
+    handles
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .map_err(|_| BenchError::Failed("a measuring thread panicked".into()))
+        })
+        .collect()
+}
+
+/// Spread `tasks` over a CPU list round-robin (None: leave them unpinned).
+pub fn assign_cpus(tasks: usize, cpus: Option<&CpuList>) -> Vec<Option<u32>> {
+    match cpus {
+        None => vec![None; tasks],
+        Some(list) => {
+            let all: Vec<u32> = list.iter().collect();
+            (0..tasks).map(|i| Some(all[i % all.len()])).collect()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offline_cpus_are_named_in_the_error() {
+        let online = CpuList::parse("0-1").unwrap();
+        assert!(validate_cpus(&CpuList::parse("1").unwrap(), &online).is_ok());
+        let err = validate_cpus(&CpuList::parse("1-3").unwrap(), &online)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("CPU 2-3 is not online") && err.contains("online: 0-1"),
+            "{err}"
+        );
+        assert!(validate_cpus(&CpuList::new(), &online).is_err());
+    }
+
+    #[test]
+    fn priority_out_of_range_is_refused_before_probing() {
+        let s = ThreadSettings {
+            policy: Policy::Fifo,
+            priority: 120,
+            mlock: false,
+            clock: ClockKind::Monotonic,
+        };
+        let err = validate_sched(&s, 1_000_000, None).unwrap_err().to_string();
+        assert!(err.contains("1..99"), "{err}");
+        let s = ThreadSettings {
+            policy: Policy::Other,
+            priority: 5,
+            ..s
+        };
+        assert!(validate_sched(&s, 1_000_000, None)
+            .unwrap_err()
+            .to_string()
+            .contains("no static priority"));
+    }
+
+    #[test]
+    fn tasks_spread_round_robin() {
+        let cpus = CpuList::parse("2,5").unwrap();
+        assert_eq!(assign_cpus(3, Some(&cpus)), vec![Some(2), Some(5), Some(2)]);
+        assert_eq!(assign_cpus(2, None), vec![None, None]);
+    }
+
+    #[test]
+    fn threads_start_together_and_report_in_order() {
+        let plans = vec![
+            ThreadPlan {
+                cpu: Some(0),
+                sched: SchedSpec::other(),
+                prefault: true,
+            };
+            3
+        ];
+        let outs = run_threads(
+            &plans,
+            1_000_000,
+            |_| {},
+            |i, gate, progress| {
+                let start = gate.wait().unwrap();
+                progress.set(i, 1);
+                (i, start)
+            },
+        )
+        .unwrap();
+        assert_eq!(outs.iter().map(|o| o.0).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert!(
+            outs.iter().all(|o| o.1 == outs[0].1),
+            "one common start time"
+        );
+    }
+}

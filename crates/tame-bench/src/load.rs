@@ -1,0 +1,367 @@
+//! Background load during a measurement: stress-ng stressors and a
+//! compile-like `build` load, confined to the load CPUs, started as children in
+//! their own process groups and always stopped and reaped (on return, error
+//! or Ctrl-C; a parent-death signal and stress-ng's own timeout cover SIGKILL).
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tame_host::CpuList;
+
+use crate::error::{invalid, BenchError, Result};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadKind {
+    Cpu,
+    Io,
+    Hdd,
+    Vm,
+    Sock,
+    Build,
+}
+
+impl LoadKind {
+    const ALL: [(&'static str, LoadKind); 6] = [
+        ("cpu", LoadKind::Cpu),
+        ("io", LoadKind::Io),
+        ("hdd", LoadKind::Hdd),
+        ("vm", LoadKind::Vm),
+        ("sock", LoadKind::Sock),
+        ("build", LoadKind::Build),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or("?", |(n, _)| n)
+    }
+
+    /// Parse `cpu,io,hdd` (any combination, no repeats needed).
+    pub fn parse_list(text: &str) -> Result<Vec<LoadKind>> {
+        let mut kinds = Vec::new();
+        for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            let kind = Self::ALL
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(word))
+                .map(|(_, k)| *k)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "unknown load {word:?} — tame can generate cpu, io, hdd, vm, sock and build load; pick any of them, comma-separated"
+                    ))
+                })?;
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        kinds.sort();
+        Ok(kinds)
+    }
+}
+
+/// What load to run and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadSpec {
+    pub kinds: Vec<LoadKind>,
+    pub cpus: CpuList,
+}
+
+/// The load as recorded in a result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadDescription {
+    pub kinds: Vec<LoadKind>,
+    pub cpus: CpuList,
+    /// The exact commands started.
+    pub commands: Vec<String>,
+}
+
+fn find_in_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+}
+
+impl LoadSpec {
+    /// Check the tools exist before anything starts.
+    pub fn check_tools(&self) -> Result<()> {
+        let needs_stress = self.kinds.iter().any(|k| *k != LoadKind::Build);
+        if needs_stress && find_in_path("stress-ng").is_none() {
+            return Err(invalid(
+                "stress-ng not found in PATH — cpu/io/hdd/vm/sock load runs stress-ng; install the Debian package stress-ng (apt-get install stress-ng) or run `make run` once",
+            ));
+        }
+        if self.kinds.contains(&LoadKind::Build) && find_in_path("gcc").is_none() {
+            return Err(invalid(
+                "gcc not found in PATH — the build load compiles C sources with gcc; install the Debian package gcc (apt-get install gcc)",
+            ));
+        }
+        if self.cpus.is_empty() {
+            return Err(invalid(
+                "no load CPUs — give --load-cpus a non-empty CPU list",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Load that is running; dropping it stops and reaps every process.
+pub struct RunningLoad {
+    children: Vec<Child>,
+    workdir: Option<tempfile::TempDir>,
+    description: LoadDescription,
+}
+
+impl RunningLoad {
+    /// Start the load. `max_runtime` bounds stress-ng even if tame is killed.
+    pub fn start(spec: &LoadSpec, max_runtime: Duration) -> Result<Self> {
+        spec.check_tools()?;
+        let workdir = tempfile::Builder::new()
+            .prefix("tame-load.")
+            .tempdir()
+            .map_err(|e| {
+                BenchError::Failed(format!(
+                    "cannot create a temporary directory for the load: {e}"
+                ))
+            })?;
+        let mut load = RunningLoad {
+            children: Vec::new(),
+            workdir: None,
+            description: LoadDescription {
+                kinds: spec.kinds.clone(),
+                cpus: spec.cpus.clone(),
+                commands: Vec::new(),
+            },
+        };
+        let per_kind = spec.cpus.len().to_string();
+        let stressors: Vec<&LoadKind> = spec
+            .kinds
+            .iter()
+            .filter(|k| **k != LoadKind::Build)
+            .collect();
+        if !stressors.is_empty() {
+            let timeout = format!("{}s", max_runtime.as_secs() + 5);
+            let mut args: Vec<String> = vec![
+                "--taskset".into(),
+                spec.cpus.to_string(),
+                "--temp-path".into(),
+                workdir.path().display().to_string(),
+                "--timeout".into(),
+                timeout,
+                "--quiet".into(),
+            ];
+            for kind in stressors {
+                args.push(format!("--{}", kind.name()));
+                args.push(per_kind.clone());
+                match kind {
+                    LoadKind::Vm => args.extend(["--vm-bytes".into(), "64M".into()]),
+                    LoadKind::Hdd => args.extend(["--hdd-bytes".into(), "64M".into()]),
+                    _ => {}
+                }
+            }
+            load.spawn("stress-ng", &args, None)?;
+        }
+        if spec.kinds.contains(&LoadKind::Build) {
+            let source = workdir.path().join("load.c");
+            std::fs::write(&source, generated_c_source()).map_err(|e| {
+                BenchError::Failed(format!("cannot write {}: {e}", source.display()))
+            })?;
+            for cpu in spec.cpus.iter() {
+                let object = workdir.path().join(format!("load{cpu}.o"));
+                let script = format!(
+                    "while :; do gcc -O2 -c {} -o {}; done",
+                    shell_quote(&source),
+                    shell_quote(&object)
+                );
+                load.spawn("sh", &["-c".to_string(), script], Some(cpu))?;
+            }
+        }
+        load.workdir = Some(workdir);
+        Ok(load)
+    }
+
+    fn spawn(&mut self, program: &str, args: &[String], pin: Option<u32>) -> Result<()> {
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
+                if let Some(cpu) = pin {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu as usize, &mut set);
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| BenchError::Failed(format!("cannot start {program}: {e}")))?;
+        let shown = match pin {
+            Some(cpu) => format!("taskset -c {cpu} {program} {}", args.join(" ")),
+            None => format!("{program} {}", args.join(" ")),
+        };
+        self.description.commands.push(shown);
+        self.children.push(child);
+        Ok(())
+    }
+
+    pub fn description(&self) -> &LoadDescription {
+        &self.description
+    }
+
+    /// Process ids of the load's group leaders (for tests and diagnostics).
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
+    /// Stop the load: SIGTERM to each process group, SIGKILL after a grace period, reap all.
+    pub fn stop(mut self) {
+        self.stop_all();
+    }
+
+    fn stop_all(&mut self) {
+        for child in &self.children {
+            // SAFETY: signalling a process group we created.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGTERM) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(3);
+        for child in &mut self.children {
+            loop {
+                match child.try_wait() {
+                    Ok(Some(_)) | Err(_) => break,
+                    Ok(None) if Instant::now() >= deadline => {
+                        // SAFETY: as above.
+                        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+                        let _ = child.wait();
+                        break;
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+            // Stragglers left in the group (e.g. a gcc mid-compile) get the same end.
+            // SAFETY: as above; ESRCH when the group is already gone is fine.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        }
+        self.children.clear();
+        self.workdir.take();
+    }
+}
+
+impl Drop for RunningLoad {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+fn shell_quote(path: &Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
+}
+
+/// A C file that takes gcc -O2 a noticeable fraction of a second: many small
+/// functions with loops and arithmetic for the optimiser to chew on.
+fn generated_c_source() -> String {
+    let mut s = String::from("#include <stddef.h>\n");
+    for i in 0..400 {
+        s.push_str(&format!(
+            "unsigned long f{i}(unsigned long *a, size_t n) {{ unsigned long s = {i}; \
+             for (size_t j = 0; j < n; j++) {{ s = s * 31 + a[j] * {m}; if (s & 1) s ^= a[(j * 7) % n]; }} \
+             return s; }}\n",
+            m = i * 2 + 1
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Live processes whose process group is `pgid` (read from /proc/PID/stat).
+    fn group_members(pgid: u32) -> Vec<u32> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // Fields after the parenthesised command: state ppid pgrp ...
+            let after = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+            let fields: Vec<&str> = after.split_whitespace().collect();
+            if fields.first() != Some(&"Z") && fields.get(2) == Some(&pgid.to_string().as_str()) {
+                found.push(pid);
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn parses_any_combination_once_each() {
+        assert_eq!(
+            LoadKind::parse_list("sock,cpu,io,cpu").unwrap(),
+            vec![LoadKind::Cpu, LoadKind::Io, LoadKind::Sock]
+        );
+        let err = LoadKind::parse_list("cpu,gpu").unwrap_err().to_string();
+        assert!(err.contains("gpu") && err.contains("build"), "{err}");
+    }
+
+    #[test]
+    fn build_load_runs_gcc_and_stops_without_leftovers() {
+        if find_in_path("gcc").is_none() {
+            eprintln!("skipped: gcc not installed");
+            return;
+        }
+        let spec = LoadSpec {
+            kinds: vec![LoadKind::Build],
+            cpus: CpuList::parse("0").unwrap(),
+        };
+        let load = RunningLoad::start(&spec, Duration::from_secs(5)).unwrap();
+        let pids = load.pids();
+        assert_eq!(pids.len(), 1);
+        assert!(load.description().commands[0].starts_with("taskset -c 0 sh"));
+        std::thread::sleep(Duration::from_millis(300));
+        load.stop();
+        for pid in pids {
+            assert_eq!(
+                group_members(pid),
+                Vec::<u32>::new(),
+                "load group {pid} left running"
+            );
+        }
+    }
+
+    #[test]
+    fn stress_ng_load_is_reaped_on_drop() {
+        if find_in_path("stress-ng").is_none() {
+            eprintln!("skipped: stress-ng not installed");
+            return;
+        }
+        let spec = LoadSpec {
+            kinds: vec![LoadKind::Cpu, LoadKind::Io],
+            cpus: CpuList::parse("0").unwrap(),
+        };
+        let pids = {
+            let load = RunningLoad::start(&spec, Duration::from_secs(5)).unwrap();
+            std::thread::sleep(Duration::from_millis(500));
+            load.pids()
+        };
+        for pid in pids {
+            assert_eq!(
+                group_members(pid),
+                Vec::<u32>::new(),
+                "stress-ng group {pid} left running"
+            );
+        }
+    }
+}

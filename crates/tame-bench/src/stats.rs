@@ -1,0 +1,242 @@
+//! Statistics shared by every bench: an HDR histogram at nanosecond
+//! resolution plus exact count/min/max/sum, so the summary's extremes and mean
+//! are exact and only the percentiles carry the histogram's 0.1 % quantisation.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// The largest value a histogram tracks (one hour, in ns). Larger values are
+/// counted at this ceiling; the exact maximum is still kept.
+pub const HISTOGRAM_CEILING: u64 = 3_600 * 1_000_000_000;
+/// Three significant digits: every percentile is within 0.1 % of the true value.
+pub const SIGNIFICANT_DIGITS: u8 = 3;
+
+/// Collects values without allocating: the histogram is sized for its whole
+/// range up front, so `record` is safe inside a measuring loop.
+#[derive(Clone, Debug)]
+pub struct Recorder {
+    hist: Histogram<u64>,
+    count: u64,
+    min: u64,
+    max: u64,
+    sum: u128,
+    sum_sq: u128,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Recorder {
+    pub fn new() -> Self {
+        let mut hist = Histogram::new_with_bounds(1, HISTOGRAM_CEILING, SIGNIFICANT_DIGITS)
+            .expect("constant histogram bounds are valid");
+        hist.auto(false);
+        Self {
+            hist,
+            count: 0,
+            min: u64::MAX,
+            max: 0,
+            sum: 0,
+            sum_sq: 0,
+        }
+    }
+
+    #[inline(always)]
+    pub fn record(&mut self, value: u64) {
+        self.hist.saturating_record(value);
+        self.count += 1;
+        self.min = self.min.min(value);
+        self.max = self.max.max(value);
+        self.sum += value as u128;
+        self.sum_sq += value as u128 * value as u128;
+    }
+
+    pub fn merge(&mut self, other: &Recorder) {
+        // Both histograms share bounds, so adding cannot fail or resize.
+        self.hist
+            .add(&other.hist)
+            .expect("recorders share histogram bounds");
+        self.count += other.count;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.sum += other.sum;
+        self.sum_sq += other.sum_sq;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    pub fn min(&self) -> Option<u64> {
+        (self.count > 0).then_some(self.min)
+    }
+
+    pub fn max(&self) -> Option<u64> {
+        (self.count > 0).then_some(self.max)
+    }
+
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.hist
+    }
+
+    /// The value at quantile `q` (0..=1), clamped to the exact extremes.
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        self.hist.value_at_quantile(q).clamp(self.min, self.max)
+    }
+
+    pub fn summary(&self) -> Summary {
+        if self.count == 0 {
+            return Summary::default();
+        }
+        let n = self.count as f64;
+        let mean = self.sum as f64 / n;
+        let variance = (self.sum_sq as f64 / n - mean * mean).max(0.0);
+        Summary {
+            count: self.count,
+            min: self.min,
+            mean: mean.round() as u64,
+            stddev: variance.sqrt().round() as u64,
+            p50: self.quantile(0.50),
+            p90: self.quantile(0.90),
+            p99: self.quantile(0.99),
+            p99_9: self.quantile(0.999),
+            p99_99: self.quantile(0.9999),
+            p99_999: self.quantile(0.99999),
+            max: self.max,
+        }
+    }
+}
+
+/// The distribution of one metric, in the metric's unit (nanoseconds unless the
+/// metric says otherwise). Percentiles are upper bounds of their histogram
+/// bucket (within 0.1 %); count, min, mean and max are exact.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    pub count: u64,
+    pub min: u64,
+    pub mean: u64,
+    pub stddev: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p99_9: u64,
+    pub p99_99: u64,
+    pub p99_999: u64,
+    pub max: u64,
+}
+
+impl Summary {
+    /// The percentile columns with their labels, in table order.
+    pub fn percentiles(&self) -> [(&'static str, u64); 6] {
+        [
+            ("p50", self.p50),
+            ("p90", self.p90),
+            ("p99", self.p99),
+            ("p99.9", self.p99_9),
+            ("p99.99", self.p99_99),
+            ("p99.999", self.p99_999),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn within_tenth_percent(got: u64, want: u64) -> bool {
+        got.abs_diff(want) as f64 <= want as f64 * 0.001 + 1.0
+    }
+
+    #[test]
+    fn uniform_distribution_percentiles() {
+        let mut r = Recorder::new();
+        for v in 1..=100_000u64 {
+            r.record(v);
+        }
+        let s = r.summary();
+        assert_eq!(
+            (s.count, s.min, s.max, s.mean),
+            (100_000, 1, 100_000, 50_001)
+        );
+        assert!(within_tenth_percent(s.p50, 50_000), "{s:?}");
+        assert!(within_tenth_percent(s.p90, 90_000), "{s:?}");
+        assert!(within_tenth_percent(s.p99, 99_000), "{s:?}");
+        assert!(within_tenth_percent(s.p99_9, 99_900), "{s:?}");
+        assert!(within_tenth_percent(s.p99_999, 99_999), "{s:?}");
+        // stddev of U(1, n) is n/sqrt(12).
+        assert!(
+            (s.stddev as f64 - 100_000.0 / 12f64.sqrt()).abs() < 2.0,
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn constant_distribution_has_zero_spread() {
+        let mut r = Recorder::new();
+        for _ in 0..1000 {
+            r.record(15_000);
+        }
+        let s = r.summary();
+        assert_eq!(
+            (s.min, s.p50, s.p99_999, s.max, s.stddev),
+            (15_000, 15_000, 15_000, 15_000, 0)
+        );
+    }
+
+    #[test]
+    fn bimodal_tail_shows_in_high_percentiles_only() {
+        // 99.9 % at 10 µs, 0.1 % at 5 ms: p99 stays at 10 µs, p99.99 sees the outliers.
+        let mut r = Recorder::new();
+        for i in 0..100_000 {
+            r.record(if i % 1000 == 0 { 5_000_000 } else { 10_000 });
+        }
+        let s = r.summary();
+        assert!(within_tenth_percent(s.p99, 10_000), "{s:?}");
+        assert!(within_tenth_percent(s.p99_99, 5_000_000), "{s:?}");
+        assert_eq!(s.max, 5_000_000);
+    }
+
+    #[test]
+    fn values_beyond_the_ceiling_keep_their_exact_max() {
+        let mut r = Recorder::new();
+        r.record(HISTOGRAM_CEILING * 2);
+        r.record(0);
+        let s = r.summary();
+        assert_eq!((s.min, s.max, s.count), (0, HISTOGRAM_CEILING * 2, 2));
+    }
+
+    #[test]
+    fn empty_recorder_summarises_to_zeroes() {
+        assert_eq!(Recorder::new().summary(), Summary::default());
+    }
+
+    proptest! {
+        #[test]
+        fn merge_equals_recording_everything_in_one(a in proptest::collection::vec(0u64..10_000_000_000, 1..200),
+                                                   b in proptest::collection::vec(0u64..10_000_000_000, 1..200)) {
+            let (mut ra, mut rb, mut all) = (Recorder::new(), Recorder::new(), Recorder::new());
+            a.iter().for_each(|&v| { ra.record(v); all.record(v); });
+            b.iter().for_each(|&v| { rb.record(v); all.record(v); });
+            ra.merge(&rb);
+            prop_assert_eq!(ra.summary(), all.summary());
+        }
+
+        #[test]
+        fn summary_is_ordered(values in proptest::collection::vec(0u64..1_000_000_000_000, 1..500)) {
+            let mut r = Recorder::new();
+            values.iter().for_each(|&v| r.record(v));
+            let s = r.summary();
+            let order = [s.min, s.p50, s.p90, s.p99, s.p99_9, s.p99_99, s.p99_999, s.max];
+            prop_assert!(order.windows(2).all(|w| w[0] <= w[1]), "{:?}", s);
+            prop_assert_eq!(s.min, *values.iter().min().unwrap());
+            prop_assert_eq!(s.max, *values.iter().max().unwrap());
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! Scheduling policy, priority and CPU affinity of the calling thread.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    Other,
+    Fifo,
+    Rr,
+    /// SCHED_DEADLINE; runtime/deadline/period are given when applying.
+    Deadline,
+}
+
+impl Policy {
+    /// The valid static priority range for this policy (deadline and other take 0).
+    pub fn priority_range(self) -> (i32, i32) {
+        match self {
+            Policy::Fifo | Policy::Rr => {
+                let raw = self.raw();
+                // SAFETY: plain queries with a valid policy constant.
+                unsafe {
+                    (
+                        libc::sched_get_priority_min(raw),
+                        libc::sched_get_priority_max(raw),
+                    )
+                }
+            }
+            Policy::Other | Policy::Deadline => (0, 0),
+        }
+    }
+
+    pub fn is_realtime(self) -> bool {
+        self != Policy::Other
+    }
+
+    fn raw(self) -> libc::c_int {
+        match self {
+            Policy::Other => libc::SCHED_OTHER,
+            Policy::Fifo => libc::SCHED_FIFO,
+            Policy::Rr => libc::SCHED_RR,
+            Policy::Deadline => SCHED_DEADLINE,
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Policy::Other => "other",
+            Policy::Fifo => "fifo",
+            Policy::Rr => "rr",
+            Policy::Deadline => "deadline",
+        })
+    }
+}
+
+impl FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "other" | "normal" => Ok(Policy::Other),
+            "fifo" => Ok(Policy::Fifo),
+            "rr" => Ok(Policy::Rr),
+            "deadline" | "dl" => Ok(Policy::Deadline),
+            _ => Err(format!(
+                "unknown policy {s:?}: use fifo, rr, deadline or other"
+            )),
+        }
+    }
+}
+
+/// How a thread should be scheduled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchedSpec {
+    pub policy: Policy,
+    /// Static priority for fifo/rr.
+    pub priority: i32,
+    /// For deadline: runtime, deadline and period in ns.
+    pub dl_runtime_ns: u64,
+    pub dl_deadline_ns: u64,
+    pub dl_period_ns: u64,
+}
+
+impl SchedSpec {
+    pub fn other() -> Self {
+        Self::static_priority(Policy::Other, 0)
+    }
+
+    pub fn static_priority(policy: Policy, priority: i32) -> Self {
+        Self {
+            policy,
+            priority,
+            dl_runtime_ns: 0,
+            dl_deadline_ns: 0,
+            dl_period_ns: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchedError {
+    #[error("cannot set policy {policy} priority {priority}: {errno_text}")]
+    Policy {
+        policy: Policy,
+        priority: i32,
+        errno: i32,
+        errno_text: String,
+    },
+    #[error("cannot pin thread to CPU {cpu}: {errno_text}")]
+    Affinity {
+        cpu: u32,
+        errno: i32,
+        errno_text: String,
+    },
+}
+
+impl SchedError {
+    pub fn errno(&self) -> i32 {
+        match self {
+            SchedError::Policy { errno, .. } | SchedError::Affinity { errno, .. } => *errno,
+        }
+    }
+}
+
+const SCHED_DEADLINE: libc::c_int = 6;
+
+/// The kernel's struct sched_attr (v0 layout, 48 bytes).
+#[repr(C)]
+#[derive(Default)]
+struct SchedAttr {
+    size: u32,
+    sched_policy: u32,
+    sched_flags: u64,
+    sched_nice: i32,
+    sched_priority: u32,
+    sched_runtime: u64,
+    sched_deadline: u64,
+    sched_period: u64,
+}
+
+fn last_errno() -> (i32, String) {
+    let e = std::io::Error::last_os_error();
+    (e.raw_os_error().unwrap_or(0), e.to_string())
+}
+
+/// Apply a scheduling spec to the calling thread.
+pub fn set_current_thread(spec: &SchedSpec) -> Result<(), SchedError> {
+    let fail = || {
+        let (errno, errno_text) = last_errno();
+        SchedError::Policy {
+            policy: spec.policy,
+            priority: spec.priority,
+            errno,
+            errno_text,
+        }
+    };
+    if spec.policy == Policy::Deadline {
+        let attr = SchedAttr {
+            size: std::mem::size_of::<SchedAttr>() as u32,
+            sched_policy: SCHED_DEADLINE as u32,
+            sched_runtime: spec.dl_runtime_ns,
+            sched_deadline: spec.dl_deadline_ns,
+            sched_period: spec.dl_period_ns,
+            ..Default::default()
+        };
+        // SAFETY: attr is a valid sched_attr of the size it declares; pid 0 = calling thread.
+        let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+        return if rc == 0 { Ok(()) } else { Err(fail()) };
+    }
+    let param = libc::sched_param {
+        sched_priority: spec.priority,
+    };
+    // SAFETY: param is valid; pid 0 means the calling thread on Linux.
+    let rc = unsafe { libc::sched_setscheduler(0, spec.policy.raw(), &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(fail())
+    }
+}
+
+/// Pin the calling thread to one CPU.
+pub fn pin_current_thread(cpu: u32) -> Result<(), SchedError> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET bounds are checked below.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu as usize >= libc::CPU_SETSIZE as usize {
+            return Err(SchedError::Affinity {
+                cpu,
+                errno: libc::EINVAL,
+                errno_text: "CPU number beyond CPU_SETSIZE".into(),
+            });
+        }
+        libc::CPU_SET(cpu as usize, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            let (errno, errno_text) = last_errno();
+            return Err(SchedError::Affinity {
+                cpu,
+                errno,
+                errno_text,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The CPUs the calling thread may run on (its affinity mask, which the cpuset bounds).
+pub fn allowed_cpus() -> Vec<u32> {
+    // SAFETY: cpu_set_t is plain data; the kernel fills it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .map(|c| c as u32)
+            .collect()
+    }
+}
+
+/// The CPU the calling thread is running on now.
+pub fn current_cpu() -> Option<u32> {
+    // SAFETY: no arguments; returns -1 on failure.
+    let c = unsafe { libc::sched_getcpu() };
+    (c >= 0).then_some(c as u32)
+}
+
+/// Find out, without changing the caller, whether a thread of this process may
+/// use `spec` on `cpu`: a throw-away thread tries it and reports the error.
+pub fn probe(spec: SchedSpec, cpu: Option<u32>) -> Result<(), SchedError> {
+    std::thread::spawn(move || {
+        if let Some(c) = cpu {
+            pin_current_thread(c)?;
+        }
+        set_current_thread(&spec)
+    })
+    .join()
+    .unwrap_or_else(|_| {
+        Err(SchedError::Policy {
+            policy: spec.policy,
+            priority: spec.priority,
+            errno: 0,
+            errno_text: "probe thread panicked".into(),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_policy_names() {
+        assert_eq!("FIFO".parse::<Policy>().unwrap(), Policy::Fifo);
+        assert_eq!("deadline".parse::<Policy>().unwrap(), Policy::Deadline);
+        assert!("batch".parse::<Policy>().unwrap_err().contains("fifo"));
+        assert_eq!(Policy::Rr.to_string(), "rr");
+    }
+
+    #[test]
+    fn realtime_priority_range_is_1_to_99() {
+        assert_eq!(Policy::Fifo.priority_range(), (1, 99));
+        assert_eq!(Policy::Other.priority_range(), (0, 0));
+    }
+
+    #[test]
+    fn probe_reports_an_invalid_priority_without_touching_the_caller() {
+        let err = probe(SchedSpec::static_priority(Policy::Fifo, 100), None).unwrap_err();
+        assert_eq!(err.errno(), libc::EINVAL);
+        // The caller stayed SCHED_OTHER.
+        // SAFETY: query only.
+        assert_eq!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_OTHER);
+    }
+
+    #[test]
+    fn allowed_cpus_include_the_current_one() {
+        let cpu = current_cpu().unwrap();
+        assert!(allowed_cpus().contains(&cpu));
+    }
+
+    #[test]
+    fn pinning_moves_the_thread() {
+        std::thread::spawn(|| {
+            pin_current_thread(0).unwrap();
+            assert_eq!(current_cpu(), Some(0));
+        })
+        .join()
+        .unwrap();
+    }
+}
