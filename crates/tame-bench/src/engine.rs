@@ -111,7 +111,15 @@ pub fn validate_sched(
         SchedSpec::static_priority(policy, settings.priority)
     };
     if let Err(e) = sched::probe(spec, probe_cpu) {
+        // SAFETY: no arguments.
+        let privileged = unsafe { libc::geteuid() } == 0;
         let why = match e.errno() {
+            libc::EPERM if policy == Policy::Deadline && privileged => {
+                return Err(invalid(format!(
+                    "SCHED_DEADLINE refused for a thread pinned to CPU {}: the kernel admits deadline tasks only with an affinity spanning their whole root domain — measure deadline inside an isolated partition (its exclusive cpuset is a root domain of its own), or use --policy fifo",
+                    probe_cpu.unwrap_or(0)
+                )))
+            }
             libc::EPERM => {
                 "this process lacks CAP_SYS_NICE (and RLIMIT_RTPRIO does not allow it)".to_string()
             }

@@ -39,9 +39,25 @@ enum Command {
     /// Host-layer utilities.
     #[command(subcommand)]
     Host(cmd::host::HostCommand),
+    /// Run a program placed on isolated CPUs from its first instruction.
+    Run(cmd::launch::RunArgs),
+    /// Move a running program's threads onto isolated CPUs (recorded; `tame attach` undoes it).
+    Detach(cmd::launch::DetachArgs),
+    /// Put a detached program back exactly as it was.
+    Attach(cmd::launch::AttachArgs),
+    /// What tame placed, per partition, with switches and faults since placement.
+    Ps(cmd::launch::PsArgs),
     /// Shared-memory channel segments.
     #[command(subcommand)]
     Ipc(cmd::ipc::IpcCommand),
+    /// Validate a partition spec and show the changes apply would make (and boot parameters).
+    Plan(cmd::partition::PlanArgs),
+    /// Apply a partition spec, journaled and reversible.
+    Apply(cmd::partition::ApplyArgs),
+    /// Show the applied partitions, drift, and what still runs on isolated CPUs.
+    Status(cmd::partition::StatusArgs),
+    /// Undo every change of `tame apply`, from its journal.
+    Revert(cmd::partition::RevertArgs),
 }
 
 fn main() {
@@ -52,7 +68,15 @@ fn main() {
         Command::Check(a) => cmd::check::run(&ctx, a),
         Command::Topology(a) => cmd::topology::run(&ctx, a),
         Command::Host(c) => cmd::host::run(&ctx, c),
+        Command::Run(a) => cmd::launch::run_run(&ctx, a),
+        Command::Detach(a) => cmd::launch::run_detach(&ctx, a),
+        Command::Attach(a) => cmd::launch::run_attach(&ctx, a),
+        Command::Ps(a) => cmd::launch::run_ps(&ctx, a),
         Command::Ipc(c) => cmd::ipc::run(&ctx, c),
+        Command::Plan(a) => cmd::partition::run_plan(&ctx, a),
+        Command::Apply(a) => cmd::partition::run_apply(&ctx, a),
+        Command::Status(a) => cmd::partition::run_status(&ctx, a),
+        Command::Revert(a) => cmd::partition::run_revert(&ctx, a),
     };
     std::process::exit(error::exit_code(result));
 }

@@ -151,6 +151,23 @@ fn unprivileged_realtime_policy_is_refused_up_front() {
 }
 
 #[test]
+fn deadline_refusal_explains_the_root_domain_rule() {
+    if !is_root() {
+        return;
+    }
+    let out = tame(&[
+        "bench", "cycle", "--cpus", "0", "--loops", "20", "--policy", "deadline",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Inside an exclusive cpuset of its own CPU 0 would be admitted; on a plain machine it is refused.
+    match out.status.code() {
+        Some(0) => {}
+        Some(2) => assert!(stderr.contains("root domain"), "{stderr}"),
+        other => panic!("unexpected exit {other:?}: {stderr}"),
+    }
+}
+
+#[test]
 fn cycle_counts_every_period_on_every_cpu() {
     let policy = if is_root() { "fifo" } else { "other" };
     let v = json_of(&tame(&[

@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{CpuList, Root};
+use crate::kernel::{self, Preemption};
+use crate::reader::Reader;
+use crate::{cpu, sched, virt, CpuList, Root};
 
 /// Self-characterisation of the host, captured once per run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -46,88 +48,64 @@ pub const ISOLATION_PARAMETERS: &[&str] = &[
 impl RunEnvironment {
     /// Capture what can be read; unreadable facts stay empty rather than failing a run.
     pub fn capture(root: &Root) -> Self {
-        let text = |p: &str| root.read_trimmed(p).ok();
-        let cmdline = text("/proc/cmdline").unwrap_or_default();
-        let version = text("/proc/sys/kernel/version").unwrap_or_default();
-        let cpuinfo = root.read("/proc/cpuinfo").unwrap_or_default();
-        let flags = cpu_flags(&cpuinfo);
+        let mut r = Reader::new(root);
+        let cmdline = r.value(kernel::CMDLINE).unwrap_or_default();
+        let version = r.value(kernel::VERSION).unwrap_or_default();
+        let flags = cpu_flags(&r.optional(cpu::PROC_CPUINFO).unwrap_or_default());
+        let clocksources: Vec<String> = r
+            .value(&format!("{}/available_clocksource", sched::CLOCKSOURCE))
+            .map(|t| t.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default();
         Self {
-            kernel_release: text("/proc/sys/kernel/osrelease").unwrap_or_default(),
+            kernel_release: r.value(kernel::OSRELEASE).unwrap_or_default(),
             preemption_model: preemption_model(
                 &version,
-                text("/sys/kernel/debug/sched/preempt").as_deref(),
+                root.read_trimmed(kernel::DEBUGFS_PREEMPT).ok().as_deref(),
             ),
             kernel_version: version,
             isolation_parameters: isolation_parameters(&cmdline),
-            cpuidle_driver: text("/sys/devices/system/cpu/cpuidle/current_driver"),
-            clocksource: text("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
-            hypervisor: hypervisor(&flags, text("/sys/hypervisor/type").as_deref(), root),
+            cpuidle_driver: r.value(&format!("{}/cpuidle/current_driver", cpu::SYS_CPU)),
+            clocksource: r.value(&format!("{}/current_clocksource", sched::CLOCKSOURCE)),
+            hypervisor: hypervisor(&mut r, &flags, &clocksources),
             invariant_tsc: flags.iter().any(|f| f == "constant_tsc")
                 && flags.iter().any(|f| f == "nonstop_tsc"),
-            online_cpus: text("/sys/devices/system/cpu/online")
-                .and_then(|s| CpuList::parse(&s).ok())
+            online_cpus: r
+                .cpu_list(&format!("{}/online", cpu::SYS_CPU))
                 .unwrap_or_default(),
         }
     }
 }
 
 /// The flags of the first processor in /proc/cpuinfo.
-pub fn cpu_flags(cpuinfo: &str) -> Vec<String> {
-    cpuinfo
-        .lines()
-        .find(|l| l.starts_with("flags"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, f)| f.split_whitespace().map(str::to_string).collect())
-        .unwrap_or_default()
-}
+pub use crate::cpu::cpu_flags;
 
-fn hypervisor(flags: &[String], sys_type: Option<&str>, root: &Root) -> Option<String> {
+fn hypervisor(r: &mut Reader, flags: &[String], clocksources: &[String]) -> Option<String> {
     if !flags.iter().any(|f| f == "hypervisor") {
         return None;
     }
-    if let Some(t) = sys_type.filter(|t| !t.is_empty()) {
-        return Some(t.to_string());
-    }
-    let vendor = root
-        .read_trimmed("/sys/class/dmi/id/sys_vendor")
-        .ok()
-        .filter(|v| !v.is_empty());
-    Some(vendor.unwrap_or_else(|| "unknown hypervisor".to_string()))
+    let found = [virt::HYPERVISOR_TYPE, virt::DMI_VENDOR]
+        .iter()
+        .find_map(|p| r.value(p).filter(|v| !v.is_empty()))
+        .or_else(|| virt::vendor_from_clocksources(clocksources).map(str::to_string));
+    Some(found.unwrap_or_else(|| "unknown hypervisor".to_string()))
 }
 
 /// Derive the preemption model from `uname -v` and, where readable, the
 /// dynamic-preemption mode (`none voluntary (full) lazy` marks the current one).
 pub fn preemption_model(kernel_version: &str, dynamic_mode: Option<&str>) -> String {
-    let words: Vec<&str> = kernel_version.split_whitespace().collect();
-    if words.contains(&"PREEMPT_RT") {
-        return "rt".into();
-    }
-    if words.contains(&"PREEMPT_DYNAMIC") {
-        let current = dynamic_mode.and_then(|m| {
-            m.split_whitespace()
-                .find(|w| w.starts_with('(') && w.ends_with(')'))
-                .map(|w| w.trim_matches(|c| c == '(' || c == ')').to_string())
-        });
-        return match current {
-            Some(mode) => format!("dynamic({mode})"),
-            None => "dynamic".into(),
-        };
-    }
-    if words.contains(&"PREEMPT") {
-        return "full".into();
-    }
-    "none or voluntary".into()
+    Preemption::derive(kernel_version, None, None, dynamic_mode).summary()
 }
 
 /// The isolation-related `key=value` words of a kernel command line.
 pub fn isolation_parameters(cmdline: &str) -> Vec<String> {
-    cmdline
-        .split_whitespace()
-        .filter(|w| {
-            let key = w.split_once('=').map_or(*w, |(k, _)| k);
-            ISOLATION_PARAMETERS.contains(&key)
+    kernel::parse_cmdline(cmdline)
+        .params
+        .into_iter()
+        .filter(|p| ISOLATION_PARAMETERS.contains(&p.key.as_str()))
+        .map(|p| match p.value {
+            Some(v) => format!("{}={v}", p.key),
+            None => p.key,
         })
-        .map(str::to_string)
         .collect()
 }
 

@@ -30,3 +30,102 @@ impl HostError {
         matches!(self, HostError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
     }
 }
+
+/// A malformed line in a file, found by a parser that only sees text; the
+/// caller names the file with [`ParseError::at`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct ParseError {
+    /// 1-based line number.
+    pub line: usize,
+    pub message: String,
+}
+
+impl ParseError {
+    pub fn new(line: usize, message: impl Into<String>) -> Self {
+        Self {
+            line,
+            message: message.into(),
+        }
+    }
+
+    /// Attach the path the text came from.
+    pub fn at(self, path: impl Into<PathBuf>) -> HostError {
+        HostError::Parse {
+            path: path.into(),
+            line: self.line,
+            message: self.message,
+        }
+    }
+}
+
+/// The kernel's name for an OS error number (`EACCES`), falling back to the number.
+pub fn errno_name(code: i32) -> String {
+    let errno = nix::errno::Errno::from_raw(code);
+    if errno == nix::errno::Errno::UnknownErrno {
+        format!("errno {code}")
+    } else {
+        format!("{errno:?}")
+    }
+}
+
+/// A host file the model could not use: missing where it was expected,
+/// unreadable, or malformed. Recorded in the model (and shown by `tame check`)
+/// instead of failing the whole read.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Unreadable {
+    /// The host path (`/proc/interrupts`), not the fixture path.
+    pub path: String,
+    /// `EACCES (Permission denied)`, `ENOENT (No such file or directory)` or `line 3: …`.
+    pub error: String,
+}
+
+impl Unreadable {
+    pub fn from_error(host_path: &std::path::Path, e: &HostError) -> Self {
+        let error = match e {
+            HostError::Read { source, .. } => match source.raw_os_error() {
+                Some(code) => format!(
+                    "{} ({})",
+                    errno_name(code),
+                    nix::errno::Errno::from_raw(code).desc()
+                ),
+                None => source.to_string(),
+            },
+            HostError::Parse { line, message, .. } => format!("line {line}: {message}"),
+        };
+        Self {
+            path: host_path.display().to_string(),
+            error,
+        }
+    }
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot read {}: {}", self.path, self.error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unreadable_names_the_errno_and_the_host_path() {
+        let e = HostError::Read {
+            path: PathBuf::from("/fixture/proc/interrupts"),
+            source: std::io::Error::from_raw_os_error(13),
+        };
+        let u = Unreadable::from_error(std::path::Path::new("/proc/interrupts"), &e);
+        assert_eq!(u.error, "EACCES (Permission denied)");
+        assert_eq!(
+            u.to_string(),
+            "cannot read /proc/interrupts: EACCES (Permission denied)"
+        );
+        let p = ParseError::new(3, "bad label").at("/fixture/proc/interrupts");
+        assert_eq!(p.to_string(), "/fixture/proc/interrupts:3: bad label");
+        let u = Unreadable::from_error(std::path::Path::new("/proc/interrupts"), &p);
+        assert_eq!(u.error, "line 3: bad label");
+        assert_eq!(errno_name(2), "ENOENT");
+    }
+}

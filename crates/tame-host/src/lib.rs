@@ -4,11 +4,27 @@
 //! [`Root`], so logic can run on a fixture tree in tests and on `/` for real.
 //! Parsers take text and return models; they never touch the file system.
 
+pub mod capture;
+pub mod cgroup;
+pub mod cpu;
 pub mod cpulist;
 pub mod environment;
 pub mod error;
+pub mod irq;
+pub mod journal;
+pub mod kernel;
+pub mod memory;
+pub mod model;
+pub mod power;
+pub mod process;
+pub mod reader;
 pub mod root;
+pub mod sched;
+pub mod synthetic;
+pub mod tracing;
+pub mod virt;
 
 pub use cpulist::CpuList;
-pub use error::HostError;
+pub use error::{HostError, Unreadable};
+pub use model::HostModel;
 pub use root::Root;

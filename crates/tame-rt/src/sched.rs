@@ -147,39 +147,164 @@ fn last_errno() -> (i32, String) {
     (e.raw_os_error().unwrap_or(0), e.to_string())
 }
 
-/// Apply a scheduling spec to the calling thread.
-pub fn set_current_thread(spec: &SchedSpec) -> Result<(), SchedError> {
-    let fail = || {
-        let (errno, errno_text) = last_errno();
-        SchedError::Policy {
-            policy: spec.policy,
-            priority: spec.priority,
-            errno,
-            errno_text,
-        }
-    };
-    if spec.policy == Policy::Deadline {
+/// SCHED_RESET_ON_FORK: children of the thread start as SCHED_OTHER.
+pub const RESET_ON_FORK: libc::c_int = 0x4000_0000;
+const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
+
+/// Apply a scheduling spec to thread `tid` (0 = the calling thread) using only
+/// async-signal-safe calls, so it may run between fork and exec. Returns 0 or an errno.
+pub fn apply_raw(tid: libc::pid_t, spec: &SchedSpec, reset_on_fork: bool) -> libc::c_int {
+    let rc = if spec.policy == Policy::Deadline {
         let attr = SchedAttr {
             size: std::mem::size_of::<SchedAttr>() as u32,
             sched_policy: SCHED_DEADLINE as u32,
+            sched_flags: if reset_on_fork {
+                SCHED_FLAG_RESET_ON_FORK
+            } else {
+                0
+            },
             sched_runtime: spec.dl_runtime_ns,
             sched_deadline: spec.dl_deadline_ns,
             sched_period: spec.dl_period_ns,
             ..Default::default()
         };
-        // SAFETY: attr is a valid sched_attr of the size it declares; pid 0 = calling thread.
-        let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
-        return if rc == 0 { Ok(()) } else { Err(fail()) };
-    }
-    let param = libc::sched_param {
-        sched_priority: spec.priority,
+        // SAFETY: attr is a valid sched_attr of the size it declares.
+        unsafe {
+            libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) as libc::c_int
+        }
+    } else {
+        let param = libc::sched_param {
+            sched_priority: spec.priority,
+        };
+        let policy = spec.policy.raw() | if reset_on_fork { RESET_ON_FORK } else { 0 };
+        // SAFETY: param is valid for the call.
+        unsafe { libc::sched_setscheduler(tid, policy, &param) }
     };
-    // SAFETY: param is valid; pid 0 means the calling thread on Linux.
-    let rc = unsafe { libc::sched_setscheduler(0, spec.policy.raw(), &param) };
+    if rc == 0 {
+        0
+    } else {
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL)
+    }
+}
+
+/// Apply a scheduling spec to the calling thread.
+pub fn set_current_thread(spec: &SchedSpec) -> Result<(), SchedError> {
+    match apply_raw(0, spec, false) {
+        0 => Ok(()),
+        errno => Err(SchedError::Policy {
+            policy: spec.policy,
+            priority: spec.priority,
+            errno,
+            errno_text: std::io::Error::from_raw_os_error(errno).to_string(),
+        }),
+    }
+}
+
+/// A thread's scheduling as the kernel reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadSched {
+    /// The raw policy number (SCHED_OTHER 0, FIFO 1, RR 2, BATCH 3, IDLE 5, DEADLINE 6).
+    pub policy: i32,
+    pub priority: i32,
+    pub nice: i32,
+    pub reset_on_fork: bool,
+    pub dl_runtime_ns: u64,
+    pub dl_deadline_ns: u64,
+    pub dl_period_ns: u64,
+}
+
+/// Read thread `tid`'s scheduling attributes (sched_getattr), exactly enough to restore them.
+pub fn get_thread_sched(tid: libc::pid_t) -> std::io::Result<ThreadSched> {
+    let mut attr = SchedAttr::default();
+    // SAFETY: attr is writable and its size is passed.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            tid,
+            &mut attr as *mut SchedAttr,
+            std::mem::size_of::<SchedAttr>() as u32,
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(ThreadSched {
+        policy: attr.sched_policy as i32,
+        priority: attr.sched_priority as i32,
+        nice: attr.sched_nice,
+        reset_on_fork: attr.sched_flags & SCHED_FLAG_RESET_ON_FORK != 0,
+        dl_runtime_ns: attr.sched_runtime,
+        dl_deadline_ns: attr.sched_deadline,
+        dl_period_ns: attr.sched_period,
+    })
+}
+
+/// Restore attributes read by [`get_thread_sched`] (policy, priority, nice, reset-on-fork, deadline parameters).
+pub fn set_thread_sched(tid: libc::pid_t, s: &ThreadSched) -> std::io::Result<()> {
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        sched_policy: s.policy as u32,
+        sched_flags: if s.reset_on_fork {
+            SCHED_FLAG_RESET_ON_FORK
+        } else {
+            0
+        },
+        sched_nice: s.nice,
+        sched_priority: s.priority as u32,
+        sched_runtime: s.dl_runtime_ns,
+        sched_deadline: s.dl_deadline_ns,
+        sched_period: s.dl_period_ns,
+    };
+    // SAFETY: attr is a valid sched_attr of the size it declares.
+    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) };
     if rc == 0 {
         Ok(())
     } else {
-        Err(fail())
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Thread `tid`'s CPU affinity.
+pub fn get_affinity(tid: libc::pid_t) -> std::io::Result<Vec<u32>> {
+    // SAFETY: cpu_set_t is plain data; the kernel fills it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok((0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .map(|c| c as u32)
+            .collect())
+    }
+}
+
+/// A cpu_set_t for `cpus`, built ahead of time (e.g. before fork).
+pub fn cpu_set(cpus: impl IntoIterator<Item = u32>) -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is plain data; CPU_SET is bounds-checked by the filter.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for c in cpus
+            .into_iter()
+            .filter(|&c| (c as usize) < libc::CPU_SETSIZE as usize)
+        {
+            libc::CPU_SET(c as usize, &mut set);
+        }
+        set
+    }
+}
+
+/// Set thread `tid`'s CPU affinity.
+pub fn set_affinity(tid: libc::pid_t, cpus: impl IntoIterator<Item = u32>) -> std::io::Result<()> {
+    let set = cpu_set(cpus);
+    // SAFETY: set is a valid cpu_set_t.
+    if unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
@@ -210,17 +335,7 @@ pub fn pin_current_thread(cpu: u32) -> Result<(), SchedError> {
 
 /// The CPUs the calling thread may run on (its affinity mask, which the cpuset bounds).
 pub fn allowed_cpus() -> Vec<u32> {
-    // SAFETY: cpu_set_t is plain data; the kernel fills it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .map(|c| c as u32)
-            .collect()
-    }
+    get_affinity(0).unwrap_or_default()
 }
 
 /// The CPU the calling thread is running on now.
@@ -275,6 +390,31 @@ mod tests {
         // The caller stayed SCHED_OTHER.
         // SAFETY: query only.
         assert_eq!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_OTHER);
+    }
+
+    #[test]
+    fn thread_sched_round_trips_through_get_and_set() {
+        std::thread::spawn(|| {
+            let before = get_thread_sched(0).unwrap();
+            assert_eq!(before.policy, libc::SCHED_OTHER);
+            let mut changed = before;
+            changed.nice = before.nice + 1;
+            changed.reset_on_fork = true;
+            set_thread_sched(0, &changed).unwrap();
+            assert_eq!(get_thread_sched(0).unwrap(), changed);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn affinity_round_trips() {
+        std::thread::spawn(|| {
+            set_affinity(0, [0]).unwrap();
+            assert_eq!(get_affinity(0).unwrap(), vec![0]);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -1,9 +1,175 @@
-// Placeholder until the host layer lands; owned by the host/check work.
+//! `tame check`: the real-time readiness audit (logic in tame-check).
+use std::fmt::Write as _;
+
+use tame_check::{Category, CheckReport, Severity, Target};
+use tame_host::{CpuList, HostModel};
+
+use super::topology::{print_out, require_root_dir};
 use crate::Context;
 
 #[derive(clap::Args)]
-pub struct CheckArgs {}
+pub struct CheckArgs {
+    /// The CPUs meant for real-time work (kernel list format, e.g. 2-7, or `all`). Default: the
+    /// CPUs isolated at boot, else every online CPU but the first.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Print the report as JSON (schema tame.check/1).
+    #[arg(long)]
+    pub json: bool,
+    /// Exit with status 1 when any finding fails.
+    #[arg(long)]
+    pub strict: bool,
+}
 
-pub fn run(_ctx: &Context, _args: CheckArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("not available yet")
+/// What `--cpus` asked for, validated as far as possible before reading the host.
+enum Asked {
+    Default,
+    All,
+    List(CpuList),
+}
+
+fn parse_cpus(arg: Option<&str>) -> anyhow::Result<Asked> {
+    let Some(text) = arg else {
+        return Ok(Asked::Default);
+    };
+    if text == "all" {
+        return Ok(Asked::All);
+    }
+    let cpus = CpuList::parse(text).map_err(|e| {
+        crate::bad_input(format!(
+            "--cpus {text:?}: {} — a CPU list looks like 2-7 or 1,3,5 — fix the list",
+            e.reason
+        ))
+    })?;
+    if cpus.is_empty() {
+        return Err(crate::bad_input(
+            "--cpus names no CPU — the check needs at least one — give e.g. --cpus 1",
+        ));
+    }
+    Ok(Asked::List(cpus))
+}
+
+pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<i32> {
+    require_root_dir(ctx)?;
+    let asked = parse_cpus(args.cpus.as_deref())?;
+    let model = HostModel::read(&ctx.root);
+    let target = match asked {
+        Asked::Default => Target::default_for(&model),
+        Asked::All => Target::asked(&model, model.cpus.online.clone()),
+        Asked::List(cpus) => {
+            let offline = cpus.difference(&model.cpus.online);
+            if !offline.is_empty() {
+                return Err(crate::bad_input(format!(
+                    "--cpus {cpus}: CPUs {offline} are not online (online: {}) — choose online CPUs",
+                    model.cpus.online
+                )));
+            }
+            Target::asked(&model, cpus)
+        }
+    };
+    let report = tame_check::check(&model, &target);
+    if args.json {
+        print_out(&(serde_json::to_string_pretty(&report)? + "\n"))?;
+    } else {
+        print_out(&human(&report))?;
+    }
+    Ok(if args.strict && report.has_failures() {
+        1
+    } else {
+        0
+    })
+}
+
+/// The human view: findings grouped by category, worst first, then the scores.
+pub fn human(r: &CheckReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "tame check — CPUs {} ({}); housekeeping {}",
+        r.cpus, r.cpus_reason, r.housekeeping
+    );
+    for cat in Category::ALL {
+        let mut fs: Vec<_> = r.findings.iter().filter(|f| f.category == cat).collect();
+        if fs.is_empty() {
+            continue;
+        }
+        fs.sort_by_key(|f| std::cmp::Reverse(f.severity));
+        let _ = writeln!(s, "\n{}", cat.label());
+        for f in fs {
+            let _ = writeln!(s, "  [{:>4}] {:<24} {}", f.severity.label(), f.id, f.found);
+            if f.severity >= Severity::Warn {
+                let _ = writeln!(s, "         why: {}", f.why);
+                if let Some(fix) = &f.fix {
+                    let reboot = if f.needs_reboot {
+                        " (needs reboot)"
+                    } else {
+                        ""
+                    };
+                    let _ = writeln!(s, "         fix{reboot}: {fix}");
+                }
+            }
+        }
+    }
+    let _ = writeln!(s, "\nscores");
+    for sc in &r.scores {
+        let _ = writeln!(
+            s,
+            "  {:<15} {:>3}/100  ({} ok, {} info, {} warn, {} fail)",
+            sc.category.label(),
+            sc.score,
+            sc.ok,
+            sc.info,
+            sc.warn,
+            sc.fail
+        );
+    }
+    let reboots = r
+        .findings
+        .iter()
+        .filter(|f| f.severity >= Severity::Warn && f.needs_reboot)
+        .count();
+    if reboots > 0 {
+        let _ = writeln!(s, "\n{reboots} of the fixes need a reboot.");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(fixture: &str) -> CheckReport {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/hosts")
+            .join(fixture);
+        let model = HostModel::read(&tame_host::Root::new(dir));
+        tame_check::check(&model, &Target::default_for(&model))
+    }
+
+    #[test]
+    fn cpus_argument_is_validated_before_reading_the_host() {
+        assert!(matches!(parse_cpus(None), Ok(Asked::Default)));
+        assert!(matches!(parse_cpus(Some("all")), Ok(Asked::All)));
+        assert!(matches!(parse_cpus(Some("1-2")), Ok(Asked::List(l)) if l.to_string() == "1-2"));
+        for bad in ["", "x", "3-1"] {
+            let e = parse_cpus(Some(bad)).err().expect(bad);
+            assert!(e.downcast_ref::<crate::BadInput>().is_some(), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn human_view_shows_failures_with_why_and_fix() {
+        let text = human(&report("dev-vm"));
+        assert!(text.contains("[FAIL] irqs.managed"), "{text}");
+        assert!(text.contains("fix (needs reboot): boot with isolcpus=managed_irq,domain,1"));
+        assert!(text.contains("\nscores\n"));
+    }
+
+    #[test]
+    fn human_view_of_a_tuned_host_has_nothing_to_fix() {
+        let text = human(&report("rt-8cpu"));
+        assert!(!text.contains("why:"), "{text}");
+        assert!(!text.contains("need a reboot"));
+        assert!(text.contains("virtualisation  100/100"), "{text}");
+    }
 }

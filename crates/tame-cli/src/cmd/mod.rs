@@ -4,4 +4,6 @@ pub mod bench;
 pub mod check;
 pub mod host;
 pub mod ipc;
+pub mod launch;
+pub mod partition;
 pub mod topology;

@@ -1,9 +1,190 @@
-// Placeholder until the host layer lands; owned by the host/check work.
+//! `tame topology`: the machine at a glance.
+use std::fmt::Write as _;
+
+use tame_host::{CpuList, HostModel};
+
 use crate::Context;
 
 #[derive(clap::Args)]
-pub struct TopologyArgs {}
+pub struct TopologyArgs {
+    /// Print the whole host model as JSON instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_ctx: &Context, _args: TopologyArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("not available yet")
+pub fn run(ctx: &Context, args: TopologyArgs) -> anyhow::Result<i32> {
+    require_root_dir(ctx)?;
+    let model = HostModel::read(&ctx.root);
+    if args.json {
+        print_out(&(serde_json::to_string_pretty(&model)? + "\n"))?;
+    } else {
+        print_out(&summary(&model))?;
+    }
+    Ok(0)
+}
+
+/// `--root` must be a directory (a fixture tree); a typo would otherwise read as an empty machine.
+pub(crate) fn require_root_dir(ctx: &Context) -> anyhow::Result<()> {
+    let base = ctx.root.base();
+    if base.is_dir() {
+        return Ok(());
+    }
+    Err(crate::bad_input(format!(
+        "--root {}: not a directory — it must be a host tree such as one written by `tame host capture` — check the path",
+        base.display()
+    )))
+}
+
+/// Write to stdout; a closed pipe (`| head`) is not an error.
+pub(crate) fn print_out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Rows of per-core output before the summary is cut short.
+const MAX_ROWS: usize = 64;
+
+/// The human view of the model.
+pub fn summary(m: &HostModel) -> String {
+    let mut s = String::new();
+    let c = &m.cpus;
+    let _ = writeln!(
+        s,
+        "machine   {}  ({} package(s), {} core(s), {} CPU(s) online of {} possible)",
+        c.model_name.as_deref().unwrap_or("unknown CPU"),
+        c.packages().len(),
+        c.core_count(),
+        c.online.len(),
+        c.possible.len()
+    );
+    let _ = writeln!(
+        s,
+        "kernel    {}  preemption {}  HZ {}",
+        m.kernel.release,
+        m.kernel.preemption.summary(),
+        m.kernel.hz.map_or("?".into(), |h| h.to_string())
+    );
+    if let Some(v) = &m.virt.vendor {
+        let _ = writeln!(
+            s,
+            "hypervisor {v}  steal {:.2}%",
+            m.virt.total_steal_ppm() as f64 / 10_000.0
+        );
+    } else if m.virt.hypervisor {
+        let _ = writeln!(s, "hypervisor (unknown vendor)");
+    }
+    let _ = writeln!(s, "\nNUMA nodes");
+    for n in &c.nodes {
+        let _ = writeln!(
+            s,
+            "  node{:<3} cpus {:<16} memory {} MiB",
+            n.id,
+            n.cpus.to_string(),
+            n.mem_total_kib
+                .map_or("?".into(), |k| (k / 1024).to_string())
+        );
+    }
+    let _ = writeln!(s, "\nCores (SMT siblings)");
+    let mut seen = CpuList::new();
+    let mut shown = 0;
+    for cpu in &c.cpus {
+        if seen.contains(cpu.id) {
+            continue;
+        }
+        seen = seen.union(&cpu.thread_siblings);
+        shown += 1;
+        if shown > MAX_ROWS {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "  package {} core {:<3} cpus {:<10} node {}",
+            cpu.package.map_or("?".into(), |p| p.to_string()),
+            cpu.core.map_or("?".into(), |p| p.to_string()),
+            cpu.thread_siblings.to_string(),
+            cpu.node.map_or("?".into(), |p| p.to_string()),
+        );
+    }
+    if shown > MAX_ROWS {
+        let _ = writeln!(s, "  … {} more cores (see --json)", shown - MAX_ROWS);
+    }
+    let _ = writeln!(s, "\nCaches");
+    // One line per kind of cache: how many there are and how many CPUs share each.
+    // Key: level, kind, size, ways, CPUs sharing each; value: how many such caches.
+    let mut kinds = std::collections::BTreeMap::new();
+    for cache in &c.caches {
+        let key = (
+            cache.level,
+            cache.kind.as_str(),
+            cache.size_kib,
+            cache.ways,
+            cache.cpus.len(),
+        );
+        *kinds.entry(key).or_insert(0usize) += 1;
+    }
+    for ((level, kind, size, ways, share), count) in kinds {
+        let _ = writeln!(
+            s,
+            "  L{level} {kind:<11} {:>7} KiB  {:>2} ways  ×{count}, each shared by {share} CPU(s)",
+            size.unwrap_or(0),
+            ways.unwrap_or(0),
+        );
+    }
+    let managed = m.irqs.irqs.iter().filter(|i| i.managed).count();
+    let _ = writeln!(
+        s,
+        "\nIRQs      {} device IRQs ({} managed by the kernel), default affinity {}",
+        m.irqs.irqs.len(),
+        managed,
+        m.irqs
+            .default_affinity
+            .as_ref()
+            .map_or("?".into(), |a| a.to_string())
+    );
+    for irq in m.irqs.irqs.iter().filter(|i| i.managed).take(8) {
+        let _ = writeln!(
+            s,
+            "  managed IRQ {:<5} {:<20} fires on {}",
+            irq.number,
+            irq.name,
+            irq.fires_on().map_or("?".into(), |a| a.to_string())
+        );
+    }
+    let _ = writeln!(s, "\ncgroups");
+    match &m.cgroups.cpuset {
+        Some(h) => {
+            let _ = writeln!(s, "  cpuset controller: {:?} at {}", h.version, h.mount);
+        }
+        None => {
+            let _ = writeln!(s, "  no cpuset controller mounted");
+        }
+    }
+    for p in m.cgroups.partitions() {
+        let st = p
+            .partition
+            .as_ref()
+            .map(|p| format!("{:?}{}", p.kind, if p.valid { "" } else { " (invalid)" }));
+        let _ = writeln!(
+            s,
+            "  partition {:<16} {:<18} cpus {}",
+            p.path,
+            st.unwrap_or_default(),
+            p.cpus.as_ref().map_or("?".into(), |c| c.to_string())
+        );
+    }
+    if let Some(r) = &m.tracing.resctrl {
+        let names: Vec<&str> = r.resources.iter().map(|r| r.name.as_str()).collect();
+        let _ = writeln!(s, "\nresctrl   {} ({})", r.mount, names.join(", "));
+    }
+    if !m.problems.is_empty() {
+        let _ = writeln!(s, "\n{} file(s) could not be read:", m.problems.len());
+        for p in m.problems.iter().take(10) {
+            let _ = writeln!(s, "  {p}");
+        }
+    }
+    s
 }

@@ -1,0 +1,271 @@
+//! CPU checks: SMT siblings, boot isolation (isolcpus, nohz_full, rcu_nocbs), threads allowed on the CPUs.
+use tame_host::{CpuList, HostModel};
+
+use crate::target::isolated_partitions;
+use crate::{Category, Finding, Severity, Target};
+
+const C: Category = Category::Cpus;
+
+pub fn smt_siblings(m: &HostModel, t: &Target) -> Vec<Finding> {
+    let id = "cpus.smt_siblings";
+    let why = "SMT siblings share a core's execution units and L1/L2 caches, so whatever runs on a sibling slows the real-time thread by an unpredictable amount.";
+    let mut outside = CpuList::new();
+    let mut inside = CpuList::new();
+    for cpu in t.cpus.iter() {
+        let sib = m.cpus.online_siblings(cpu);
+        outside = outside.union(&sib.difference(&t.cpus));
+        inside = inside.union(&sib.intersection(&t.cpus));
+    }
+    if !outside.is_empty() {
+        let all = t.cpus.union(&outside);
+        return Finding::new(
+            id,
+            C,
+            Severity::Warn,
+            format!("SMT siblings {outside} of CPUs {} are online and not among the checked CPUs", t.cpus),
+            why,
+        )
+        .fix(format!(
+            "echo off > /sys/devices/system/cpu/smt/control (boot: nosmt), or keep the siblings idle by isolating them too: --cpus {all}"
+        ))
+        .as_vec();
+    }
+    if !inside.is_empty() {
+        return Finding::new(
+            id,
+            C,
+            Severity::Info,
+            format!("CPUs {} include SMT siblings of each other ({inside})", t.cpus),
+            why,
+        )
+        .fix("run one real-time thread per core and leave its sibling idle, or echo off > /sys/devices/system/cpu/smt/control")
+        .as_vec();
+    }
+    let smt = m.cpus.smt.control.as_deref().unwrap_or("unknown");
+    Finding::new(
+        id,
+        C,
+        Severity::Ok,
+        format!("no online SMT siblings (smt control: {smt})"),
+        why,
+    )
+    .as_vec()
+}
+
+pub fn isolcpus(m: &HostModel, t: &Target) -> Vec<Finding> {
+    let id = "cpus.isolcpus";
+    let why = "CPUs outside isolcpus=domain (or an isolated cpuset partition) stay in the scheduler's load balancing, so other threads are moved onto them.";
+    let boot = m
+        .kernel
+        .boot
+        .isolcpus
+        .as_ref()
+        .filter(|i| i.has("domain"))
+        .map(|i| i.cpus.clone())
+        .unwrap_or_default();
+    // /sys/devices/system/cpu/isolated is what the kernel actually took out of its domains.
+    let covered = boot.union(&m.cpus.isolated).union(&isolated_partitions(m));
+    let missing = t.cpus.difference(&covered);
+    if missing.is_empty() {
+        return Finding::new(
+            id,
+            C,
+            Severity::Ok,
+            format!(
+                "CPUs {} are isolated (isolcpus or isolated partition)",
+                t.cpus
+            ),
+            why,
+        )
+        .as_vec();
+    }
+    let partition_hint = if m
+        .cgroups
+        .cpuset
+        .as_ref()
+        .is_some_and(|h| h.version == tame_host::cgroup::CgroupVersion::V2)
+    {
+        " or, at run time, an isolated cgroup v2 cpuset partition (tame apply)"
+    } else {
+        " or, at run time, an exclusive cpuset (tame apply)"
+    };
+    Finding::new(
+        id,
+        C,
+        Severity::Warn,
+        format!("CPUs {missing} are not isolated from the scheduler"),
+        why,
+    )
+    .boot_fix(format!(
+        "boot with isolcpus=managed_irq,domain,{}{partition_hint}",
+        t.cpus
+    ))
+    .as_vec()
+}
+
+pub fn nohz_full(m: &HostModel, t: &Target) -> Vec<Finding> {
+    let id = "cpus.nohz_full";
+    let why = "Without nohz_full the scheduler tick interrupts a CPU running a single task every 1/HZ seconds.";
+    let have = m.kernel.boot.nohz_full.clone().unwrap_or_default();
+    let missing = t.cpus.difference(&have);
+    if missing.is_empty() {
+        return Finding::new(
+            id,
+            C,
+            Severity::Ok,
+            format!("nohz_full covers CPUs {}", t.cpus),
+            why,
+        )
+        .as_vec();
+    }
+    if m.kernel.supports_nohz_full() == Some(false) {
+        return Finding::new(
+            id,
+            C,
+            Severity::Info,
+            format!("CPUs {missing} tick periodically; nohz_full= would have no effect on this kernel (see kernel.nohz_full)"),
+            why,
+        )
+        .as_vec();
+    }
+    Finding::new(
+        id,
+        C,
+        Severity::Warn,
+        format!("nohz_full= does not cover CPUs {missing}"),
+        why,
+    )
+    .boot_fix(format!("boot with nohz_full={}", t.cpus))
+    .as_vec()
+}
+
+pub fn rcu_nocbs(m: &HostModel, t: &Target) -> Vec<Finding> {
+    let id = "cpus.rcu_nocbs";
+    let why = "RCU callbacks run in softirq on the CPU that queued them unless rcu_nocbs offloads them to kthreads on housekeeping CPUs.";
+    let b = &m.kernel.boot;
+    let mut covered = b.nohz_full.clone().unwrap_or_default(); // nohz_full implies rcu_nocbs
+    match &b.rcu_nocbs {
+        Some(None) => covered = m.cpus.online.clone(),
+        Some(Some(l)) => covered = covered.union(l),
+        None => {}
+    }
+    let missing = t.cpus.difference(&covered);
+    if missing.is_empty() {
+        return Finding::new(
+            id,
+            C,
+            Severity::Ok,
+            format!("RCU callbacks offloaded from CPUs {}", t.cpus),
+            why,
+        )
+        .as_vec();
+    }
+    if m.kernel
+        .config
+        .as_ref()
+        .is_some_and(|c| !c.enabled("RCU_NOCB_CPU"))
+    {
+        return Finding::new(
+            id,
+            C,
+            Severity::Warn,
+            format!("CPUs {missing} run RCU callbacks and this kernel lacks CONFIG_RCU_NOCB_CPU"),
+            why,
+        )
+        .boot_fix("boot a kernel built with CONFIG_RCU_NOCB_CPU=y")
+        .as_vec();
+    }
+    Finding::new(
+        id,
+        C,
+        Severity::Warn,
+        format!("rcu_nocbs= does not cover CPUs {missing}"),
+        why,
+    )
+    .boot_fix(format!("boot with rcu_nocbs={}", t.cpus))
+    .as_vec()
+}
+
+pub fn threads(m: &HostModel, t: &Target) -> Vec<Finding> {
+    let id = "cpus.threads";
+    let why = "Every thread allowed on a real-time CPU can be scheduled there and preempt or delay the real-time work.";
+    let p = &m.processes;
+    // Per-CPU kernel threads (affinity locked) belong to their CPU; they are reported separately.
+    let movable: Vec<_> = p
+        .tasks
+        .iter()
+        .filter(|task| !task.affinity_locked && !task.affinity.intersection(&t.cpus).is_empty())
+        .filter(|task| !task.affinity.is_subset(&t.cpus))
+        .collect();
+    let mut out = Vec::new();
+    if movable.is_empty() {
+        out.push(Finding::new(
+            id,
+            C,
+            Severity::Ok,
+            format!("no thread outside the checked CPUs may run on {}", t.cpus),
+            why,
+        ));
+    } else {
+        let kernel = movable.iter().filter(|t| t.kthread).count();
+        let mut names: Vec<&str> = movable
+            .iter()
+            .filter(|t| !t.kthread)
+            .map(|t| t.comm.as_str())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let sample = names.iter().take(6).copied().collect::<Vec<_>>().join(", ");
+        out.push(
+            Finding::new(
+                id,
+                C,
+                Severity::Warn,
+                format!(
+                    "{} threads ({} user, {kernel} unbound kernel) may run on CPUs {}: {sample}{}",
+                    movable.len(),
+                    movable.len() - kernel,
+                    t.cpus,
+                    if names.len() > 6 { ", …" } else { "" }
+                ),
+                why,
+            )
+            .fix(format!(
+                "move them to the housekeeping CPUs {} with a cpuset (tame apply) or taskset -a -p -c {} PID; at boot: isolcpus=domain,{}",
+                t.housekeeping, t.housekeeping, t.cpus
+            )),
+        );
+    }
+    let rt: Vec<_> = p
+        .realtime()
+        .filter(|task| !task.affinity_locked && !task.affinity.intersection(&t.cpus).is_empty())
+        .filter(|task| !task.affinity.is_subset(&t.cpus))
+        .collect();
+    if !rt.is_empty() {
+        let sample = rt
+            .iter()
+            .take(6)
+            .map(|t| format!("{} ({:?} {})", t.comm, t.policy, t.rt_priority))
+            .collect::<Vec<_>>()
+            .join(", ");
+        out.push(
+            Finding::new(
+                "cpus.rt_threads",
+                C,
+                Severity::Warn,
+                format!("{} real-time threads not confined to the checked CPUs may preempt work there: {sample}", rt.len()),
+                "A real-time thread from elsewhere preempts any SCHED_OTHER work and competes with real-time work of equal priority.",
+            )
+            .fix(format!("confine them to the housekeeping CPUs: taskset -p -c {} PID (or tame apply)", t.housekeeping)),
+        );
+    }
+    let bound: usize = t.cpus.iter().map(|c| p.kthreads_bound_to(c).count()).sum();
+    out.push(Finding::new(
+        "cpus.per_cpu_kthreads",
+        C,
+        Severity::Info,
+        format!("{bound} per-CPU kernel threads are bound to CPUs {} (ksoftirqd, migration, kworker, …)", t.cpus),
+        "Per-CPU kernel threads cannot be moved; they run only when their CPU has work for them, which the other settings here reduce.",
+    ));
+    out
+}

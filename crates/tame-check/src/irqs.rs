@@ -1,0 +1,201 @@
+//! IRQ checks: irqbalance, movable and kernel-managed IRQs on the checked CPUs, the default affinity.
+use tame_host::irq::Irq;
+use tame_host::{CpuList, HostModel};
+
+use crate::target::cmdline_isolated;
+use crate::{Category, Finding, Severity, Target};
+
+const C: Category = Category::Irqs;
+
+fn describe(irqs: &[&Irq]) -> String {
+    let mut s = irqs
+        .iter()
+        .take(8)
+        .map(|i| {
+            format!(
+                "{} ({}) on {}",
+                i.number,
+                if i.name.is_empty() { "?" } else { &i.name },
+                i.fires_on().map_or("?".into(), |c| c.to_string())
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    if irqs.len() > 8 {
+        s.push_str(&format!(", … ({} more)", irqs.len() - 8));
+    }
+    s
+}
+
+pub fn irqbalance(m: &HostModel, t: &Target) -> Vec<Finding> {
+    let id = "irqs.irqbalance";
+    let why = "irqbalance rewrites IRQ affinities every few seconds and puts interrupts back on real-time CPUs unless they are banned.";
+    let ib = &m.processes.irqbalance;
+    if !ib.running() {
+        return Finding::new(id, C, Severity::Ok, "irqbalance is not running", why).as_vec();
+    }
+    let banned = ib.banned_cpus.clone().unwrap_or_default();
+    // irqbalance 1.8+ leaves isolcpus/nohz_full CPUs alone by itself.
+    let auto = cmdline_isolated(m);
+    let exposed = t.cpus.difference(&banned.union(&auto));
+    if exposed.is_empty() {
+        let src = ib
+            .banned_source
+            .clone()
+            .unwrap_or_else(|| "isolcpus/nohz_full".into());
+        return Finding::new(
+            id,
+            C,
+            Severity::Ok,
+            format!("irqbalance runs and leaves CPUs {} alone ({src})", t.cpus),
+            why,
+        )
+        .as_vec();
+    }
+    Finding::new(
+        id,
+        C,
+        Severity::Fail,
+        format!(
+            "irqbalance (pid {}) runs without banning CPUs {exposed}{}",
+            ib.pids.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(","),
+            if banned.is_empty() { String::new() } else { format!(" (banned: {banned})") }
+        ),
+        why,
+    )
+    .fix(format!(
+        "set IRQBALANCE_BANNED_CPULIST={} in /etc/default/irqbalance (or /etc/sysconfig/irqbalance) and systemctl restart irqbalance; or systemctl disable --now irqbalance",
+        banned.union(&t.cpus)
+    ))
+    .as_vec()
+}
+
+pub fn movable_irqs(m: &HostModel, t: &Target) -> Vec<Finding> {
+    let id = "irqs.on_cpus";
+    let why = "Every interrupt that fires on a real-time CPU stops the running thread for its handler (and often a softirq after it).";
+    let on: Vec<&Irq> = m.irqs.firing_on(&t.cpus).filter(|i| i.can_move()).collect();
+    if on.is_empty() {
+        return Finding::new(
+            id,
+            C,
+            Severity::Ok,
+            format!("no movable device IRQ fires on CPUs {}", t.cpus),
+            why,
+        )
+        .as_vec();
+    }
+    let hk = &t.housekeeping;
+    Finding::new(
+        id,
+        C,
+        Severity::Warn,
+        format!("{} movable IRQs fire on CPUs {}: {}", on.len(), t.cpus, describe(&on)),
+        why,
+    )
+    .fix(format!(
+        "for each: echo {hk} > /proc/irq/N/smp_affinity_list (tame apply does this and journals it); at boot: irqaffinity={hk}"
+    ))
+    .as_vec()
+}
+
+pub fn managed_irqs(m: &HostModel, t: &Target) -> Vec<Finding> {
+    let id = "irqs.managed";
+    let why = "The kernel manages these IRQs' affinity (multi-queue devices), so writing smp_affinity fails and only isolcpus=managed_irq at boot keeps them off a CPU.";
+    let on: Vec<&Irq> = m.irqs.firing_on(&t.cpus).filter(|i| i.managed).collect();
+    if on.is_empty() {
+        let n = m.irqs.irqs.iter().filter(|i| i.managed).count();
+        return Finding::new(
+            id,
+            C,
+            Severity::Ok,
+            format!(
+                "none of the {n} kernel-managed IRQs fires on CPUs {}",
+                t.cpus
+            ),
+            why,
+        )
+        .as_vec();
+    }
+    let has_flag = m
+        .kernel
+        .boot
+        .isolcpus
+        .as_ref()
+        .is_some_and(|i| i.has("managed_irq") && t.cpus.is_subset(&i.cpus));
+    let cpus_hit = on
+        .iter()
+        .filter_map(|i| i.fires_on())
+        .fold(CpuList::new(), |a, b| a.union(b))
+        .intersection(&t.cpus);
+    let source = if on
+        .iter()
+        .all(|i| i.managed_source == tame_host::irq::ManagedSource::Debugfs)
+    {
+        ""
+    } else {
+        " (managed inferred from the queue name; debugfs irq/ not readable)"
+    };
+    let finding = Finding::new(
+        id,
+        C,
+        Severity::Fail,
+        format!(
+            "{} kernel-managed IRQs fire on CPUs {cpus_hit}: {}{source}",
+            on.len(),
+            describe(&on)
+        ),
+        why,
+    );
+    if has_flag {
+        // The kernel could not avoid these CPUs (e.g. one queue per CPU).
+        return finding
+            .fix(format!(
+                "isolcpus=managed_irq is set but the device has a queue for every CPU; keep I/O off CPUs {cpus_hit} or pick other CPUs"
+            ))
+            .as_vec();
+    }
+    let free = t.cpus.difference(&cpus_hit);
+    let alt = if free.is_empty() {
+        String::new()
+    } else {
+        format!(", or check only CPUs {free}")
+    };
+    finding
+        .boot_fix(format!(
+            "boot with isolcpus=managed_irq,domain,{}{alt}",
+            t.cpus
+        ))
+        .as_vec()
+}
+
+pub fn default_affinity(m: &HostModel, t: &Target) -> Vec<Finding> {
+    let id = "irqs.default_affinity";
+    let why = "New IRQs (a hot-plugged device, a restarted driver) start with the default affinity, so it decides where future interrupts land.";
+    let Some(def) = &m.irqs.default_affinity else {
+        return Vec::new();
+    };
+    let overlap = def.intersection(&t.cpus);
+    if overlap.is_empty() {
+        return Finding::new(
+            id,
+            C,
+            Severity::Ok,
+            format!("default IRQ affinity {def} avoids CPUs {}", t.cpus),
+            why,
+        )
+        .as_vec();
+    }
+    let hk = &t.housekeeping;
+    Finding::new(
+        id,
+        C,
+        Severity::Warn,
+        format!("default IRQ affinity {def} includes CPUs {overlap}"),
+        why,
+    )
+    .fix(format!(
+        "echo {} > /proc/irq/default_smp_affinity; at boot: irqaffinity={hk}",
+        hk.to_mask(m.cpus.possible.len() as u32)
+    ))
+    .as_vec()
+}

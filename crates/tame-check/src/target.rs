@@ -1,0 +1,84 @@
+use serde::{Deserialize, Serialize};
+use tame_host::{CpuList, HostModel};
+
+/// The CPUs a check is about, and the rest (housekeeping).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    pub cpus: CpuList,
+    /// Online CPUs not in `cpus`: where IRQs, threads and timers should go.
+    pub housekeeping: CpuList,
+    /// Why these CPUs: asked with --cpus, isolated at boot, or the default.
+    pub reason: String,
+}
+
+impl Target {
+    /// CPUs the user asked about (assumed valid: the caller checks they are online).
+    pub fn asked(model: &HostModel, cpus: CpuList) -> Self {
+        Self::build(model, cpus, "asked with --cpus")
+    }
+
+    /// Without --cpus: the CPUs isolated at boot (isolcpus, nohz_full) or by an
+    /// isolated cpuset partition; else every online CPU but the first, which a
+    /// partitioned machine keeps for housekeeping.
+    pub fn default_for(model: &HostModel) -> Self {
+        let online = &model.cpus.online;
+        let isolated = boot_isolated(model).intersection(online);
+        if !isolated.is_empty() {
+            return Self::build(model, isolated, "isolated at boot or by a cpuset partition");
+        }
+        if online.len() > 1 {
+            let first = CpuList::from_cpus(online.first());
+            return Self::build(
+                model,
+                online.difference(&first),
+                "every online CPU but the first (kept for housekeeping); choose with --cpus",
+            );
+        }
+        Self::build(model, online.clone(), "the only online CPU")
+    }
+
+    fn build(model: &HostModel, cpus: CpuList, reason: &str) -> Self {
+        let mut housekeeping = model.cpus.online.difference(&cpus);
+        if housekeeping.is_empty() {
+            housekeeping = CpuList::from_cpus(model.cpus.online.first());
+        }
+        Target {
+            cpus,
+            housekeeping,
+            reason: reason.to_string(),
+        }
+    }
+}
+
+/// CPUs isolated by the boot line or by valid isolated cpuset partitions.
+pub fn boot_isolated(model: &HostModel) -> CpuList {
+    cmdline_isolated(model).union(&isolated_partitions(model))
+}
+
+/// CPUs named by `isolcpus=` or `nohz_full=` on the kernel command line.
+pub fn cmdline_isolated(model: &HostModel) -> CpuList {
+    let b = &model.kernel.boot;
+    let mut set = CpuList::new();
+    if let Some(i) = &b.isolcpus {
+        set = set.union(&i.cpus);
+    }
+    if let Some(n) = &b.nohz_full {
+        set = set.union(n);
+    }
+    set
+}
+
+/// CPUs of valid `isolated` cpuset partitions.
+pub fn isolated_partitions(model: &HostModel) -> CpuList {
+    use tame_host::cgroup::PartitionKind;
+    model
+        .cgroups
+        .partitions()
+        .filter(|c| {
+            c.partition
+                .as_ref()
+                .is_some_and(|p| p.valid && p.kind == PartitionKind::Isolated)
+        })
+        .filter_map(|c| c.effective_cpus.clone().or_else(|| c.cpus.clone()))
+        .fold(CpuList::new(), |a, b| a.union(&b))
+}

@@ -1,0 +1,514 @@
+//! `tame run | detach | attach | ps` for real on this machine: placement
+//! checked in /proc, exec retention through a shell wrapper, detach/attach of a
+//! multi-threaded program restoring every thread exactly, a thread created
+//! after detach landing on the target CPU, and the refusals.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use tame_rt::sched::{self, ThreadSched};
+
+fn tame(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tame"))
+        .args(args)
+        .output()
+        .expect("tame runs")
+}
+
+fn is_root() -> bool {
+    // SAFETY: no arguments.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn last_cpu() -> String {
+    let n = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    n.trim().rsplit(['-', ',']).next().unwrap().to_string()
+}
+
+fn status_field(pid: u32, tid: u32, field: &str) -> String {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn run_places_the_program_before_it_runs_and_placement_survives_exec() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("status");
+    let cpu = last_cpu();
+    let mut args = vec![
+        "run",
+        "--cpus",
+        &cpu,
+        "--shared-ok",
+        "--journal-dir",
+        dir.path().to_str().unwrap(),
+        "--mlock",
+    ];
+    if is_root() {
+        args.extend([
+            "--policy",
+            "fifo",
+            "--priority",
+            "7",
+            "--prefault",
+            "8M",
+            "--rttime",
+            "2s",
+        ]);
+    }
+    // A wrapper shell that execs into another shell, which reports on itself.
+    let script = format!(
+        "exec sh -c 'cat /proc/self/status /proc/self/stat /proc/self/limits > {}'",
+        out.display()
+    );
+    args.extend(["--", "sh", "-c", &script]);
+    let o = tame(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(field("Cpus_allowed_list:"), cpu);
+    let locked_kb: u64 = field("VmLck:")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let stat = text.lines().find(|l| l.contains(") ")).unwrap();
+    let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .collect();
+    if is_root() {
+        assert!(
+            locked_kb >= 8 * 1024,
+            "8 MiB prefaulted and locked after two execs: {locked_kb} kB"
+        );
+        assert_eq!(
+            (f[38], f[37]),
+            ("1", "7"),
+            "policy FIFO priority 7 (stat fields 41, 40)"
+        );
+        let rttime = text
+            .lines()
+            .find(|l| l.starts_with("Max realtime timeout"))
+            .unwrap();
+        assert!(rttime.contains("2000000"), "{rttime}");
+    } else {
+        assert!(
+            locked_kb > 0 || field("VmLck:").contains('0'),
+            "mlock attempted"
+        );
+    }
+    assert!(
+        !dir.path()
+            .join("placed")
+            .read_dir()
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false),
+        "the run record is removed when the program ends"
+    );
+}
+
+#[test]
+fn run_returns_the_programs_exit_status_and_forwards_signals() {
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().to_str().unwrap();
+    let o = tame(&[
+        "run",
+        "--cpu",
+        "0",
+        "--shared-ok",
+        "--journal-dir",
+        sd,
+        "--",
+        "sh",
+        "-c",
+        "exit 42",
+    ]);
+    assert_eq!(o.status.code(), Some(42));
+    // SIGTERM sent to tame (from a process) reaches the program, which reports it.
+    let marker = dir.path().join("got-term");
+    let script = format!(
+        "trap 'touch {}; exit 3' TERM; while :; do sleep 0.05; done",
+        marker.display()
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tame"))
+        .args([
+            "run",
+            "--cpu",
+            "0",
+            "--shared-ok",
+            "--journal-dir",
+            sd,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(3));
+    assert!(marker.exists());
+}
+
+const THREADS_C: &str = r#"
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+static void *idle(void *a) { (void)a; for (;;) pause(); return 0; }
+static void spawn(void) { pthread_t t; pthread_create(&t, 0, idle, 0); }
+static volatile sig_atomic_t more;
+static void on_usr1(int s) { (void)s; more = 1; }
+int main(void) {
+    signal(SIGUSR1, on_usr1);
+    spawn(); spawn(); spawn();
+    printf("ready\n"); fflush(stdout);
+    for (;;) { pause(); if (more) { more = 0; spawn(); } }
+}
+"#;
+
+fn build_threads_program(dir: &Path) -> Option<PathBuf> {
+    let src = dir.join("threads.c");
+    let bin = dir.join("threads");
+    std::fs::write(&src, THREADS_C).unwrap();
+    let ok = Command::new("gcc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .ok()?
+        .success();
+    ok.then_some(bin)
+}
+
+fn tids(pid: u32) -> Vec<u32> {
+    let mut t: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    t.sort_unstable();
+    t
+}
+
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn detach_then_attach_restores_every_thread_exactly() {
+    if !is_root() {
+        eprintln!("skipped: needs root to raise threads to SCHED_FIFO");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(bin) = build_threads_program(dir.path()) else {
+        eprintln!("skipped: gcc cannot build the test program");
+        return;
+    };
+    let mut child = Command::new(&bin).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let guard = Killed(child);
+    let pid = guard.0.id();
+    let threads = tids(pid);
+    assert_eq!(threads.len(), 4);
+    // Make the threads differ, so restoring "the same for all" would be caught.
+    sched::set_affinity(threads[1] as i32, [0]).unwrap();
+    let mut niced = sched::get_thread_sched(threads[2] as i32).unwrap();
+    niced.nice = 5;
+    sched::set_thread_sched(threads[2] as i32, &niced).unwrap();
+    let before: Vec<(u32, Vec<u32>, ThreadSched)> = threads
+        .iter()
+        .map(|&t| {
+            (
+                t,
+                sched::get_affinity(t as i32).unwrap(),
+                sched::get_thread_sched(t as i32).unwrap(),
+            )
+        })
+        .collect();
+
+    let cpu = last_cpu();
+    let sd = dir.path().to_str().unwrap();
+    let pid_s = pid.to_string();
+    let o = tame(&[
+        "detach",
+        &pid_s,
+        "--cpu",
+        &cpu,
+        "--shared-ok",
+        "--policy",
+        "fifo",
+        "--priority",
+        "5",
+        "--journal-dir",
+        sd,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        printed.contains(&format!("thread {}", threads[1])),
+        "prints what it changed: {printed}"
+    );
+    for &t in &threads {
+        assert_eq!(status_field(pid, t, "Cpus_allowed_list:"), cpu);
+        assert_eq!(
+            sched::get_thread_sched(t as i32).unwrap().policy,
+            libc::SCHED_FIFO
+        );
+    }
+    // A thread created after detach lands on the target CPU.
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
+    std::thread::sleep(Duration::from_millis(200));
+    let now = tids(pid);
+    let born: Vec<u32> = now
+        .iter()
+        .copied()
+        .filter(|t| !threads.contains(t))
+        .collect();
+    assert_eq!(born.len(), 1);
+    assert_eq!(status_field(pid, born[0], "Cpus_allowed_list:"), cpu);
+
+    let ps = tame(&["ps", "--json", "--journal-dir", sd]);
+    let rows: serde_json::Value = serde_json::from_slice(&ps.stdout).unwrap();
+    assert_eq!(
+        rows.as_array().unwrap().len(),
+        5,
+        "ps lists every thread of the detached process"
+    );
+
+    // Attach from a separate invocation restores each thread's own previous state.
+    let o = tame(&["attach", &pid_s, "--journal-dir", sd]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (t, affinity, sched_before) in &before {
+        assert_eq!(
+            &sched::get_affinity(*t as i32).unwrap(),
+            affinity,
+            "thread {t} affinity"
+        );
+        assert_eq!(
+            &sched::get_thread_sched(*t as i32).unwrap(),
+            sched_before,
+            "thread {t} scheduling"
+        );
+    }
+    let main_before = &before[0];
+    assert_eq!(
+        sched::get_affinity(born[0] as i32).unwrap(),
+        main_before.1,
+        "the new thread gets the main thread's old placement"
+    );
+    assert_eq!(
+        sched::get_thread_sched(born[0] as i32).unwrap().policy,
+        libc::SCHED_OTHER
+    );
+    assert!(
+        !dir.path().join(format!("placed/{pid}.json")).exists(),
+        "record removed once all is restored"
+    );
+    // A second attach has nothing to do: clear error.
+    assert_eq!(
+        tame(&["attach", &pid_s, "--journal-dir", sd]).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn refusals_change_nothing_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().to_str().unwrap();
+    let expect = |args: &[&str], needle: &str| {
+        let o = tame(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected {needle:?} in {err}"
+        );
+    };
+    expect(
+        &[
+            "detach",
+            "999999999",
+            "--cpu",
+            "0",
+            "--shared-ok",
+            "--journal-dir",
+            sd,
+        ],
+        "no process 999999999",
+    );
+    expect(
+        &[
+            "detach",
+            "2",
+            "--cpu",
+            "0",
+            "--shared-ok",
+            "--journal-dir",
+            sd,
+        ],
+        "kernel thread",
+    );
+    let me = std::process::id().to_string();
+    expect(
+        &["detach", &me, "--cpu", "0", "--journal-dir", sd],
+        "is not isolated",
+    );
+    expect(
+        &[
+            "detach",
+            &me,
+            "--cpu",
+            "4096",
+            "--shared-ok",
+            "--journal-dir",
+            sd,
+        ],
+        "not online",
+    );
+    expect(
+        &["detach", &me, "-p", "rt", "--journal-dir", sd],
+        "no partitions are applied",
+    );
+    expect(
+        &[
+            "run",
+            "--cpu",
+            "0",
+            "--shared-ok",
+            "--journal-dir",
+            sd,
+            "--",
+            "/nonexistent/prog",
+        ],
+        "no such program",
+    );
+    expect(
+        &["attach", &me, "--journal-dir", sd],
+        "was not detached by tame",
+    );
+    // A zombie: a child that exited and was not reaped.
+    let zombie = Command::new("true").spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let zpid = zombie.id().to_string();
+    expect(
+        &[
+            "detach",
+            &zpid,
+            "--cpu",
+            "0",
+            "--shared-ok",
+            "--journal-dir",
+            sd,
+        ],
+        "zombie",
+    );
+    drop(zombie);
+    assert!(
+        !dir.path().join("placed").exists()
+            || dir
+                .path()
+                .join("placed")
+                .read_dir()
+                .unwrap()
+                .next()
+                .is_none()
+    );
+}
+
+#[test]
+fn a_caller_that_is_not_root_moves_only_its_own_processes() {
+    if !is_root() || Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: needs root and setpriv to act as another user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // SAFETY: chmod on our own temp dir so the unprivileged user may write records.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let sd = dir.path().to_str().unwrap();
+    let as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args([
+                "--reuid",
+                "65534",
+                "--regid",
+                "65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+            ])
+            .arg(env!("CARGO_BIN_EXE_tame"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let me = std::process::id().to_string();
+    let o = as_nobody(&[
+        "detach",
+        &me,
+        "--cpu",
+        "0",
+        "--shared-ok",
+        "--journal-dir",
+        sd,
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("may move only its own processes"), "{err}");
+    let o = as_nobody(&[
+        "run",
+        "--cpu",
+        "0",
+        "--shared-ok",
+        "--policy",
+        "fifo",
+        "--journal-dir",
+        sd,
+        "--",
+        "true",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("not permitted"), "{err}");
+    // Its own program it may run, placed.
+    let o = as_nobody(&[
+        "run",
+        "--cpu",
+        "0",
+        "--shared-ok",
+        "--journal-dir",
+        sd,
+        "--",
+        "true",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}

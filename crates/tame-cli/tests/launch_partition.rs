@@ -1,0 +1,129 @@
+//! `tame run -p` and `tame detach -p` against a partition applied for real.
+//! In a test binary of its own: applying a partition moves every task on the
+//! machine, so it must not run beside other tests.
+
+use std::path::Path;
+use std::process::{Child, Command, Output};
+
+fn tame(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tame"))
+        .args(args)
+        .output()
+        .expect("tame runs")
+}
+
+fn is_root() -> bool {
+    // SAFETY: no arguments.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn last_cpu() -> String {
+    let n = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    n.trim().rsplit(['-', ',']).next().unwrap().to_string()
+}
+
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Reverts an applied partition however the test ends.
+struct Applied<'a>(&'a str);
+impl Drop for Applied<'_> {
+    fn drop(&mut self) {
+        let o = tame(&["revert", "--journal-dir", self.0]);
+        assert!(
+            o.status.success(),
+            "revert failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+#[test]
+fn run_and_detach_into_an_applied_partition() {
+    if !is_root() || !Path::new("/sys/fs/cgroup/cpuset/tasks").exists() {
+        eprintln!("skipped: needs root and a cgroup v1 cpuset hierarchy");
+        return;
+    }
+    let cpu = last_cpu();
+    if cpu == "0" {
+        eprintln!("skipped: needs two CPUs");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let jd = dir.path().join("journal");
+    let jd = jd.to_str().unwrap();
+    let spec = dir.path().join("spec.toml");
+    std::fs::write(
+        &spec,
+        format!("[[partition]]\nname = \"system\"\ncpus = \"0-{}\"\nrole = \"system\"\n\n[[partition]]\nname = \"lrt\"\ncpus = \"{cpu}\"\nrole = \"isolated\"\n",
+            cpu.parse::<u32>().unwrap() - 1),
+    )
+    .unwrap();
+    let o = tame(&["apply", spec.to_str().unwrap(), "--journal-dir", jd]);
+    assert!(
+        o.status.success(),
+        "apply: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let _revert = Applied(jd);
+
+    // run -p: the program starts in the partition's cpuset, on its CPU.
+    let out = dir.path().join("placed");
+    let script = format!(
+        "cat /proc/self/cpuset > {0}; grep Cpus_allowed_list /proc/self/status >> {0}",
+        out.display()
+    );
+    let o = tame(&[
+        "run",
+        "-p",
+        "lrt",
+        "--journal-dir",
+        jd,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.starts_with("/tame-lrt\n"), "{text}");
+    assert!(text.trim_end().ends_with(&format!("\t{cpu}")), "{text}");
+
+    // detach -p moves a running program into the partition; attach puts it back into tame-system.
+    let sleeper = Killed(Command::new("sleep").arg("30").spawn().unwrap());
+    let pid = sleeper.0.id();
+    let pid_s = pid.to_string();
+    let cpuset_before = std::fs::read_to_string(format!("/proc/{pid}/cpuset")).unwrap();
+    let o = tame(&["detach", &pid_s, "-p", "lrt", "--journal-dir", jd]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{pid}/cpuset")).unwrap(),
+        "/tame-lrt\n"
+    );
+    let o = tame(&["attach", &pid_s, "--journal-dir", jd]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{pid}/cpuset")).unwrap(),
+        cpuset_before
+    );
+    // The partition names no user: another user may not use it, and is told which rule refused.
+    if Command::new("setpriv").arg("--version").output().is_ok() {
+        let o = Command::new("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_tame"))
+            .args(["run", "-p", "lrt", "--journal-dir", jd, "--", "true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("may use only partitions whose spec allows its user or group"),
+            "{err}"
+        );
+    }
+}

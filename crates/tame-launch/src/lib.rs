@@ -1,0 +1,13 @@
+//! Placing programs on isolated CPUs: `tame run` starts a program already
+//! placed (cgroup, affinity, policy, RT-time limit set between fork and exec;
+//! memory locked by a preload library inside the new program), and
+//! `tame detach` / `tame attach` move a running program's threads out and
+//! back, recording every thread's previous state before changing it.
+
+pub mod detach;
+pub mod error;
+pub mod preload;
+pub mod proc;
+pub mod spawn;
+
+pub use error::LaunchError;

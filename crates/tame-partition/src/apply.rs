@@ -1,0 +1,330 @@
+//! Apply a plan through the journal; roll back when a step fails.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::Serialize;
+use tame_host::journal::{self, Journal, JournalError, RevertReport, Stage, WriteRequest};
+use tame_host::Root;
+
+use crate::hostview::{self, HostView, Task};
+use crate::plan::{self, Invalid, Plan, Step};
+use crate::spec::Spec;
+
+/// Version of the JSON shape of [`ApplyReport`].
+pub const APPLY_SCHEMA: u32 = 1;
+/// The journal note holding the applied spec.
+pub const SPEC_NOTE: &str = "spec";
+const KERNEL_PLACED: &str =
+    "the kernel places this thread itself (per-CPU thread, or workqueue worker following the workqueue cpumask)";
+/// How often apply looks again for tasks forked while it moved the others.
+const MOVE_PASSES: usize = 3;
+
+/// Something the kernel refused that apply does not treat as a failure.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Refused {
+    pub what: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ApplyReport {
+    pub schema: u32,
+    /// Nothing needed to change (the spec was already applied).
+    pub unchanged: bool,
+    pub writes: usize,
+    pub directories: usize,
+    pub tasks_moved: usize,
+    /// IRQs and tasks the kernel would not move, by name, with its reason.
+    pub refused: Vec<Refused>,
+    pub warnings: Vec<String>,
+    pub journal: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("apply changes the live system and needs root — run it as root (or with --root on a fixture tree)")]
+    NotRoot,
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    #[error("another spec is applied (journal {journal}) — run `tame revert` first, then apply this one")]
+    OtherSpecApplied { journal: String },
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error("{step} failed: {reason}; {}", rollback_summary(.rollback))]
+    Failed {
+        step: String,
+        reason: String,
+        rollback: RevertReport,
+    },
+}
+
+fn rollback_summary(r: &RevertReport) -> String {
+    if r.not_restored.is_empty() {
+        "every change made so far was undone".to_string()
+    } else {
+        let items: Vec<String> = r
+            .not_restored
+            .iter()
+            .map(|n| format!("{}: {}", n.what, n.reason))
+            .collect();
+        format!(
+            "rolling back left these unrestored (the journal is kept; fix the cause and run `tame revert`): {}",
+            items.join("; ")
+        )
+    }
+}
+
+/// Hooks for tests: see every journaled change (e.g. to kill the process there).
+pub type StageHook = Box<dyn FnMut(Stage) -> std::io::Result<()>>;
+
+/// Apply `spec` (whose text was `spec_text`) on `root`, journaling in `journal_dir`.
+pub fn apply(
+    root: &Root,
+    spec: &Spec,
+    spec_text: &str,
+    journal_dir: &Path,
+    hook: Option<StageHook>,
+) -> Result<ApplyReport, ApplyError> {
+    if root.is_system() && !nix::unistd::geteuid().is_root() {
+        return Err(ApplyError::NotRoot);
+    }
+    let host = HostView::read(root);
+    let plan = plan::plan(spec, root, &host)?;
+    // A journal killed before its first change holds nothing applied.
+    if let Some(rec) = journal::load(journal_dir)?.filter(|r| !r.entries.is_empty()) {
+        let applied = rec
+            .note(SPEC_NOTE)
+            .and_then(|t| Spec::parse("journal", &String::from_utf8_lossy(t)).ok());
+        if applied.as_ref() != Some(spec) {
+            return Err(ApplyError::OtherSpecApplied {
+                journal: journal::journal_path(journal_dir).display().to_string(),
+            });
+        }
+    }
+    let mut report = ApplyReport {
+        schema: APPLY_SCHEMA,
+        warnings: plan.warnings.clone(),
+        journal: journal::journal_path(journal_dir).display().to_string(),
+        refused: plan
+            .stay
+            .iter()
+            .map(|t| Refused {
+                what: task_name(t),
+                reason: KERNEL_PLACED.into(),
+            })
+            .collect(),
+        ..Default::default()
+    };
+    if plan.is_empty() {
+        report.unchanged = true;
+        return Ok(report);
+    }
+    let mut journal = Journal::open(root, journal_dir)?;
+    if journal::load(journal_dir)?.is_some_and(|r| r.note(SPEC_NOTE).is_none()) {
+        journal.note(SPEC_NOTE, spec_text.as_bytes())?;
+    }
+    if let Some(hook) = hook {
+        journal.set_stage_hook(hook);
+    }
+    match run_steps(&mut journal, &plan, &mut report) {
+        Ok(()) => Ok(report),
+        Err(Failure::Journal(e)) => Err(rollback(
+            root,
+            journal_dir,
+            "the journal".into(),
+            e.to_string(),
+        )),
+        Err(Failure::Step { step, reason }) => Err(rollback(root, journal_dir, step, reason)),
+    }
+}
+
+fn rollback(root: &Root, dir: &Path, step: String, reason: String) -> ApplyError {
+    match journal::revert(root, dir) {
+        Ok(rollback) => ApplyError::Failed {
+            step,
+            reason,
+            rollback,
+        },
+        Err(e) => ApplyError::Failed {
+            step,
+            reason: format!("{reason}; rolling back failed too: {e}"),
+            rollback: RevertReport::default(),
+        },
+    }
+}
+
+enum Failure {
+    Journal(JournalError),
+    Step { step: String, reason: String },
+}
+
+impl From<JournalError> for Failure {
+    fn from(e: JournalError) -> Self {
+        Failure::Journal(e)
+    }
+}
+
+fn task_name(t: &Task) -> String {
+    format!("task {} ({})", t.tid, t.comm)
+}
+
+fn run_steps(journal: &mut Journal, plan: &Plan, report: &mut ApplyReport) -> Result<(), Failure> {
+    let mut i = 0;
+    while i < plan.runtime.len() {
+        match &plan.runtime[i] {
+            Step::Mkdir { path, members, .. } => {
+                let m = members.as_ref().map(|(a, b)| (a.as_str(), b.as_str()));
+                journal.create_dir(path, m)?.map_err(|e| Failure::Step {
+                    step: format!("mkdir {path}"),
+                    reason: e.to_string(),
+                })?;
+                report.directories += 1;
+                i += 1;
+            }
+            Step::Write { .. } => {
+                // Consecutive writes share one sync of the journal.
+                let end = plan.runtime[i..]
+                    .iter()
+                    .position(|s| !matches!(s, Step::Write { .. }))
+                    .map_or(plan.runtime.len(), |n| i + n);
+                write_group(journal, &plan.runtime[i..end], report)?;
+                i = end;
+            }
+            Step::Owner {
+                path, ownership, ..
+            } => {
+                journal
+                    .set_owner(path, *ownership)?
+                    .map_err(|e| Failure::Step {
+                        step: format!("setting the owner of {path}"),
+                        reason: e.to_string(),
+                    })?;
+                report.writes += 1;
+                i += 1;
+            }
+            Step::MoveTasks { from, to, .. } => {
+                let stay = plan.stay.iter().map(|t| t.tid).collect();
+                move_tasks(journal, from, to, report, &stay)?;
+                i += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_group(
+    journal: &mut Journal,
+    steps: &[Step],
+    report: &mut ApplyReport,
+) -> Result<(), Failure> {
+    let requests: Vec<WriteRequest> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Write {
+                path,
+                new,
+                restore_with,
+                ..
+            } => Some(WriteRequest {
+                path: path.clone(),
+                new: new.clone().into_bytes(),
+                restore_with: restore_with.clone().map(String::into_bytes),
+            }),
+            _ => None,
+        })
+        .collect();
+    let results = journal.write_batch(&requests)?;
+    for (step, result) in steps.iter().zip(results) {
+        let Step::Write {
+            path,
+            may_be_refused,
+            why,
+            ..
+        } = step
+        else {
+            continue;
+        };
+        match result {
+            Ok(()) => report.writes += 1,
+            Err(e) if *may_be_refused => report.refused.push(Refused {
+                what: why.clone(),
+                reason: refusal_reason(path, &e),
+            }),
+            Err(e) => {
+                return Err(Failure::Step {
+                    step: format!("writing {path}"),
+                    reason: e.to_string(),
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+fn refusal_reason(path: &str, e: &std::io::Error) -> String {
+    if e.raw_os_error() == Some(libc::EIO) && path.starts_with(hostview::PROC_IRQ) {
+        "EIO: the kernel manages this IRQ's affinity (managed_irq); only isolcpus=managed_irq at boot keeps it off isolated CPUs".into()
+    } else {
+        e.to_string()
+    }
+}
+
+fn move_tasks(
+    journal: &mut Journal,
+    from: &str,
+    to: &str,
+    report: &mut ApplyReport,
+    reported: &BTreeSet<u32>,
+) -> Result<(), Failure> {
+    let root = journal.root().clone();
+    // Already reported (by the plan, or an earlier pass): each task once.
+    let mut refused: BTreeSet<u32> = reported.clone();
+    for _ in 0..MOVE_PASSES {
+        let (movable, pinned) = plan::tasks_in(&root, from);
+        let candidates: Vec<Task> = movable
+            .into_iter()
+            .filter(|t| !refused.contains(&t.tid))
+            .collect();
+        for t in pinned {
+            if refused.insert(t.tid) {
+                report.refused.push(Refused {
+                    what: task_name(&t),
+                    reason: KERNEL_PLACED.into(),
+                });
+            }
+        }
+        if candidates.is_empty() {
+            break;
+        }
+        let tids: Vec<u32> = candidates.iter().map(|t| t.tid).collect();
+        let results = journal.move_tasks(&tids, from, to)?;
+        for (t, result) in candidates.iter().zip(results) {
+            match result {
+                Ok(()) => report.tasks_moved += 1,
+                // It exited meanwhile.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => {
+                    refused.insert(t.tid);
+                    report.refused.push(Refused {
+                        what: task_name(t),
+                        reason: if e.raw_os_error() == Some(libc::EINVAL) {
+                            "EINVAL: the kernel keeps it on its CPU (a bound kernel thread)".into()
+                        } else {
+                            e.to_string()
+                        },
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Revert whatever the journal in `dir` holds.
+pub fn revert(root: &Root, dir: &Path) -> Result<RevertReport, ApplyError> {
+    if root.is_system() && !nix::unistd::geteuid().is_root() {
+        return Err(ApplyError::NotRoot);
+    }
+    Ok(journal::revert(root, dir)?)
+}

@@ -1,0 +1,516 @@
+//! Plan, apply, status and revert on fixture trees (no root needed).
+
+mod common;
+
+use common::*;
+use tame_host::synthetic::SyntheticHost;
+use tame_host::{CpuList, Root};
+use tame_partition::hostview::{CgroupVersion, CpusetHome, HostView, IrqInfo};
+use tame_partition::{apply, plan, revert, status, ApplyError, Spec, Step};
+
+fn spec(text: &str) -> Spec {
+    Spec::parse("test.toml", text).unwrap()
+}
+
+fn write_paths(plan: &tame_partition::Plan) -> Vec<String> {
+    plan.runtime
+        .iter()
+        .filter_map(|s| match s {
+            Step::Write { path, .. } | Step::Mkdir { path, .. } | Step::Owner { path, .. } => {
+                Some(path.clone())
+            }
+            Step::MoveTasks { .. } => None,
+        })
+        .collect()
+}
+
+#[test]
+fn v1_apply_status_second_apply_and_revert() {
+    let f = v1_fixture();
+    let before = snapshot(&f.root);
+    let s = spec(MINIMAL_8);
+    let host = HostView::read(&f.root);
+    let p = plan(&s, &f.root, &host).unwrap();
+    let paths = write_paths(&p);
+    for want in [
+        "/sys/fs/cgroup/cpuset/tame-rt",
+        "/sys/fs/cgroup/cpuset/tame-rt/cpuset.cpu_exclusive",
+        "/sys/fs/cgroup/cpuset/tame-rt/cpuset.sched_load_balance",
+        "/sys/fs/cgroup/cpuset/cpuset.sched_load_balance",
+        "/proc/irq/default_smp_affinity",
+        "/sys/devices/virtual/workqueue/cpumask",
+        "/proc/sys/kernel/timer_migration",
+        "/sys/devices/system/cpu/cpu2/power/pm_qos_resume_latency_us",
+    ] {
+        assert!(
+            paths.iter().any(|p| p == want),
+            "{want} missing from {paths:#?}"
+        );
+    }
+    // Only the per-CPU kernel threads stay; everything else moves.
+    assert!(p.stay.iter().all(|t| t.pinned_by_kernel));
+    assert!(p.stay.iter().any(|t| t.comm == "ksoftirqd/3"));
+
+    let report = apply(&f.root, &s, MINIMAL_8, &f.journal, None).unwrap();
+    assert!(!report.unchanged);
+    assert!(report.tasks_moved >= 4, "{report:?}");
+    let r = &f.root;
+    assert_eq!(
+        r.read("/sys/fs/cgroup/cpuset/tame-rt/cpuset.cpus").unwrap(),
+        "2-7"
+    );
+    assert_eq!(
+        r.read("/sys/fs/cgroup/cpuset/tame-rt/cpuset.sched_load_balance")
+            .unwrap(),
+        "0"
+    );
+    assert_eq!(
+        r.read("/sys/fs/cgroup/cpuset/cpuset.sched_load_balance")
+            .unwrap(),
+        "0"
+    );
+    assert_eq!(r.read("/proc/irq/default_smp_affinity").unwrap(), "03");
+    assert_eq!(
+        r.read("/sys/devices/virtual/workqueue/cpumask").unwrap(),
+        "03"
+    );
+    assert_eq!(
+        r.read("/sys/devices/system/cpu/cpu5/power/pm_qos_resume_latency_us")
+            .unwrap(),
+        "n/a"
+    );
+    let root_tasks = r.read("/sys/fs/cgroup/cpuset/tasks").unwrap();
+    let system_tasks = r.read("/sys/fs/cgroup/cpuset/tame-system/tasks").unwrap();
+    assert!(system_tasks.lines().count() >= 4);
+    // Every task left in the root is one the kernel places itself.
+    for tid in root_tasks.split_whitespace() {
+        let t = tame_partition::hostview::read_task(r, tid.parse().unwrap());
+        assert!(t.pinned_by_kernel, "{t:?} was not moved");
+    }
+    // Movable IRQs no longer allow isolated CPUs (managed ones are left alone).
+    for irq in HostView::read(r).irqs.iter().filter(|i| !i.managed) {
+        let aff = irq.affinity.clone().unwrap();
+        assert!(
+            aff.intersection(&CpuList::parse("2-7").unwrap()).is_empty(),
+            "IRQ {} on {aff}",
+            irq.number
+        );
+    }
+
+    let st = status(&f.root, &f.journal).unwrap();
+    assert!(st.applied);
+    assert_eq!(st.interrupted, 0);
+    assert!(st.drift.is_empty(), "{:?}", st.drift);
+    assert_eq!(st.spec.as_deref(), Some(MINIMAL_8));
+    // The audit finds the per-CPU threads of isolated CPUs (which cannot move) and nothing movable.
+    assert!(st
+        .audit
+        .tasks
+        .iter()
+        .any(|t| t.comm == "migration/4" && t.bound_by_kernel));
+
+    // Someone changes a value: status reports drift; a second apply repairs only that.
+    put(&f.root, "/proc/sys/kernel/timer_migration", "1\n");
+    let st = status(&f.root, &f.journal).unwrap();
+    assert_eq!(st.drift.len(), 1);
+    assert_eq!(st.drift[0].path, "/proc/sys/kernel/timer_migration");
+    let again = apply(&f.root, &s, MINIMAL_8, &f.journal, None).unwrap();
+    assert_eq!(again.writes, 1, "{again:?}");
+    // And a third apply changes nothing at all.
+    let journal_before = std::fs::read(f.journal.join("journal")).unwrap();
+    let third = apply(&f.root, &s, MINIMAL_8, &f.journal, None).unwrap();
+    assert!(third.unchanged, "{third:?}");
+    assert_eq!(
+        std::fs::read(f.journal.join("journal")).unwrap(),
+        journal_before
+    );
+
+    // Another spec is refused while this one is applied.
+    let other = MINIMAL_8.replace("2-7", "3-7");
+    assert!(matches!(
+        apply(&f.root, &spec(&other), &other, &f.journal, None),
+        Err(ApplyError::OtherSpecApplied { .. })
+    ));
+
+    let rep = revert(&f.root, &f.journal).unwrap();
+    assert!(rep.not_restored.is_empty(), "{rep:?}");
+    assert!(rep.journal_removed);
+    let after = snapshot(&f.root);
+    assert!(
+        differences(&before, &after).is_empty(),
+        "{:#?}",
+        differences(&before, &after)
+    );
+    assert!(!status(&f.root, &f.journal).unwrap().applied);
+}
+
+#[test]
+fn v2_isolated_and_shared_partitions_with_resctrl() {
+    let f = fixture(&SyntheticHost::two_socket_smt());
+    add_available_governors(&f.root, "performance powersave");
+    let before = snapshot(&f.root);
+    let text = r#"
+rt_runtime_us = -1
+
+[[partition]]
+name = "system"
+cpus = "0-3,24-27"
+role = "system"
+
+[[partition]]
+name = "rt"
+cpus = "4-5,28-29"
+role = "isolated"
+mems = "0"
+idle = "10us"
+governor = "performance"
+cache_ways = 4
+mem_bandwidth = 50
+
+[[partition]]
+name = "pool"
+cpus = "6-7,30-31"
+role = "shared"
+"#;
+    let s = spec(text);
+    let host = HostView::read(&f.root);
+    assert_eq!(host.cpuset.as_ref().unwrap().version, CgroupVersion::V2);
+    let p = plan(&s, &f.root, &host).unwrap();
+    // v2 partitions take their CPUs from every other cgroup: nothing to move by hand.
+    assert!(p
+        .runtime
+        .iter()
+        .all(|s| !matches!(s, Step::MoveTasks { .. })));
+    apply(&f.root, &s, text, &f.journal, None).unwrap();
+    let r = &f.root;
+    assert_eq!(
+        r.read("/sys/fs/cgroup/tame-rt/cpuset.cpus.partition")
+            .unwrap(),
+        "isolated"
+    );
+    assert_eq!(
+        r.read("/sys/fs/cgroup/tame-pool/cpuset.cpus.partition")
+            .unwrap(),
+        "root"
+    );
+    assert_eq!(r.read("/sys/fs/cgroup/tame-rt/cpuset.mems").unwrap(), "0");
+    assert!(
+        !r.exists("/sys/fs/cgroup/tame-system"),
+        "the v2 system partition is the rest"
+    );
+    assert_eq!(
+        r.read("/sys/fs/resctrl/tame-rt/schemata").unwrap(),
+        "L3:0=f00;1=f00\nMB:0=50;1=50\n"
+    );
+    assert_eq!(
+        r.read("/sys/fs/resctrl/tame-rt/cpus_list").unwrap(),
+        "4-5,28-29"
+    );
+    assert_eq!(
+        r.read("/sys/fs/resctrl/schemata").unwrap(),
+        "L3:0=ff;1=ff\n"
+    );
+    assert_eq!(
+        r.read("/proc/sys/kernel/sched_rt_runtime_us").unwrap(),
+        "-1"
+    );
+    assert_eq!(
+        r.read("/sys/devices/system/cpu/cpu28/power/pm_qos_resume_latency_us")
+            .unwrap(),
+        "10"
+    );
+    assert_eq!(
+        r.read("/sys/devices/system/cpu/cpu4/cpufreq/scaling_governor")
+            .unwrap(),
+        "performance"
+    );
+    // Movable IRQs may land on the system partition only; managed NVMe queues are left to the kernel.
+    let rt = CpuList::parse("4-7,28-31").unwrap();
+    for irq in HostView::read(r).irqs.iter().filter(|i| !i.managed) {
+        assert!(
+            irq.affinity.clone().unwrap().intersection(&rt).is_empty(),
+            "IRQ {}",
+            irq.number
+        );
+    }
+    let rep = revert(&f.root, &f.journal).unwrap();
+    assert!(rep.not_restored.is_empty(), "{rep:?}");
+    assert!(
+        differences(&before, &snapshot(&f.root)).is_empty(),
+        "{:#?}",
+        differences(&before, &snapshot(&f.root))
+    );
+}
+
+#[test]
+fn v2_without_cpuset_in_subtree_control_enables_it_and_reverts() {
+    let f = fixture(&SyntheticHost::two_socket_smt());
+    put(
+        &f.root,
+        "/sys/fs/cgroup/cgroup.subtree_control",
+        "cpu io memory pids\n",
+    );
+    let before = snapshot(&f.root);
+    let text = "[[partition]]\nname = \"s\"\ncpus = \"0-3\"\nrole = \"system\"\n[[partition]]\nname = \"r\"\ncpus = \"8\"\nrole = \"isolated\"\n";
+    apply(&f.root, &spec(text), text, &f.journal, None).unwrap();
+    assert_eq!(
+        f.root
+            .read("/sys/fs/cgroup/cgroup.subtree_control")
+            .unwrap(),
+        "+cpuset"
+    );
+    let rep = revert(&f.root, &f.journal).unwrap();
+    assert!(rep.not_restored.is_empty(), "{rep:?}");
+    assert!(differences(&before, &snapshot(&f.root)).is_empty());
+}
+
+#[test]
+fn big_host_plans_apply_and_revert() {
+    let f = fixture(&SyntheticHost::big_256());
+    let before = snapshot(&f.root);
+    let text = "[[partition]]\nname = \"system\"\ncpus = \"0-15,128-143\"\nrole = \"system\"\n\
+                [[partition]]\nname = \"rt\"\ncpus = \"16-63,144-191\"\nrole = \"isolated\"\nidle = \"poll\"\n";
+    let s = spec(text);
+    let host = HostView::read(&f.root);
+    assert_eq!(host.online.len(), 256);
+    let p = plan(&s, &f.root, &host).unwrap();
+    let irq_writes = p
+        .runtime
+        .iter()
+        .filter(|s| matches!(s, Step::Write { path, .. } if path.starts_with("/proc/irq/") && path.ends_with("smp_affinity_list")))
+        .count();
+    assert!(irq_writes > 900, "{irq_writes} IRQ writes");
+    // Managed IRQs on the isolated CPUs are named in a warning.
+    assert!(
+        p.warnings.iter().any(|w| w.contains("kernel-managed")),
+        "{:?}",
+        p.warnings
+    );
+    assert!(p
+        .needs_reboot
+        .iter()
+        .any(|b| b.parameter == "nohz_full=16-63,144-191"));
+    apply(&f.root, &s, text, &f.journal, None).unwrap();
+    let rep = revert(&f.root, &f.journal).unwrap();
+    assert!(rep.not_restored.is_empty());
+    assert!(differences(&before, &snapshot(&f.root)).is_empty());
+}
+
+#[test]
+fn every_error_is_reported_before_anything_is_written() {
+    let f = fixture(&SyntheticHost::two_socket_smt());
+    add_available_governors(&f.root, "performance powersave");
+    let before = snapshot(&f.root);
+    let text = r#"
+[[partition]]
+name = "system"
+cpus = "0-3"
+role = "system"
+
+[[partition]]
+name = "rt"
+cpus = "3-5,99"
+role = "isolated"
+mems = "7"
+irqs = true
+governor = "turbo"
+cache_ways = 12
+"#;
+    let err = apply(&f.root, &spec(text), text, &f.journal, None).unwrap_err();
+    let ApplyError::Invalid(inv) = err else {
+        panic!("expected a validation error, got {err}");
+    };
+    let all = inv.errors.join("\n");
+    for want in [
+        "CPU 99 is not online",
+        "CPU 3 is already in another partition",
+        "memory node 7 has no memory",
+        "takes no device IRQs",
+        "governor \"turbo\" is not available",
+        "beyond the hardware",
+    ] {
+        assert!(all.contains(want), "missing {want:?} in:\n{all}");
+    }
+    assert!(differences(&before, &snapshot(&f.root)).is_empty());
+    assert!(!f.journal.exists());
+
+    let no_system = "[[partition]]\nname = \"rt\"\ncpus = \"1\"\nrole = \"isolated\"\n";
+    let err = plan(&spec(no_system), &f.root, &HostView::read(&f.root)).unwrap_err();
+    assert!(err.errors[0].contains("exactly one must"), "{err}");
+}
+
+/// The development VM: 2 CPUs, the disk queue IRQ 36 kernel-managed on CPU 1.
+fn dev_vm_view() -> HostView {
+    HostView {
+        online: CpuList::parse("0-1").unwrap(),
+        possible: CpuList::parse("0-1").unwrap(),
+        thread_siblings: Default::default(),
+        nodes_with_memory: CpuList::parse("0").unwrap(),
+        cpuset: Some(CpusetHome {
+            version: CgroupVersion::V1,
+            mount: "/sys/fs/cgroup/cpuset".into(),
+            subtree_has_cpuset: false,
+        }),
+        kernel_release: "6.18.0".into(),
+        kernel_config: None,
+        irqs: vec![
+            IrqInfo {
+                number: 26,
+                name: "ttyS0".into(),
+                affinity: CpuList::parse("0-1").ok(),
+                effective: CpuList::parse("1").ok(),
+                managed: false,
+            },
+            IrqInfo {
+                number: 36,
+                name: "virtio1-req.0".into(),
+                affinity: CpuList::parse("0-1").ok(),
+                effective: CpuList::parse("1").ok(),
+                managed: true,
+            },
+        ],
+        irqbalance_running: false,
+        resctrl: None,
+        idle_states: Default::default(),
+        other_v1_cpusets: Vec::new(),
+    }
+}
+
+#[test]
+fn a_managed_irq_on_the_isolated_cpu_is_named_and_cpu_0_is_suggested() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Root::new(dir.path());
+    let text = "[[partition]]\nname = \"system\"\ncpus = \"0\"\nrole = \"system\"\n\
+                [[partition]]\nname = \"rt\"\ncpus = \"1\"\nrole = \"isolated\"\n";
+    let p = plan(&spec(text), &root, &dev_vm_view()).unwrap();
+    let w = p.warnings.join("\n");
+    assert!(
+        w.contains("IRQ 36 (virtio1-req.0) is kernel-managed"),
+        "{w}"
+    );
+    assert!(w.contains("isolate CPU 0 instead"), "{w}");
+    // The managed IRQ is not written (the kernel would refuse it); the other one moves.
+    let paths = write_paths(&p);
+    assert!(paths.contains(&"/proc/irq/26/smp_affinity_list".to_string()));
+    assert!(!paths.iter().any(|p| p.starts_with("/proc/irq/36/")));
+    // Isolating CPU 0 instead leaves no managed IRQ behind, but warns about CPU 0.
+    let swapped = text
+        .replace("\"0\"", "\"x\"")
+        .replace("\"1\"", "\"0\"")
+        .replace("\"x\"", "\"1\"");
+    let p = plan(&spec(&swapped), &root, &dev_vm_view()).unwrap();
+    assert!(
+        !p.warnings.iter().any(|w| w.contains("kernel-managed")),
+        "{:?}",
+        p.warnings
+    );
+    assert!(p.warnings.iter().any(|w| w.contains("isolates CPU 0")));
+}
+
+#[test]
+fn a_failure_at_any_step_rolls_back_to_the_snapshot() {
+    let f = v1_fixture();
+    let before = snapshot(&f.root);
+    let s = spec(MINIMAL_8);
+    let total = count_steps(&f, MINIMAL_8);
+    assert!(total > 20, "only {total} steps");
+    for k in 0..total {
+        let hook = move |st: tame_host::journal::Stage| match st {
+            tame_host::journal::Stage::Journaled(n) if n == k => {
+                Err(std::io::Error::from_raw_os_error(libc::EBUSY))
+            }
+            _ => Ok(()),
+        };
+        match apply(&f.root, &s, MINIMAL_8, &f.journal, Some(Box::new(hook))) {
+            Err(ApplyError::Failed { rollback, .. }) => {
+                assert!(rollback.not_restored.is_empty(), "step {k}: {rollback:?}");
+                assert!(rollback.journal_removed);
+            }
+            // IRQ writes and task moves may be refused without failing apply: it says so.
+            Ok(report) => {
+                assert!(
+                    report.refused.iter().any(|r| r.reason.contains("busy")),
+                    "step {k} failed silently: {report:?}"
+                );
+                let rep = revert(&f.root, &f.journal).unwrap();
+                assert!(rep.journal_removed, "{rep:?}");
+            }
+            Err(e) => panic!("step {k}: {e}"),
+        }
+        let d = differences(&before, &snapshot(&f.root));
+        assert!(d.is_empty(), "after a failure at step {k}: {d:#?}");
+    }
+}
+
+#[test]
+fn the_examples_plan_on_their_kind_of_host() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    let v1 = v1_fixture();
+    for name in ["minimal.toml", "isolate-cpu0.toml"] {
+        let p = plan(&spec(&read(name)), &v1.root, &HostView::read(&v1.root)).unwrap();
+        assert!(!p.is_empty(), "{name}");
+    }
+    let big = fixture(&SyntheticHost::two_socket_smt());
+    let text = read("numa-resctrl.toml");
+    let p = plan(&spec(&text), &big.root, &HostView::read(&big.root)).unwrap();
+    assert!(write_paths(&p).contains(&"/sys/fs/resctrl/tame-rt0/schemata".to_string()));
+    assert!(write_paths(&p).contains(&"/proc/sys/kernel/sched_rt_runtime_us".to_string()));
+}
+
+#[test]
+fn a_foreign_v1_cpuset_sharing_cpus_is_an_error_before_any_write() {
+    let f = v1_fixture();
+    put(&f.root, "/sys/fs/cgroup/cpuset/docker/cpuset.cpus", "0-7\n");
+    let before = snapshot(&f.root);
+    let err = apply(&f.root, &spec(MINIMAL_8), MINIMAL_8, &f.journal, None).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("cpuset /docker (made by someone else) uses CPU 0-7"),
+        "{err}"
+    );
+    assert!(differences(&before, &snapshot(&f.root)).is_empty());
+}
+
+#[test]
+fn user_and_group_own_the_partition_task_list() {
+    let f = v1_fixture();
+    let (uid, gid) = (
+        nix::unistd::getuid().as_raw(),
+        nix::unistd::getgid().as_raw(),
+    );
+    put(
+        &f.root,
+        "/etc/passwd",
+        &format!("root:x:0:0::/root:/bin/sh\nme:x:{uid}:{gid}::/:/bin/sh\n"),
+    );
+    put(
+        &f.root,
+        "/etc/group",
+        &format!("root:x:0:\nteam:x:{gid}:me\n"),
+    );
+    let before = snapshot(&f.root);
+    let text = format!("{MINIMAL_8}user = \"me\"\ngroup = \"team\"\n");
+    apply(&f.root, &spec(&text), &text, &f.journal, None).unwrap();
+    let own =
+        tame_host::journal::Ownership::of(&f.root.path("/sys/fs/cgroup/cpuset/tame-rt/tasks"))
+            .unwrap();
+    assert_eq!((own.uid, own.gid, own.mode), (uid, gid, 0o664));
+    assert!(revert(&f.root, &f.journal).unwrap().journal_removed);
+    assert!(differences(&before, &snapshot(&f.root)).is_empty());
+
+    let bad = format!("{MINIMAL_8}user = \"nobody-here\"\ngroup = \"no-team\"\n");
+    let err = plan(&spec(&bad), &f.root, &HostView::read(&f.root)).unwrap_err();
+    assert!(
+        err.errors
+            .iter()
+            .any(|e| e.contains("user \"nobody-here\" does not exist")),
+        "{err}"
+    );
+    assert!(
+        err.errors
+            .iter()
+            .any(|e| e.contains("group \"no-team\" does not exist")),
+        "{err}"
+    );
+}
