@@ -11,7 +11,7 @@ use tame_rt::clock::sleep_until;
 use tame_rt::sched::SchedSpec;
 use tame_rt::Clock;
 
-use crate::engine::{self, RunControl, ThreadPlan, ThreadSettings};
+use crate::engine::{self, RunControl, ThreadSettings};
 use crate::error::{invalid, Result};
 use crate::measure::{Measured, Sample, SampleBuffer};
 use crate::stats::Recorder;
@@ -63,20 +63,15 @@ pub fn run(
     sample_capacity: usize,
     tick: impl FnMut(u64),
 ) -> Result<Measured<CycleOutput>> {
-    let plans: Vec<ThreadPlan> = settings
-        .cpus
-        .iter()
-        .map(|cpu| ThreadPlan {
-            cpu: Some(cpu),
-            sched,
-            prefault: settings.threads.mlock,
-        })
-        .collect();
+    let plans = engine::plans(
+        &settings.cpus.iter().map(Some).collect::<Vec<_>>(),
+        sched,
+        settings.threads.mlock,
+    );
     let cpus: Vec<u32> = settings.cpus.iter().collect();
     let (interval, loops, busy) = (settings.interval_ns, settings.loops, settings.busy_wait);
     let thread_control = control.clone();
-    let started = std::time::Instant::now();
-    let outputs = engine::run_threads(&plans, 10_000_000, tick, move |index, gate, progress| {
+    engine::measure(&plans, control, tick, move |index, gate, progress| {
         let mut out = CycleOutput {
             cpu: Some(cpus[index]),
             latency: Recorder::new(),
@@ -97,11 +92,6 @@ pub fn run(
             |done| progress.set(index, done),
         );
         out
-    })?;
-    Ok(Measured {
-        outputs,
-        elapsed_ns: started.elapsed().as_nanos() as u64,
-        interrupted: control.stopped(),
     })
 }
 

@@ -302,6 +302,37 @@ where
         .collect()
 }
 
+/// One plan per thread, all scheduled alike: `cpus[i]` pins thread i (None leaves it free).
+pub fn plans(cpus: &[Option<u32>], sched: SchedSpec, prefault: bool) -> Vec<ThreadPlan> {
+    cpus.iter()
+        .map(|&cpu| ThreadPlan {
+            cpu,
+            sched,
+            prefault,
+        })
+        .collect()
+}
+
+/// [`run_threads`] with a lead of 10 ms, timed, noting whether a stop request cut it short.
+pub fn measure<T, F>(
+    plans: &[ThreadPlan],
+    control: &RunControl,
+    tick: impl FnMut(u64),
+    body: F,
+) -> Result<crate::measure::Measured<T>>
+where
+    T: Send + 'static,
+    F: Fn(usize, &StartGate, &Progress) -> T + Send + Sync + 'static,
+{
+    let started = std::time::Instant::now();
+    let outputs = run_threads(plans, 10_000_000, tick, body)?;
+    Ok(crate::measure::Measured {
+        outputs,
+        elapsed_ns: started.elapsed().as_nanos() as u64,
+        interrupted: control.stopped(),
+    })
+}
+
 /// Spread `tasks` over a CPU list round-robin (None: leave them unpinned).
 pub fn assign_cpus(tasks: usize, cpus: Option<&CpuList>) -> Vec<Option<u32>> {
     match cpus {

@@ -10,7 +10,7 @@ use tame_host::CpuList;
 use tame_rt::sched::SchedSpec;
 use tame_rt::{Clock, ClockKind};
 
-use crate::engine::{self, RunControl, ThreadPlan, ThreadSettings};
+use crate::engine::{self, RunControl, ThreadSettings};
 use crate::error::{invalid, Result};
 use crate::measure::{Measured, Sample, SampleBuffer};
 use crate::stats::Recorder;
@@ -103,20 +103,15 @@ pub fn run(
     sample_capacity: usize,
     tick: impl FnMut(u64),
 ) -> Result<Measured<FwqOutput>> {
-    let plans: Vec<ThreadPlan> = settings
-        .cpus
-        .iter()
-        .map(|cpu| ThreadPlan {
-            cpu: Some(cpu),
-            sched,
-            prefault: settings.threads.mlock,
-        })
-        .collect();
+    let plans = engine::plans(
+        &settings.cpus.iter().map(Some).collect::<Vec<_>>(),
+        sched,
+        settings.threads.mlock,
+    );
     let cpus: Vec<u32> = settings.cpus.iter().collect();
     let (quantum, n) = (settings.quantum_ns, settings.samples);
     let thread_control = control.clone();
-    let started = std::time::Instant::now();
-    let outputs = engine::run_threads(&plans, 10_000_000, tick, move |index, gate, progress| {
+    engine::measure(&plans, control, tick, move |index, gate, progress| {
         // Sized before the gate: the timed loop only stores into it.
         let mut raw = vec![0u64; n as usize];
         let iterations = calibrate_work(&clock, quantum);
@@ -140,11 +135,6 @@ pub fn run(
             &raw[..done],
             sample_capacity,
         )
-    })?;
-    Ok(Measured {
-        outputs,
-        elapsed_ns: started.elapsed().as_nanos() as u64,
-        interrupted: control.stopped(),
     })
 }
 

@@ -7,7 +7,7 @@ use tame_rt::clock::nanosleep_ns;
 use tame_rt::sched::SchedSpec;
 use tame_rt::Clock;
 
-use crate::engine::{self, RunControl, ThreadPlan, ThreadSettings};
+use crate::engine::{self, RunControl, ThreadSettings};
 use crate::error::{invalid, Result};
 use crate::measure::{Measured, Sample, SampleBuffer};
 use crate::stats::Recorder;
@@ -60,18 +60,10 @@ pub fn run(
     tick: impl FnMut(u64),
 ) -> Result<Measured<SleepOutput>> {
     let assigned = engine::assign_cpus(settings.tasks, settings.cpus.as_ref());
-    let plans: Vec<ThreadPlan> = assigned
-        .iter()
-        .map(|&cpu| ThreadPlan {
-            cpu,
-            sched,
-            prefault: settings.threads.mlock,
-        })
-        .collect();
+    let plans = engine::plans(&assigned, sched, settings.threads.mlock);
     let (d, loops) = (settings.sleep_ns, settings.loops);
     let thread_control = control.clone();
-    let started = std::time::Instant::now();
-    let outputs = engine::run_threads(&plans, 10_000_000, tick, move |index, gate, progress| {
+    engine::measure(&plans, control, tick, move |index, gate, progress| {
         let mut out = SleepOutput {
             cpu: assigned[index],
             jitter: Recorder::new(),
@@ -104,11 +96,6 @@ pub fn run(
             progress.set(index, i);
         }
         out
-    })?;
-    Ok(Measured {
-        outputs,
-        elapsed_ns: started.elapsed().as_nanos() as u64,
-        interrupted: control.stopped(),
     })
 }
 

@@ -58,6 +58,8 @@ enum Command {
     Status(cmd::partition::StatusArgs),
     /// Undo every change of `tame apply`, from its journal.
     Revert(cmd::partition::RevertArgs),
+    /// Compare two results of the same bench: per-metric and per-source differences and ratios.
+    Compare(cmd::compare::CompareArgs),
 }
 
 fn main() {
@@ -77,6 +79,7 @@ fn main() {
         Command::Apply(a) => cmd::partition::run_apply(&ctx, a),
         Command::Status(a) => cmd::partition::run_status(&ctx, a),
         Command::Revert(a) => cmd::partition::run_revert(&ctx, a),
+        Command::Compare(a) => cmd::compare::run(&ctx, a),
     };
     std::process::exit(error::exit_code(result));
 }

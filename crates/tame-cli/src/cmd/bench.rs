@@ -33,6 +33,10 @@ pub enum BenchCommand {
     Sleep(SleepArgs),
     /// Fixed work quantum: how much each run of a fixed loop of work exceeds the fastest one.
     Fwq(FwqArgs),
+    /// Shared-memory channels vs pipe, Unix socket, mq and rtrb: one-way latency and throughput between two CPUs.
+    Ipc(super::bench_ipc::IpcBenchArgs),
+    /// Every gap on the measured CPUs and what caused it (IRQs, softirqs, ticks, IPIs, threads, unexplained).
+    Noise(super::noise::NoiseArgs),
 }
 
 /// Options every bench shares.
@@ -136,7 +140,7 @@ pub struct FwqArgs {
     common: CommonArgs,
 }
 
-fn parse_clock(s: &str) -> Result<ClockKind, String> {
+pub(super) fn parse_clock(s: &str) -> Result<ClockKind, String> {
     match s {
         "monotonic" => Ok(ClockKind::Monotonic),
         "tsc" => Ok(ClockKind::Tsc),
@@ -149,11 +153,13 @@ pub fn run(ctx: &Context, cmd: BenchCommand) -> anyhow::Result<i32> {
         BenchCommand::Cycle(a) => run_cycle(ctx, a),
         BenchCommand::Sleep(a) => run_sleep(ctx, a),
         BenchCommand::Fwq(a) => run_fwq(ctx, a),
+        BenchCommand::Ipc(a) => super::bench_ipc::run(ctx, a),
+        BenchCommand::Noise(a) => super::noise::run(ctx, a),
     }
 }
 
 /// Library errors: `Invalid` is the user's to fix (exit 2), the rest are failures.
-fn lift(e: BenchError) -> anyhow::Error {
+pub(super) fn lift(e: BenchError) -> anyhow::Error {
     match e {
         BenchError::Invalid(m) => bad_input(m),
         BenchError::Failed(m) => anyhow::anyhow!(m),
@@ -164,7 +170,7 @@ fn duration_arg(text: &str) -> anyhow::Result<u64> {
     parse_duration_ns(text).map_err(lift)
 }
 
-fn cpu_list_arg(ctx: &Context, text: &str, what: &str) -> anyhow::Result<CpuList> {
+pub(super) fn cpu_list_arg(ctx: &Context, text: &str, what: &str) -> anyhow::Result<CpuList> {
     if text.trim() == "all" {
         return online_cpus(ctx);
     }
@@ -175,7 +181,7 @@ fn cpu_list_arg(ctx: &Context, text: &str, what: &str) -> anyhow::Result<CpuList
     })
 }
 
-fn online_cpus(ctx: &Context) -> anyhow::Result<CpuList> {
+pub(super) fn online_cpus(ctx: &Context) -> anyhow::Result<CpuList> {
     let text = ctx
         .root
         .read_trimmed("/sys/devices/system/cpu/online")
@@ -198,20 +204,39 @@ impl CommonArgs {
     }
 
     fn load(&self, ctx: &Context) -> anyhow::Result<Option<LoadSpec>> {
-        let Some(kinds) = &self.load else {
-            if self.load_cpus.is_some() {
-                return Err(bad_input(
-                    "--load-cpus without --load — say which load to run, e.g. --load cpu,io",
-                ));
-            }
-            return Ok(None);
-        };
-        let kinds = LoadKind::parse_list(kinds).map_err(lift)?;
-        let cpus = match &self.load_cpus {
-            Some(list) => cpu_list_arg(ctx, list, "--load-cpus")?,
-            None => online_cpus(ctx)?,
-        };
-        Ok(Some(LoadSpec { kinds, cpus }))
+        load_spec(ctx, self.load.as_deref(), self.load_cpus.as_deref())
+    }
+}
+
+/// `--load` and `--load-cpus` as a load spec (the load CPUs default to all online CPUs).
+pub(super) fn load_spec(
+    ctx: &Context,
+    load: Option<&str>,
+    load_cpus: Option<&str>,
+) -> anyhow::Result<Option<LoadSpec>> {
+    let Some(kinds) = load else {
+        if load_cpus.is_some() {
+            return Err(bad_input(
+                "--load-cpus without --load — say which load to run, e.g. --load cpu,io",
+            ));
+        }
+        return Ok(None);
+    };
+    let kinds = LoadKind::parse_list(kinds).map_err(lift)?;
+    let cpus = match load_cpus {
+        Some(list) => cpu_list_arg(ctx, list, "--load-cpus")?,
+        None => online_cpus(ctx)?,
+    };
+    Ok(Some(LoadSpec { kinds, cpus }))
+}
+
+/// The TSC where it is invariant (cheapest to read, cycles come free), else CLOCK_MONOTONIC.
+pub(super) fn preferred_clock(ctx: &Context) -> ClockKind {
+    let invariant = tame_host::environment::RunEnvironment::capture(&ctx.root).invariant_tsc;
+    if invariant && tame_rt::clock::TSC_AVAILABLE {
+        ClockKind::Tsc
+    } else {
+        ClockKind::Monotonic
     }
 }
 
@@ -223,7 +248,7 @@ struct Outputs {
     samples: Option<File>,
 }
 
-fn create(path: &PathBuf, what: &str) -> anyhow::Result<File> {
+pub(super) fn create(path: &PathBuf, what: &str) -> anyhow::Result<File> {
     File::create(path).map_err(|e| {
         bad_input(format!(
             "cannot write the {what} file {}: {e} — choose a path in a writable directory",
@@ -294,7 +319,7 @@ impl Outputs {
 
 /// Ctrl-C and SIGTERM set the stop flag: measuring threads finish their
 /// current iteration, the load is stopped and what was measured is reported.
-fn install_stop_handler() -> anyhow::Result<RunControl> {
+pub(super) fn install_stop_handler() -> anyhow::Result<RunControl> {
     let flag = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, flag.clone())
@@ -477,12 +502,7 @@ fn run_fwq(ctx: &Context, a: FwqArgs) -> anyhow::Result<i32> {
     let quantum_ns = duration_arg(&a.quantum)?;
     FwqSettings::validate_shape(quantum_ns, a.samples).map_err(lift)?;
     // Cycles are part of the FWQ report, so prefer the TSC where it is invariant.
-    let invariant = tame_host::environment::RunEnvironment::capture(&ctx.root).invariant_tsc;
-    let default_clock = if invariant && tame_rt::clock::TSC_AVAILABLE {
-        ClockKind::Tsc
-    } else {
-        ClockKind::Monotonic
-    };
+    let default_clock = preferred_clock(ctx);
     let settings = FwqSettings {
         cpus: cpus.clone(),
         quantum_ns,

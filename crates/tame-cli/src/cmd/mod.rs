@@ -1,9 +1,12 @@
 //! One module per command: each owns its clap `Args` and a `run(&Context, Args) -> anyhow::Result<i32>`.
 
 pub mod bench;
+pub mod bench_ipc;
 pub mod check;
+pub mod compare;
 pub mod host;
 pub mod ipc;
 pub mod launch;
+pub mod noise;
 pub mod partition;
 pub mod topology;

@@ -1,0 +1,461 @@
+//! One end of a bidirectional message link, for every transport the IPC bench
+//! compares. `send` hands over one message; `recv` waits for the next one (spinning
+//! for the shared-memory transports, blocking in the kernel for the others).
+//!
+//! Waiting is bounded: a spinning end gives up after [`STALL_TIMEOUT`] without a
+//! message, a blocking end sees EOF or a timeout when its peer is gone, so a failed
+//! peer thread never hangs the run.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tame_ipc::{
+    ChannelSpec, Consumer, PopError, Producer, PushError, Reader, Register, Ring, Writer,
+};
+
+/// How long a spinning end waits without progress before calling the run failed.
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub trait Endpoint<const N: usize>: Send {
+    fn send(&mut self, msg: &[u8; N]) -> io::Result<()>;
+    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()>;
+}
+
+/// Spins on `attempt` until it yields; checks the clock only every 2^16 spins.
+#[inline(always)]
+fn spin_until<T>(mut attempt: impl FnMut() -> Option<io::Result<T>>) -> io::Result<T> {
+    let mut spins: u32 = 0;
+    let mut since: Option<Instant> = None;
+    loop {
+        if let Some(result) = attempt() {
+            return result;
+        }
+        std::hint::spin_loop();
+        spins = spins.wrapping_add(1);
+        if spins & 0xffff == 0 {
+            let started = *since.get_or_insert_with(Instant::now);
+            if started.elapsed() > STALL_TIMEOUT {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the peer stopped responding",
+                ));
+            }
+        }
+    }
+}
+
+fn corrupted() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        "the ring reports corrupted indices",
+    )
+}
+
+// ---- raw cache-line ping-pong: the floor ----------------------------------------------
+
+#[repr(align(128))]
+struct Line(AtomicU64);
+
+/// Two counters on their own cache lines; a message is "the counter moved by one".
+/// No payload is copied: this is the cost of moving one cache line each way.
+pub struct FloorEnd {
+    outgoing: Arc<[Line; 2]>,
+    out_index: usize,
+    sent: u64,
+    received: u64,
+}
+
+pub fn floor_pair() -> (FloorEnd, FloorEnd) {
+    let lines = Arc::new([Line(AtomicU64::new(0)), Line(AtomicU64::new(0))]);
+    let end = |out_index| FloorEnd {
+        outgoing: lines.clone(),
+        out_index,
+        sent: 0,
+        received: 0,
+    };
+    (end(0), end(1))
+}
+
+impl<const N: usize> Endpoint<N> for FloorEnd {
+    #[inline]
+    fn send(&mut self, _msg: &[u8; N]) -> io::Result<()> {
+        self.sent += 1;
+        self.outgoing[self.out_index]
+            .0
+            .store(self.sent, Ordering::Release);
+        Ok(())
+    }
+
+    #[inline]
+    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()> {
+        let expected = self.received + 1;
+        let line = &self.outgoing[1 - self.out_index].0;
+        spin_until(|| (line.load(Ordering::Acquire) == expected).then_some(Ok(())))?;
+        self.received = expected;
+        msg[..8].copy_from_slice(&(expected - 1).to_le_bytes());
+        Ok(())
+    }
+}
+
+// ---- tame ring -----------------------------------------------------------------------
+
+pub struct TameRingEnd<const N: usize> {
+    tx: Producer<[u8; N]>,
+    rx: Consumer<[u8; N]>,
+}
+
+/// Two anonymous (memfd) rings, one per direction: the same shared mappings two
+/// processes would use.
+pub fn tame_ring_pair<const N: usize>(
+    capacity: u64,
+) -> io::Result<(TameRingEnd<N>, TameRingEnd<N>)> {
+    let spec = ChannelSpec::ring::<[u8; N]>(capacity);
+    let there = Ring::create_anonymous(spec).map_err(io::Error::other)?;
+    let back = Ring::create_anonymous(spec).map_err(io::Error::other)?;
+    let a = TameRingEnd {
+        tx: there.producer().map_err(io::Error::other)?,
+        rx: back.consumer().map_err(io::Error::other)?,
+    };
+    let b = TameRingEnd {
+        tx: back.producer().map_err(io::Error::other)?,
+        rx: there.consumer().map_err(io::Error::other)?,
+    };
+    Ok((a, b))
+}
+
+impl<const N: usize> Endpoint<N> for TameRingEnd<N> {
+    #[inline]
+    fn send(&mut self, msg: &[u8; N]) -> io::Result<()> {
+        spin_until(|| match self.tx.push(*msg) {
+            Ok(()) => Some(Ok(())),
+            Err(PushError::Full) => None,
+            Err(_) => Some(Err(corrupted())),
+        })
+    }
+
+    #[inline]
+    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()> {
+        *msg = spin_until(|| match self.rx.pop() {
+            Ok(value) => Some(Ok(value)),
+            Err(PopError::Empty) => None,
+            Err(_) => Some(Err(corrupted())),
+        })?;
+        Ok(())
+    }
+}
+
+// ---- tame register -------------------------------------------------------------------
+
+pub struct TameRegisterEnd<const N: usize> {
+    tx: Writer<[u8; N]>,
+    rx: Reader<[u8; N]>,
+}
+
+/// Two anonymous registers, one per direction. A register keeps only the latest
+/// value, so it is measured for latency only (one message in flight).
+pub fn tame_register_pair<const N: usize>() -> io::Result<(TameRegisterEnd<N>, TameRegisterEnd<N>)>
+{
+    let spec = ChannelSpec::register::<[u8; N]>();
+    let there = Register::create_anonymous(spec).map_err(io::Error::other)?;
+    let back = Register::create_anonymous(spec).map_err(io::Error::other)?;
+    let a = TameRegisterEnd {
+        tx: there.writer().map_err(io::Error::other)?,
+        rx: back.reader().map_err(io::Error::other)?,
+    };
+    let b = TameRegisterEnd {
+        tx: back.writer().map_err(io::Error::other)?,
+        rx: there.reader().map_err(io::Error::other)?,
+    };
+    Ok((a, b))
+}
+
+impl<const N: usize> Endpoint<N> for TameRegisterEnd<N> {
+    #[inline]
+    fn send(&mut self, msg: &[u8; N]) -> io::Result<()> {
+        self.tx.write(msg);
+        Ok(())
+    }
+
+    #[inline]
+    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()> {
+        *msg = spin_until(|| match self.rx.read() {
+            Ok(sample) if sample.fresh => Some(Ok(sample.value)),
+            // Not new yet, never written, or overlapping a write: keep spinning.
+            _ => None,
+        })?;
+        Ok(())
+    }
+}
+
+// ---- rtrb (in-process) ---------------------------------------------------------------
+
+pub struct RtrbEnd<const N: usize> {
+    tx: rtrb::Producer<[u8; N]>,
+    rx: rtrb::Consumer<[u8; N]>,
+}
+
+pub fn rtrb_pair<const N: usize>(capacity: usize) -> (RtrbEnd<N>, RtrbEnd<N>) {
+    let (there_tx, there_rx) = rtrb::RingBuffer::new(capacity);
+    let (back_tx, back_rx) = rtrb::RingBuffer::new(capacity);
+    (
+        RtrbEnd {
+            tx: there_tx,
+            rx: back_rx,
+        },
+        RtrbEnd {
+            tx: back_tx,
+            rx: there_rx,
+        },
+    )
+}
+
+impl<const N: usize> Endpoint<N> for RtrbEnd<N> {
+    #[inline]
+    fn send(&mut self, msg: &[u8; N]) -> io::Result<()> {
+        spin_until(|| self.tx.push(*msg).ok().map(Ok))
+    }
+
+    #[inline]
+    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()> {
+        *msg = spin_until(|| self.rx.pop().ok().map(Ok))?;
+        Ok(())
+    }
+}
+
+// ---- pipe ----------------------------------------------------------------------------
+
+pub struct PipeEnd {
+    write: OwnedFd,
+    read: OwnedFd,
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for the two descriptors pipe2 returns.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+pub fn pipe_pair() -> io::Result<(PipeEnd, PipeEnd)> {
+    let (there_read, there_write) = pipe()?;
+    let (back_read, back_write) = pipe()?;
+    Ok((
+        PipeEnd {
+            write: there_write,
+            read: back_read,
+        },
+        PipeEnd {
+            write: back_write,
+            read: there_read,
+        },
+    ))
+}
+
+fn write_all_fd(fd: &OwnedFd, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: bytes is a valid buffer of its length.
+        let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        bytes = &bytes[n as usize..];
+    }
+    Ok(())
+}
+
+fn read_exact_fd(fd: &OwnedFd, mut bytes: &mut [u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: bytes is a valid writable buffer of its length.
+        let n = unsafe { libc::read(fd.as_raw_fd(), bytes.as_mut_ptr().cast(), bytes.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the peer closed the pipe",
+            ));
+        }
+        bytes = &mut bytes[n as usize..];
+    }
+    Ok(())
+}
+
+impl<const N: usize> Endpoint<N> for PipeEnd {
+    fn send(&mut self, msg: &[u8; N]) -> io::Result<()> {
+        write_all_fd(&self.write, msg)
+    }
+
+    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()> {
+        read_exact_fd(&self.read, msg)
+    }
+}
+
+// ---- Unix socket ---------------------------------------------------------------------
+
+pub struct UnixEnd(UnixStream);
+
+pub fn unix_pair() -> io::Result<(UnixEnd, UnixEnd)> {
+    let (a, b) = UnixStream::pair()?;
+    Ok((UnixEnd(a), UnixEnd(b)))
+}
+
+impl<const N: usize> Endpoint<N> for UnixEnd {
+    fn send(&mut self, msg: &[u8; N]) -> io::Result<()> {
+        self.0.write_all(msg)
+    }
+
+    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()> {
+        self.0.read_exact(msg)
+    }
+}
+
+// ---- POSIX message queue -------------------------------------------------------------
+
+/// An mq descriptor, closed on drop.
+struct Mq(libc::mqd_t);
+
+impl Drop for Mq {
+    fn drop(&mut self) {
+        // SAFETY: our own descriptor.
+        unsafe { libc::mq_close(self.0) };
+    }
+}
+
+pub struct MqEnd {
+    tx: Mq,
+    rx: Mq,
+    /// Absolute CLOCK_REALTIME deadline for every send and receive, set once per segment
+    /// (its expected bound plus [`STALL_TIMEOUT`]) so a vanished peer cannot block
+    /// forever and no per-message clock call is needed.
+    deadline: libc::timespec,
+}
+
+/// Opens a fresh queue and unlinks its name at once, so nothing is left behind even
+/// if the run dies (/dev/mqueue/tame.*).
+fn mq_open_anonymous(tag: &str, msg_size: usize) -> io::Result<Mq> {
+    static SERIAL: AtomicU64 = AtomicU64::new(0);
+    let name = format!(
+        "/tame.bench-{}-{tag}-{}\0",
+        std::process::id(),
+        SERIAL.fetch_add(1, Ordering::Relaxed)
+    );
+    // SAFETY: mq_attr is plain data.
+    let mut attr: libc::mq_attr = unsafe { std::mem::zeroed() };
+    attr.mq_maxmsg = 8;
+    attr.mq_msgsize = msg_size as libc::c_long;
+    // SAFETY: name is NUL-terminated; attr outlives the call.
+    let mqd = unsafe {
+        libc::mq_open(
+            name.as_ptr().cast(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC,
+            0o600 as libc::mode_t,
+            &attr as *const libc::mq_attr,
+        )
+    };
+    if mqd == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    let mq = Mq(mqd);
+    // SAFETY: same name.
+    unsafe { libc::mq_unlink(name.as_ptr().cast()) };
+    Ok(mq)
+}
+
+pub fn mq_pair(msg_size: usize, segment_bound: Duration) -> io::Result<(MqEnd, MqEnd)> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: now is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
+    let deadline = libc::timespec {
+        tv_sec: now.tv_sec
+            + segment_bound.as_secs() as libc::time_t
+            + STALL_TIMEOUT.as_secs() as libc::time_t,
+        tv_nsec: now.tv_nsec,
+    };
+    let there_a = mq_open_anonymous("a", msg_size)?;
+    let back_a = mq_open_anonymous("b", msg_size)?;
+    // Each end needs its own descriptors: duplicate through /proc-free dup of mqd_t
+    // (on Linux an mqd_t is a file descriptor).
+    let dup = |mq: &Mq| -> io::Result<Mq> {
+        // SAFETY: duplicating a descriptor we own.
+        let fd = unsafe { libc::fcntl(mq.0, libc::F_DUPFD_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mq(fd))
+    };
+    let there_b = dup(&there_a)?;
+    let back_b = dup(&back_a)?;
+    Ok((
+        MqEnd {
+            tx: there_a,
+            rx: back_a,
+            deadline,
+        },
+        MqEnd {
+            tx: back_b,
+            rx: there_b,
+            deadline,
+        },
+    ))
+}
+
+impl<const N: usize> Endpoint<N> for MqEnd {
+    fn send(&mut self, msg: &[u8; N]) -> io::Result<()> {
+        loop {
+            // SAFETY: msg is N readable bytes; the queue's message size is N.
+            let r =
+                unsafe { libc::mq_timedsend(self.tx.0, msg.as_ptr().cast(), N, 0, &self.deadline) };
+            if r == 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()> {
+        loop {
+            // SAFETY: msg is N writable bytes, the queue's message size.
+            let r = unsafe {
+                libc::mq_timedreceive(
+                    self.rx.0,
+                    msg.as_mut_ptr().cast(),
+                    N,
+                    std::ptr::null_mut(),
+                    &self.deadline,
+                )
+            };
+            if r == N as isize {
+                return Ok(());
+            }
+            if r >= 0 {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "short message"));
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! `tame bench ipc`: one-way latency (ping-pong round trip / 2) and throughput of
+//! 8- and 64-byte messages between two pinned threads, for a raw cache-line
+//! ping-pong (the floor), tame-ipc's SPSC ring and register, a pipe, a Unix socket,
+//! a POSIX message queue and the rtrb crate — in one run, interleaved round by round
+//! so that machine noise hits every transport alike.
+//!
+//! The tame channels run over anonymous (memfd) shared mappings, exactly what two
+//! processes would map; both ends live in one process here so that every transport
+//! is measured the same way (two threads, CPU `a` and CPU `b`).
+//!
+//! Result layout (schema of [`crate::result::BenchResult`]): one group per transport
+//! and size, labelled `"<transport>/<size>B"`, with the metric `one_way_latency` (ns)
+//! and, for queues, `throughput_ns_per_msg` (ns per message, one sample per block of
+//! [`BLOCK`] messages); counters `round_trips`, `throughput_messages`; derived
+//! `throughput_msgs_per_s`, `median_over_floor`. The `merged` group, labelled
+//! `"goals"`, holds the goal ratios (derived) and verdicts (counters, 1 met / 0 not).
+
+mod endpoint;
+mod goals;
+mod run;
+
+pub use endpoint::STALL_TIMEOUT;
+pub use goals::{evaluate, GoalCheck};
+pub use run::{run, summary_text, IpcRun};
+
+use serde::{Deserialize, Serialize};
+use tame_rt::ClockKind;
+
+/// Messages per throughput sample.
+pub const BLOCK: u64 = 1024;
+/// Message sizes the bench knows (the 8 and 64 bytes).
+pub const SIZES: [usize; 2] = [8, 64];
+
+/// A way to move a message from one thread to another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// Two cache lines, one counter each way: the hardware floor.
+    Floor,
+    TameRing,
+    TameRegister,
+    Rtrb,
+    Pipe,
+    UnixSocket,
+    Mq,
+}
+
+impl Transport {
+    pub const ALL: [Transport; 7] = [
+        Transport::Floor,
+        Transport::TameRing,
+        Transport::TameRegister,
+        Transport::Rtrb,
+        Transport::Pipe,
+        Transport::UnixSocket,
+        Transport::Mq,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Floor => "floor",
+            Transport::TameRing => "tame-ring",
+            Transport::TameRegister => "tame-register",
+            Transport::Rtrb => "rtrb",
+            Transport::Pipe => "pipe",
+            Transport::UnixSocket => "unix-socket",
+            Transport::Mq => "mq",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Transport> {
+        Transport::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Whether it queues messages (throughput is measured only for queues; the floor
+    /// and the register hold one value).
+    pub fn is_queue(self) -> bool {
+        !matches!(self, Transport::Floor | Transport::TameRegister)
+    }
+}
+
+/// What `tame bench ipc` was asked to do; recorded in the result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpcSettings {
+    /// The sending (and timing) thread's CPU and the echoing thread's CPU.
+    pub cpus: [u32; 2],
+    pub sizes: Vec<usize>,
+    pub transports: Vec<Transport>,
+    /// Measured round trips per transport and size, over all rounds.
+    pub round_trips: u64,
+    /// Unmeasured round trips before each measured segment.
+    pub warmup_round_trips: u64,
+    /// Messages per transport and size for throughput, over all rounds.
+    pub throughput_messages: u64,
+    /// Rounds: each round measures every transport once, in turn.
+    pub rounds: u32,
+    /// Slots of the tame and rtrb rings.
+    pub ring_capacity: u64,
+    pub clock: ClockKind,
+}
+
+impl IpcSettings {
+    /// Checks everything a run relies on; the message says what to change.
+    pub fn validate(&self, online: &tame_host::CpuList) -> crate::Result<()> {
+        use crate::error::invalid;
+        if self.cpus[0] == self.cpus[1] {
+            return Err(invalid(format!(
+                "--cpus needs two different CPUs (got {0},{0}) — the bench measures between two CPUs",
+                self.cpus[0]
+            )));
+        }
+        for cpu in self.cpus {
+            if !online.contains(cpu) {
+                return Err(invalid(format!(
+                    "CPU {cpu} is not online (online: {online}) — pick two online CPUs with --cpus A,B"
+                )));
+            }
+        }
+        if self.sizes.is_empty() || self.sizes.iter().any(|s| !SIZES.contains(s)) {
+            return Err(invalid(format!(
+                "message sizes {:?} — supported sizes are 8 and 64 bytes",
+                self.sizes
+            )));
+        }
+        if self.transports.is_empty() {
+            return Err(invalid(
+                "no transport selected — name at least one with --transports",
+            ));
+        }
+        if self.rounds == 0 || self.round_trips < u64::from(self.rounds) {
+            return Err(invalid(format!(
+                "--round-trips {} must be at least --rounds {} (each round measures every transport)",
+                self.round_trips, self.rounds
+            )));
+        }
+        if self.throughput_messages < BLOCK * u64::from(self.rounds) {
+            return Err(invalid(format!(
+                "--messages {} must be at least {} ({BLOCK} per round)",
+                self.throughput_messages,
+                BLOCK * u64::from(self.rounds)
+            )));
+        }
+        if !self.ring_capacity.is_power_of_two() || !(2..=1 << 20).contains(&self.ring_capacity) {
+            return Err(invalid(format!(
+                "ring capacity {} must be a power of two between 2 and 1048576",
+                self.ring_capacity
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> IpcSettings {
+        IpcSettings {
+            cpus: [0, 1],
+            sizes: vec![8, 64],
+            transports: Transport::ALL.to_vec(),
+            round_trips: 1000,
+            warmup_round_trips: 100,
+            throughput_messages: 10 * BLOCK,
+            rounds: 2,
+            ring_capacity: 1024,
+            clock: ClockKind::Monotonic,
+        }
+    }
+
+    #[test]
+    fn validation_refuses_what_cannot_run() {
+        let online = tame_host::CpuList::parse("0-1").unwrap();
+        assert!(settings().validate(&online).is_ok());
+        let cases = [
+            (
+                IpcSettings {
+                    cpus: [1, 1],
+                    ..settings()
+                },
+                "two different",
+            ),
+            (
+                IpcSettings {
+                    cpus: [0, 5],
+                    ..settings()
+                },
+                "not online",
+            ),
+            (
+                IpcSettings {
+                    sizes: vec![16],
+                    ..settings()
+                },
+                "8 and 64",
+            ),
+            (
+                IpcSettings {
+                    transports: vec![],
+                    ..settings()
+                },
+                "no transport",
+            ),
+            (
+                IpcSettings {
+                    rounds: 0,
+                    ..settings()
+                },
+                "--rounds",
+            ),
+            (
+                IpcSettings {
+                    throughput_messages: 10,
+                    ..settings()
+                },
+                "--messages",
+            ),
+            (
+                IpcSettings {
+                    ring_capacity: 1000,
+                    ..settings()
+                },
+                "power of two",
+            ),
+        ];
+        for (bad, needle) in cases {
+            let e = bad.validate(&online).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e}");
+        }
+    }
+
+    #[test]
+    fn transport_names_round_trip() {
+        for t in Transport::ALL {
+            assert_eq!(Transport::parse(t.name()), Some(t));
+        }
+        assert_eq!(Transport::parse("carrier-pigeon"), None);
+    }
+}

@@ -1,0 +1,138 @@
+//! `tame bench noise`: every gap on the measured CPUs, attributed to what caused it.
+//! The work lives in `tame_bench::noise`; this parses, opens outputs and prints.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use tame_bench::engine::ThreadSettings;
+use tame_bench::noise::{self, NoiseSettings};
+use tame_bench::output::human_ns;
+use tame_bench::units::parse_duration_ns;
+use tame_rt::{ClockKind, Policy};
+
+use super::bench::{
+    cpu_list_arg, create, install_stop_handler, lift, load_spec, parse_clock, preferred_clock,
+};
+use crate::error::EXIT_INTERRUPTED;
+use crate::Context;
+
+#[derive(clap::Args)]
+pub struct NoiseArgs {
+    /// CPUs to measure, one detector thread each (`all`, or a list such as 1,3-4).
+    #[arg(long, default_value = "all")]
+    cpus: String,
+    /// How long to measure.
+    #[arg(long, default_value = "10s")]
+    duration: String,
+    /// Smallest gap recorded (default: 5× the loop floor, at least 1us).
+    #[arg(long)]
+    threshold: Option<String>,
+    /// Detector scheduling policy: other (default, so higher-priority work shows as noise), fifo, rr.
+    #[arg(long, default_value = "other")]
+    policy: Policy,
+    /// Static priority for fifo/rr (default 1).
+    #[arg(long)]
+    priority: Option<i32>,
+    /// Clock: tsc (default where invariant; trace clock x86-tsc) or monotonic (trace clock mono, µs stamps).
+    #[arg(long, value_parser = parse_clock)]
+    clock: Option<ClockKind>,
+    /// Do not lock memory.
+    #[arg(long)]
+    no_mlock: bool,
+    /// Gaps only: do not capture tracefs events.
+    #[arg(long)]
+    no_trace: bool,
+    /// Write the result as JSON to FILE, or to stdout with `-` (the report then goes to stderr).
+    #[arg(long, value_name = "FILE|-")]
+    json: Option<String>,
+    /// Write every gap as CSV: cpu,start_ns,duration_ns,class,source.
+    #[arg(long, value_name = "FILE")]
+    gaps: Option<PathBuf>,
+    /// Background load during the run: any of cpu,io,hdd,vm,sock,build.
+    #[arg(long, value_name = "LIST")]
+    load: Option<String>,
+    /// CPUs the load runs on (default: all online CPUs).
+    #[arg(long, value_name = "LIST")]
+    load_cpus: Option<String>,
+}
+
+pub fn run(ctx: &Context, a: NoiseArgs) -> anyhow::Result<i32> {
+    let cpus = cpu_list_arg(ctx, &a.cpus, "--cpus")?;
+    let duration_ns = parse_duration_ns(&a.duration).map_err(lift)?;
+    let threshold_ns = a
+        .threshold
+        .as_deref()
+        .map(parse_duration_ns)
+        .transpose()
+        .map_err(lift)?;
+    NoiseSettings::validate_shape(duration_ns, threshold_ns).map_err(lift)?;
+    let clock = a.clock.unwrap_or_else(|| preferred_clock(ctx));
+    let priority = a.priority.unwrap_or(match a.policy {
+        Policy::Fifo | Policy::Rr => 1,
+        _ => 0,
+    });
+    let settings = NoiseSettings {
+        cpus: cpus.clone(),
+        duration_ns,
+        threshold_ns,
+        threads: ThreadSettings {
+            policy: a.policy,
+            priority,
+            mlock: !a.no_mlock,
+            clock,
+        },
+        attribute: !a.no_trace,
+    };
+    let load = load_spec(ctx, a.load.as_deref(), a.load_cpus.as_deref())?;
+    // Outputs are created before anything runs, so an unwritable path is bad input.
+    let (mut json, json_to_stdout): (Option<Box<dyn Write>>, bool) = match a.json.as_deref() {
+        None => (None, false),
+        Some("-") => (Some(Box::new(std::io::stdout())), true),
+        Some(p) => (
+            Some(Box::new(create(&PathBuf::from(p), "JSON result")?)),
+            false,
+        ),
+    };
+    let gaps_file = a.gaps.as_ref().map(|p| create(p, "gaps CSV")).transpose()?;
+    let control = install_stop_handler()?;
+    let run = noise::run(
+        &ctx.root,
+        settings,
+        load.as_ref(),
+        &control,
+        |_| {},
+        ctx.command_line.clone(),
+    )
+    .map_err(lift)?;
+    let title = format!(
+        "tame bench noise: {} CPU(s) {}, {}, detector {}",
+        cpus.len(),
+        cpus,
+        human_ns(duration_ns),
+        match a.policy {
+            Policy::Fifo | Policy::Rr => format!("{} {priority}", a.policy),
+            p => p.to_string(),
+        }
+    );
+    if let Some(f) = gaps_file {
+        let mut w = std::io::BufWriter::new(f);
+        noise::view::write_gaps_csv(&mut w, &run.gaps, run.result.noise.attribution.available)
+            .and_then(|()| w.flush())
+            .context("cannot write the gaps CSV")?;
+    }
+    if let Some(w) = json.as_mut() {
+        writeln!(w, "{}", run.result.to_json()).context("cannot write the JSON result")?;
+    }
+    let text = noise::view::report(&run.result, &title);
+    if json_to_stdout {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    Ok(if run.result.result.interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        0
+    })
+}

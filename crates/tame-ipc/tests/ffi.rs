@@ -1,0 +1,186 @@
+//! The C ABI used from Rust: NULL handles and bad arguments give stable codes (never a
+//! crash), and a handle pair works end to end.
+
+use std::ffi::{c_void, CStr};
+use std::ptr::{null, null_mut};
+
+use tame_ipc::ffi::*;
+
+fn last_error() -> String {
+    let mut buf = [0 as std::ffi::c_char; 256];
+    let len = unsafe { tame_ipc_last_error(buf.as_mut_ptr(), buf.len()) };
+    let text = unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(len.min(255), text.len());
+    text
+}
+
+#[test]
+fn null_and_bad_arguments_are_refused_with_codes() {
+    unsafe {
+        let mut ring = null_mut();
+        assert_eq!(
+            tame_ipc_ring_open(null(), 8, 8, 8, &mut ring),
+            TAME_IPC_ERR_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            tame_ipc_ring_create(c"a/b".as_ptr(), 8, 8, 8, 0, &mut ring),
+            TAME_IPC_ERR_INVALID_ARGUMENT
+        );
+        assert!(last_error().contains("'/'"), "{}", last_error());
+        assert_eq!(
+            tame_ipc_ring_create_anonymous(8, 8, 6, &mut ring),
+            TAME_IPC_ERR_INVALID_ARGUMENT
+        );
+        assert!(last_error().contains("power of two"));
+        assert_eq!(
+            tame_ipc_ring_create_anonymous(0, 1, 8, &mut ring),
+            TAME_IPC_ERR_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            tame_ipc_ring_create_anonymous(8, 8, 8, null_mut()),
+            TAME_IPC_ERR_INVALID_ARGUMENT
+        );
+        assert!(ring.is_null());
+        assert_eq!(
+            tame_ipc_ring_open(c"tame-ipc-surely-missing".as_ptr(), 8, 8, 8, &mut ring),
+            TAME_IPC_ERR_NOT_FOUND
+        );
+        assert_eq!(
+            tame_ipc_producer_push(null_mut(), null()),
+            TAME_IPC_ERR_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            tame_ipc_consumer_pop(null_mut(), null_mut()),
+            TAME_IPC_ERR_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            tame_ipc_reader_read(null_mut(), null_mut(), null_mut(), null_mut()),
+            TAME_IPC_ERR_INVALID_ARGUMENT
+        );
+        assert_eq!(tame_ipc_event_signal(null()), TAME_IPC_ERR_INVALID_ARGUMENT);
+        assert_eq!(tame_ipc_ring_close(null_mut()), TAME_IPC_OK);
+        assert_eq!(
+            tame_ipc_producer_peer_state(null(), null_mut()),
+            TAME_IPC_PEER_UNKNOWN
+        );
+        assert_eq!(tame_ipc_ring_fd(null()), -1);
+        let name = CStr::from_ptr(tame_ipc_result_name(TAME_IPC_ERR_ROLE_TAKEN));
+        assert_eq!(name.to_str().unwrap(), "TAME_IPC_ERR_ROLE_TAKEN");
+        assert_eq!(
+            tame_ipc_layout_version(),
+            (TAME_IPC_LAYOUT_MAJOR << 16) | TAME_IPC_LAYOUT_MINOR
+        );
+    }
+}
+
+#[test]
+fn ring_register_and_event_through_the_c_abi() {
+    unsafe {
+        let mut ring = null_mut();
+        assert_eq!(
+            tame_ipc_ring_create_anonymous(8, 8, 2, &mut ring),
+            TAME_IPC_OK
+        );
+        // Share by descriptor: a second handle on the same memory.
+        let mut other = null_mut();
+        assert_eq!(
+            tame_ipc_ring_open_fd(tame_ipc_ring_fd(ring), 8, 8, 2, &mut other),
+            TAME_IPC_OK
+        );
+        let (mut producer, mut consumer) = (null_mut(), null_mut());
+        assert_eq!(tame_ipc_producer_open(ring, &mut producer), TAME_IPC_OK);
+        assert_eq!(
+            tame_ipc_producer_open(other, &mut null_mut()),
+            TAME_IPC_ERR_ROLE_TAKEN
+        );
+        assert_eq!(tame_ipc_consumer_open(other, &mut consumer), TAME_IPC_OK);
+        // Closing the segment handles first is allowed: the ends keep the mapping.
+        assert_eq!(tame_ipc_ring_close(ring), TAME_IPC_OK);
+        assert_eq!(tame_ipc_ring_close(other), TAME_IPC_OK);
+        let values = [1u64, 2, 3];
+        let mut pushed = 0;
+        assert_eq!(
+            tame_ipc_producer_push_many(producer, values.as_ptr() as *const c_void, 3, &mut pushed),
+            TAME_IPC_OK
+        );
+        assert_eq!(pushed, 2);
+        assert_eq!(
+            tame_ipc_producer_push(producer, &values[2] as *const u64 as *const c_void),
+            TAME_IPC_FULL
+        );
+        let mut out = 0u64;
+        assert_eq!(
+            tame_ipc_consumer_pop(consumer, &mut out as *mut u64 as *mut c_void),
+            TAME_IPC_OK
+        );
+        assert_eq!(out, 1);
+        let mut pid = 0;
+        assert_eq!(
+            tame_ipc_consumer_peer_state(consumer, &mut pid),
+            TAME_IPC_PEER_ALIVE
+        );
+        assert_eq!(pid, std::process::id());
+        assert_eq!(tame_ipc_producer_close(producer), TAME_IPC_OK);
+        assert_eq!(
+            tame_ipc_consumer_peer_state(consumer, &mut pid),
+            TAME_IPC_PEER_ABSENT
+        );
+        assert_eq!(tame_ipc_consumer_close(consumer), TAME_IPC_OK);
+
+        let mut register = null_mut();
+        assert_eq!(
+            tame_ipc_register_create_anonymous(4, 4, &mut register),
+            TAME_IPC_OK
+        );
+        let (mut writer, mut reader) = (null_mut(), null_mut());
+        assert_eq!(tame_ipc_writer_open(register, &mut writer), TAME_IPC_OK);
+        assert_eq!(tame_ipc_reader_open(register, &mut reader), TAME_IPC_OK);
+        let mut value = 0u32;
+        let (mut fresh, mut version) = (0, 0);
+        assert_eq!(
+            tame_ipc_reader_read(
+                reader,
+                &mut value as *mut u32 as *mut c_void,
+                &mut fresh,
+                &mut version
+            ),
+            TAME_IPC_EMPTY
+        );
+        let written = 77u32;
+        assert_eq!(
+            tame_ipc_writer_write(writer, &written as *const u32 as *const c_void),
+            TAME_IPC_OK
+        );
+        assert_eq!(
+            tame_ipc_reader_read(
+                reader,
+                &mut value as *mut u32 as *mut c_void,
+                &mut fresh,
+                &mut version
+            ),
+            TAME_IPC_OK
+        );
+        assert_eq!((value, fresh, version), (77, 1, 1));
+        tame_ipc_writer_close(writer);
+        tame_ipc_reader_close(reader);
+        tame_ipc_register_close(register);
+
+        let mut event = null_mut();
+        assert_eq!(tame_ipc_event_create_anonymous(&mut event), TAME_IPC_OK);
+        let mut listener = null_mut();
+        assert_eq!(tame_ipc_listener_open(event, &mut listener), TAME_IPC_OK);
+        let mut count = 9;
+        assert_eq!(
+            tame_ipc_listener_wait(listener, 1_000_000, &mut count),
+            TAME_IPC_TIMEOUT
+        );
+        assert_eq!(count, 0);
+        assert_eq!(tame_ipc_event_signal(event), TAME_IPC_OK);
+        assert_eq!(tame_ipc_listener_poll(listener, &mut count), TAME_IPC_OK);
+        assert_eq!(count, 1);
+        tame_ipc_listener_close(listener);
+        tame_ipc_event_close(event);
+    }
+}

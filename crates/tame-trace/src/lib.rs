@@ -1,0 +1,17 @@
+//! Noise attribution from tracefs events.
+//!
+//! - [`tracefs`]: a tracing session (private instance where possible) whose
+//!   every change is journaled and restored byte for byte;
+//! - [`capture`]: reading the per-CPU pipes while a detector runs;
+//! - [`event`]: parsing tracefs' text into events;
+//! - [`attribute`]: charging each gap's time to the innermost OS activity, the
+//!   rest to "unexplained" (hypervisor, SMI, hardware).
+
+pub mod attribute;
+pub mod capture;
+pub mod event;
+pub mod tracefs;
+
+pub use attribute::{AttributedGap, Gap, NoiseClass, Share, Timeline};
+pub use event::{Event, EventKind, Timestamp};
+pub use tracefs::{CaptureSpec, TraceClock, TraceError, TraceSession};
