@@ -60,6 +60,10 @@ enum Command {
     Revert(cmd::partition::RevertArgs),
     /// Compare two results of the same bench: per-metric and per-source differences and ratios.
     Compare(cmd::compare::CompareArgs),
+    /// Guarantee a process a CPU share per period (scheduling server, SCHED_DEADLINE or cgroup).
+    Reserve(cmd::reserve::ReserveArgs),
+    /// The scheduling server behind `tame reserve --backend server`.
+    Serve(cmd::serve::ServeArgs),
 }
 
 fn main() {
@@ -80,6 +84,8 @@ fn main() {
         Command::Status(a) => cmd::partition::run_status(&ctx, a),
         Command::Revert(a) => cmd::partition::run_revert(&ctx, a),
         Command::Compare(a) => cmd::compare::run(&ctx, a),
+        Command::Reserve(a) => cmd::reserve::run(&ctx, a),
+        Command::Serve(a) => cmd::serve::run(&ctx, a),
     };
     std::process::exit(error::exit_code(result));
 }

@@ -9,4 +9,6 @@ pub mod ipc;
 pub mod launch;
 pub mod noise;
 pub mod partition;
+pub mod reserve;
+pub mod serve;
 pub mod topology;

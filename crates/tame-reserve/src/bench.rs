@@ -1,0 +1,823 @@
+//! The proof's harness (bench/reserve.sh): the scheduling-server study reproduced for the
+//! three backends. Work is counted by the kernel processes in shared memory and read by
+//! wall clock; the sampling loop sleeps to absolute times and reads memory, nothing else.
+//!
+//! - Overhead (the paper's Table 1): for each share p, a reserved client and an ordinary
+//!   competitor run the same kernel on the same CPU; O_I = 1 − L_I/(pG), O_E = 1 − L_E/((1−p)G),
+//!   G the kernel's rate alone. The deadline backend cannot pin (see [`crate::deadline`]):
+//!   there the client runs on any CPU beside one competitor per CPU, and L_E is compared
+//!   with (n − p)G.
+//! - Stability (Table 2): the coefficient of variation of the client's rate over ≥ 100
+//!   windows, with the competitor always present (so the CPU is saturated and the client
+//!   gets exactly what the reservation gives), unloaded and with 0…10 background processes
+//!   of computational and of disk-I/O load (stress-ng), one more every few windows.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+use tame_host::Root;
+use tame_rt::clock::{monotonic_ns, sleep_until};
+
+use crate::error::{failed, Result};
+use crate::server::protocol::Request as WireRequest;
+use crate::spec::{Backend, Request, PPM};
+use crate::work::Counter;
+
+pub const REPORT_SCHEMA: u32 = 1;
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The kit binary (work kernel and server).
+    pub kit: PathBuf,
+    /// Scratch directory (counters, socket, disk-I/O load files).
+    pub scratch: PathBuf,
+    pub state_dir: PathBuf,
+    pub cpu: u32,
+    pub backends: Vec<Backend>,
+    pub shares_ppm: Vec<u64>,
+    pub period_ns: u64,
+    pub warmup_ns: u64,
+    /// Measurement time per overhead point.
+    pub overhead_window_ns: u64,
+    pub stability_share_ppm: u64,
+    pub stability_window_ns: u64,
+    /// Windows per background-load step (0…max_load), and for the unloaded series.
+    pub windows_per_step: usize,
+    pub unloaded_windows: usize,
+    pub max_load: usize,
+    /// Periodic-client study: frames due every frame_ns, each needing frame_cpu_ns of CPU;
+    /// `frames` per configuration (0 skips the study).
+    pub frame_ns: u64,
+    pub frame_cpu_ns: u64,
+    pub frames: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OverheadRow {
+    pub backend: Backend,
+    pub share_ppm: u64,
+    /// G for this point (SCHED_FIFO 1, median of 100 ms windows), and the kernel's rate as
+    /// an ordinary process alone beside the machine's other jobs.
+    pub g: f64,
+    pub g_shared: f64,
+    /// Kernel rounds per second.
+    pub client_rate: f64,
+    pub rest_rate: f64,
+    /// L_I / G and L_E / G (in CPUs).
+    pub client_cpu: f64,
+    pub rest_cpu: f64,
+    pub o_i: f64,
+    pub o_e: f64,
+    /// O_E against what an ordinary process gets of the shared CPU: 1 − L_E/((1−p)·G_shared).
+    /// The machine's other jobs take part of the rest too; this leaves them out.
+    pub o_e_shared: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StabilityRow {
+    pub backend: Backend,
+    pub share_ppm: u64,
+    /// none, cpu or io.
+    pub load: String,
+    pub windows: usize,
+    pub mean_rate: f64,
+    pub cv: f64,
+    /// Mean client CPU share per load step (0…max_load background processes).
+    pub step_cpu: Vec<f64>,
+}
+
+/// The periodic-client study: a frame due every 100 ms, needing a fixed CPU time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FrameRow {
+    /// "none" or "server HIGH/LOW ms" (slice / rest of the period).
+    pub config: String,
+    pub background: usize,
+    pub frames: usize,
+    pub min_ms: f64,
+    pub avg_ms: f64,
+    pub max_ms: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: u32,
+    pub kernel: String,
+    pub online_cpus: usize,
+    pub cpu: u32,
+    pub period_ns: u64,
+    pub stability_window_ns: u64,
+    pub loadavg_before: String,
+    pub loadavg_after: String,
+    /// G: kernel rounds per second alone on the CPU (measured before and after).
+    pub g_before: f64,
+    pub g_after: f64,
+    /// The kernel's rate alone as an ordinary process: below G by what other jobs took.
+    pub shared_rate_before: f64,
+    /// S of the kernel alone at SCHED_FIFO 1 (RT throttling included), and its windows.
+    pub floor_cv: f64,
+    pub floor_windows: usize,
+    pub overhead: Vec<OverheadRow>,
+    pub stability: Vec<StabilityRow>,
+    /// CPU time per frame, and the study's rows.
+    pub frame_cpu_ns: u64,
+    pub periodic: Vec<FrameRow>,
+    /// Backends that could not run, and why.
+    pub skipped: Vec<String>,
+}
+
+/// A kernel process; killed when dropped.
+struct Worker {
+    child: Child,
+    counter: Counter,
+}
+
+impl Worker {
+    fn start(o: &Options, name: &str, cpu: Option<u32>) -> Result<Self> {
+        Self::start_mode(o, name, cpu, &["work"], &[])
+    }
+
+    /// `mode` is the kit's mode; the counter file goes after it, then `extra`.
+    fn start_mode(
+        o: &Options,
+        name: &str,
+        cpu: Option<u32>,
+        mode: &[&str],
+        extra: &[String],
+    ) -> Result<Self> {
+        let path = o.scratch.join(format!("counter-{name}"));
+        let counter = Counter::create(&path).map_err(|e| failed(format!("counter {name}: {e}")))?;
+        let mut cmd = Command::new(&o.kit);
+        cmd.args(mode).arg(&path).args(extra).stdin(Stdio::null());
+        let set = cpu.map(|c| tame_rt::sched::cpu_set([c]));
+        // SAFETY: only async-signal-safe calls on pre-built data between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                // A kernel never outlives the harness, even if it is killed.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if let Some(set) = &set {
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| failed(format!("cannot start the work kernel: {e}")))?;
+        let w = Self { child, counter };
+        let deadline = monotonic_ns() + 5_000_000_000;
+        while w.counter.get() == 0 {
+            if monotonic_ns() > deadline {
+                return Err(failed("the work kernel did not start counting within 5 s"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        Ok(w)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `tame serve` process for the server backend; stopped (SIGTERM) when dropped.
+pub struct ServerProcess {
+    child: Child,
+    pub socket: PathBuf,
+}
+
+impl ServerProcess {
+    pub fn start(kit: &Path, socket: &Path) -> Result<Self> {
+        let mut cmd = Command::new(kit);
+        cmd.arg("serve").arg(socket).stdin(Stdio::null());
+        // SAFETY: prctl only, between fork and exec: a server never outlives its starter.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| failed(format!("cannot start the server: {e}")))?;
+        let s = Self {
+            child,
+            socket: socket.to_path_buf(),
+        };
+        let deadline = monotonic_ns() + 10_000_000_000;
+        while std::os::unix::net::UnixStream::connect(socket).is_err() {
+            if monotonic_ns() > deadline {
+                return Err(failed("the server did not listen within 10 s"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Ok(s)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The child handle (tests SIGKILL it).
+    pub fn child_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = monotonic_ns() + 5_000_000_000;
+        while monotonic_ns() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Background load: stress-ng instances in their own process groups, killed when dropped.
+struct Load {
+    groups: Vec<Child>,
+}
+
+impl Load {
+    fn new() -> Self {
+        Self { groups: Vec::new() }
+    }
+
+    fn add(&mut self, kind: &str, cpu: Option<u32>, scratch: &Path) -> Result<()> {
+        let mut cmd = Command::new("stress-ng");
+        match kind {
+            "cpu" => cmd.args(["--cpu", "1"]),
+            _ => cmd
+                .args(["--hdd", "1", "--hdd-bytes", "16M", "--temp-path"])
+                .arg(scratch),
+        };
+        if let Some(c) = cpu {
+            cmd.args(["--taskset", &c.to_string()]);
+        }
+        cmd.args(["--timeout", "600s", "--quiet"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        let child = cmd.spawn().map_err(|e| {
+            failed(format!(
+                "cannot start stress-ng (apt-get install stress-ng): {e}"
+            ))
+        })?;
+        self.groups.push(child);
+        Ok(())
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        for c in &mut self.groups {
+            // SAFETY: signalling the process group we created for our own child.
+            unsafe { libc::kill(-(c.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A reservation held for the length of one measurement.
+enum Held {
+    Server(PathBuf, u32),
+    Deadline,
+    Cgroup(u32),
+}
+
+fn reserve(
+    o: &Options,
+    backend: Backend,
+    server: Option<&ServerProcess>,
+    pid: u32,
+    share_ppm: u64,
+) -> Result<Held> {
+    let root = Root::system();
+    match backend {
+        Backend::Server => {
+            let s = server.ok_or_else(|| failed("no server running"))?;
+            crate::server::client::call(
+                &s.socket,
+                &WireRequest::Reserve {
+                    pid,
+                    share_ppm,
+                    period_ns: o.period_ns,
+                    cpu: o.cpu,
+                },
+            )?;
+            Ok(Held::Server(s.socket.clone(), pid))
+        }
+        Backend::Deadline => {
+            let req = Request {
+                share_ppm,
+                period_ns: o.period_ns,
+                cpu: None,
+                backend,
+            };
+            crate::deadline::reserve_pid(&root, pid, &req)?;
+            Ok(Held::Deadline)
+        }
+        Backend::Cgroup => {
+            let req = Request {
+                share_ppm,
+                period_ns: o.period_ns,
+                cpu: Some(o.cpu),
+                backend,
+            };
+            crate::cgroup::reserve_pid(&root, &o.state_dir, pid, &req)?;
+            Ok(Held::Cgroup(pid))
+        }
+    }
+}
+
+fn release(o: &Options, held: Held) {
+    match held {
+        Held::Cgroup(pid) => {
+            let _ = crate::cgroup::release_pid(&Root::system(), &o.state_dir, pid);
+        }
+        Held::Server(socket, pid) => {
+            let _ = crate::server::client::call(&socket, &WireRequest::Release { pid });
+        }
+        // The policy ends with the process.
+        Held::Deadline => {}
+    }
+}
+
+fn rate(counter: &Counter, window_ns: u64) -> f64 {
+    let (c0, t0) = (counter.get(), monotonic_ns());
+    sleep_until(t0 + window_ns);
+    let (c1, t1) = (counter.get(), monotonic_ns());
+    (c1 - c0) as f64 * 1e9 / (t1 - t0) as f64
+}
+
+fn rates(counters: &[&Counter], window_ns: u64) -> Vec<f64> {
+    let t0 = monotonic_ns();
+    let c0: Vec<u64> = counters.iter().map(|c| c.get()).collect();
+    sleep_until(t0 + window_ns);
+    let t1 = monotonic_ns();
+    counters
+        .iter()
+        .zip(c0)
+        .map(|(c, s)| (c.get() - s) as f64 * 1e9 / (t1 - t0) as f64)
+        .collect()
+}
+
+/// Coefficient of variation: population standard deviation over the mean (the paper's S).
+pub fn coefficient_of_variation(values: &[f64]) -> f64 {
+    let n = values.len() as f64;
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mean = values.iter().sum::<f64>() / n;
+    if mean == 0.0 {
+        return 0.0;
+    }
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+    var.sqrt() / mean
+}
+
+/// O_I and O_E as the paper defines them (shares in ppm, rates in rounds/s; `cpus` is what
+/// client and rest share: 1 for a pinned CPU, n for the whole root domain).
+pub fn overheads(
+    share_ppm: u64,
+    g: f64,
+    client_rate: f64,
+    rest_rate: f64,
+    cpus: f64,
+) -> (f64, f64) {
+    let p = share_ppm as f64 / PPM as f64;
+    (
+        1.0 - client_rate / (p * g),
+        1.0 - rest_rate / ((cpus - p) * g),
+    )
+}
+
+/// G, the kernel's rate with the CPU to itself. The machine is shared (other jobs run on
+/// it), so the kernel runs at SCHED_FIFO 1 for this: the median of 100 ms windows leaves
+/// out the windows where RT throttling or the fair server stopped it.
+/// Also returns the rate as an ordinary process (what the shared CPU gives).
+fn measure_g(o: &Options, shared_ns: u64, fifo_windows: usize) -> Result<(f64, f64)> {
+    let w = Worker::start(o, "alone", Some(o.cpu))?;
+    sleep_until(monotonic_ns() + 100_000_000);
+    let shared = rate(&w.counter, shared_ns);
+    let fifo = tame_rt::sched::SchedSpec::static_priority(tame_rt::Policy::Fifo, 1);
+    if tame_rt::sched::apply_raw(w.pid() as libc::pid_t, &fifo, true) != 0 {
+        return Err(failed(
+            "cannot run the kernel at SCHED_FIFO 1 to measure G (root needed)",
+        ));
+    }
+    let mut windows: Vec<f64> = (0..fifo_windows)
+        .map(|_| rate(&w.counter, 100_000_000))
+        .collect();
+    drop(w);
+    windows.sort_by(f64::total_cmp);
+    Ok((windows[windows.len() / 2], shared))
+}
+
+/// The floor any backend's S stands on: the kernel alone at SCHED_FIFO 1, the same windows.
+fn stability_floor(o: &Options) -> Result<(f64, usize)> {
+    let w = Worker::start(o, "floor", Some(o.cpu))?;
+    let fifo = tame_rt::sched::SchedSpec::static_priority(tame_rt::Policy::Fifo, 1);
+    if tame_rt::sched::apply_raw(w.pid() as libc::pid_t, &fifo, true) != 0 {
+        return Err(failed(
+            "cannot run the kernel at SCHED_FIFO 1 (root needed)",
+        ));
+    }
+    let n = (o.unloaded_windows / 2).max(10);
+    let mut samples: Vec<f64> = (0..n)
+        .map(|_| rate(&w.counter, o.stability_window_ns))
+        .collect();
+    // Windows RT throttling cut (50 ms of every second at SCHED_FIFO) are the kernel's
+    // doing, not the hardware's: left out of the floor.
+    let mut sorted = samples.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    samples.retain(|&v| v >= 0.9 * median);
+    Ok((coefficient_of_variation(&samples), samples.len()))
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// Run the study. `progress` gets one line per step.
+pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report> {
+    let root = Root::system();
+    let limits = crate::bandwidth::Limits::read(&root)?;
+    let n_cpus = limits.online.len();
+    let loadavg_before = loadavg();
+    let (g_before, shared_rate_before) = measure_g(o, o.overhead_window_ns, 15)?;
+    progress(&format!(
+        "G = {g_before:.0} rounds/s on CPU {} ({shared_rate_before:.0} as an ordinary process beside the other jobs)",
+        o.cpu
+    ));
+    let mut report = Report {
+        schema: REPORT_SCHEMA,
+        kernel: limits.kernel_release.clone(),
+        online_cpus: n_cpus,
+        cpu: o.cpu,
+        period_ns: o.period_ns,
+        stability_window_ns: o.stability_window_ns,
+        loadavg_before,
+        loadavg_after: String::new(),
+        g_before,
+        g_after: 0.0,
+        shared_rate_before,
+        floor_cv: 0.0,
+        floor_windows: 0,
+        overhead: Vec::new(),
+        stability: Vec::new(),
+        frame_cpu_ns: o.frame_cpu_ns,
+        periodic: Vec::new(),
+        skipped: Vec::new(),
+    };
+    (report.floor_cv, report.floor_windows) = stability_floor(o)?;
+    progress(&format!(
+        "S floor (kernel alone at SCHED_FIFO 1) = {:.4}",
+        report.floor_cv
+    ));
+    for &backend in &o.backends {
+        let server = match backend {
+            Backend::Server => match ServerProcess::start(&o.kit, &o.scratch.join("serve.sock")) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    report.skipped.push(format!("server: {e}"));
+                    continue;
+                }
+            },
+            _ => None,
+        };
+        let pinned = backend != Backend::Deadline;
+        let cpus = if pinned { 1.0 } else { n_cpus as f64 };
+        for &share in &o.shares_ppm {
+            // G drifts on a shared VM (steal time, other jobs): measured again for each point.
+            let (g0, shared0) = measure_g(o, 500_000_000, 7)?;
+            let client = Worker::start(o, "client", pinned.then_some(o.cpu))?;
+            let rest: Vec<Worker> = if pinned {
+                vec![Worker::start(o, "rest0", Some(o.cpu))?]
+            } else {
+                (0..n_cpus)
+                    .map(|i| Worker::start(o, &format!("rest{i}"), None))
+                    .collect::<Result<_>>()?
+            };
+            let held = match reserve(o, backend, server.as_ref(), client.pid(), share) {
+                Ok(h) => h,
+                Err(e) => {
+                    report
+                        .skipped
+                        .push(format!("{backend} at {}: {e}", crate::spec::percent(share)));
+                    continue;
+                }
+            };
+            sleep_until(monotonic_ns() + o.warmup_ns);
+            let mut counters = vec![&client.counter];
+            counters.extend(rest.iter().map(|w| &w.counter));
+            let r = rates(&counters, o.overhead_window_ns);
+            release(o, held);
+            drop(client);
+            drop(rest);
+            let (g1, shared1) = measure_g(o, 500_000_000, 7)?;
+            let (g, g_shared) = ((g0 + g1) / 2.0, (shared0 + shared1) / 2.0);
+            let (client_rate, rest_rate) = (r[0], r[1..].iter().sum::<f64>());
+            let (o_i, o_e) = overheads(share, g, client_rate, rest_rate, cpus);
+            let (_, o_e_shared) = overheads(share, g_shared, client_rate, rest_rate, cpus);
+            progress(&format!(
+                "{backend} {}: O_I {o_i:+.3} O_E {o_e:+.3} (vs shared {o_e_shared:+.3})",
+                crate::spec::percent(share)
+            ));
+            report.overhead.push(OverheadRow {
+                backend,
+                share_ppm: share,
+                g,
+                g_shared,
+                client_rate,
+                rest_rate,
+                client_cpu: client_rate / g,
+                rest_cpu: rest_rate / g,
+                o_i,
+                o_e,
+                o_e_shared,
+            });
+        }
+        for load in ["none", "cpu", "io"] {
+            match stability(o, backend, server.as_ref(), load, g_before, n_cpus) {
+                Ok(row) => {
+                    progress(&format!("{backend} stability ({load}): S = {:.4}", row.cv));
+                    report.stability.push(row);
+                }
+                Err(e) => report
+                    .skipped
+                    .push(format!("{backend} stability ({load}): {e}")),
+            }
+        }
+    }
+    if o.frames > 0 && o.backends.contains(&Backend::Server) {
+        match periodic(o, g_before, &mut progress) {
+            Ok(rows) => report.periodic = rows,
+            Err(e) => report.skipped.push(format!("periodic client: {e}")),
+        }
+    }
+    report.g_after = measure_g(o, o.overhead_window_ns, 15)?.0;
+    report.loadavg_after = loadavg();
+    Ok(report)
+}
+
+fn stability(
+    o: &Options,
+    backend: Backend,
+    server: Option<&ServerProcess>,
+    load: &str,
+    g: f64,
+    n_cpus: usize,
+) -> Result<StabilityRow> {
+    let pinned = backend != Backend::Deadline;
+    let client = Worker::start(o, "client", pinned.then_some(o.cpu))?;
+    let _rest: Vec<Worker> = if pinned {
+        vec![Worker::start(o, "rest0", Some(o.cpu))?]
+    } else {
+        (0..n_cpus)
+            .map(|i| Worker::start(o, &format!("rest{i}"), None))
+            .collect::<Result<_>>()?
+    };
+    let held = reserve(o, backend, server, client.pid(), o.stability_share_ppm)?;
+    sleep_until(monotonic_ns() + o.warmup_ns);
+    let mut samples = Vec::new();
+    let mut step_cpu = Vec::new();
+    let mut bg = Load::new();
+    let result = (|| {
+        if load == "none" {
+            for _ in 0..o.unloaded_windows {
+                samples.push(rate(&client.counter, o.stability_window_ns));
+            }
+            step_cpu.push(samples.iter().sum::<f64>() / samples.len() as f64 / g);
+            return Ok(());
+        }
+        for step in 0..=o.max_load {
+            if step > 0 {
+                bg.add(load, pinned.then_some(o.cpu), &o.scratch)?;
+            }
+            let first = samples.len();
+            for _ in 0..o.windows_per_step {
+                samples.push(rate(&client.counter, o.stability_window_ns));
+            }
+            let part = &samples[first..];
+            step_cpu.push(part.iter().sum::<f64>() / part.len() as f64 / g);
+        }
+        Ok(())
+    })();
+    drop(bg);
+    release(o, held);
+    result?;
+    Ok(StabilityRow {
+        backend,
+        share_ppm: o.stability_share_ppm,
+        load: load.to_string(),
+        windows: samples.len(),
+        mean_rate: samples.iter().sum::<f64>() / samples.len() as f64,
+        cv: coefficient_of_variation(&samples),
+        step_cpu,
+    })
+}
+
+/// Frame distances of a periodic client, without and with server reservations, beside
+/// 0, 5 and 10 computational background processes on its CPU.
+fn periodic(o: &Options, g: f64, progress: &mut impl FnMut(&str)) -> Result<Vec<FrameRow>> {
+    let server = ServerProcess::start(&o.kit, &o.scratch.join("periodic.sock"))?;
+    let rounds = ((o.frame_cpu_ns as f64 * g / 1e9).round() as u64).max(1);
+    // (label, share, period): high/low phases as in the paper.
+    let configs: [(&str, Option<(u64, u64)>); 4] = [
+        ("none", None),
+        ("server 10/40 ms", Some((200_000, 50_000_000))),
+        ("server 10/30 ms", Some((250_000, 40_000_000))),
+        ("server 20/20 ms", Some((500_000, 40_000_000))),
+    ];
+    let mut rows = Vec::new();
+    for (label, reservation) in configs {
+        for background in [0usize, 5, 10] {
+            let mut load = Load::new();
+            for _ in 0..background {
+                load.add("cpu", Some(o.cpu), &o.scratch)?;
+            }
+            let client = Worker::start_mode(
+                o,
+                "frames",
+                Some(o.cpu),
+                &["frames"],
+                &[rounds.to_string(), o.frame_ns.to_string()],
+            )?;
+            if let Some((share_ppm, period_ns)) = reservation {
+                crate::server::client::call(
+                    &server.socket,
+                    &WireRequest::Reserve {
+                        pid: client.pid(),
+                        share_ppm,
+                        period_ns,
+                        cpu: o.cpu,
+                    },
+                )?;
+            }
+            // Frames finished before the reservation held are left out.
+            let start = monotonic_ns() + o.frame_ns;
+            sleep_until(start + o.frames as u64 * o.frame_ns);
+            let times: Vec<u64> = client
+                .counter
+                .frame_times()
+                .into_iter()
+                .filter(|&t| t >= start)
+                .collect();
+            if reservation.is_some() {
+                let _ = crate::server::client::call(
+                    &server.socket,
+                    &WireRequest::Release { pid: client.pid() },
+                );
+            }
+            drop(client);
+            drop(load);
+            let distances: Vec<f64> = times
+                .windows(2)
+                .map(|w| (w[1] - w[0]) as f64 / 1e6)
+                .collect();
+            let row = FrameRow {
+                config: label.to_string(),
+                background,
+                frames: distances.len(),
+                min_ms: distances.iter().copied().fold(f64::INFINITY, f64::min),
+                avg_ms: distances.iter().sum::<f64>() / distances.len().max(1) as f64,
+                max_ms: distances.iter().copied().fold(0.0, f64::max),
+            };
+            progress(&format!(
+                "periodic {label}, {background} background: frame distance {:.1}/{:.1}/{:.1} ms",
+                row.min_ms, row.avg_ms, row.max_ms
+            ));
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// The report as markdown tables laid out like the paper's.
+pub fn markdown(r: &Report, command: &str) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "Command: `{command}` — kernel {}, {} CPUs, client CPU {}, period {} ms; load average before/after: {} / {}; G = {:.0} / {:.0} rounds/s (before/after; at SCHED_FIFO 1, median of 100 ms windows); the same kernel as an ordinary process alone: {:.0} rounds/s ({:.0} % of G: the rest went to other jobs on the machine).\n\n",
+        r.kernel, r.online_cpus, r.cpu, r.period_ns / 1_000_000, r.loadavg_before, r.loadavg_after, r.g_before, r.g_after, r.shared_rate_before, 100.0 * r.shared_rate_before / r.g_before
+    ));
+    let mut backends: Vec<Backend> = r.overhead.iter().map(|x| x.backend).collect();
+    backends.dedup();
+    for b in backends {
+        s.push_str(&format!("Table 1 ({b}): overhead\n\n| CPU perc. | G | client rate (rounds/s) | meas. CPU perc. (int.) | int. overh. O_I | rest rate (rounds/s) | meas. CPU perc. (ext.) | ext. overh. O_E | O_E vs shared CPU |\n|---|---|---|---|---|---|---|---|---|\n"));
+        for x in r.overhead.iter().filter(|x| x.backend == b) {
+            s.push_str(&format!(
+                "| {} | {:.0} | {:.0} | {:.2} | {:.3} | {:.0} | {:.2} | {:.3} | {:.3} |\n",
+                crate::spec::percent(x.share_ppm),
+                x.g,
+                x.client_rate,
+                x.client_cpu * 100.0,
+                x.o_i,
+                x.rest_rate,
+                x.rest_cpu * 100.0,
+                x.o_e,
+                x.o_e_shared
+            ));
+        }
+        s.push('\n');
+    }
+    s.push_str(&format!("Table 2: stability S (coefficient of variation of the client's rate over {} ms windows)\n\n| backend | CPU perc. | unloaded | comp. load (0…10) | disk-I/O load (0…10) | windows |\n|---|---|---|---|---|---|\n| (floor: the kernel alone at SCHED_FIFO 1) | 100 % | {:.4} | — | — | {} |\n", r.stability_window_ns / 1_000_000, r.floor_cv, r.floor_windows));
+    let mut seen: Vec<Backend> = r.stability.iter().map(|x| x.backend).collect();
+    seen.dedup();
+    for b in seen {
+        let get = |l: &str| r.stability.iter().find(|x| x.backend == b && x.load == l);
+        let cell = |l: &str| get(l).map_or("—".to_string(), |x| format!("{:.4}", x.cv));
+        let windows: Vec<String> = ["none", "cpu", "io"]
+            .iter()
+            .filter_map(|l| get(l))
+            .map(|x| x.windows.to_string())
+            .collect();
+        let share = get("none").or(get("cpu")).map_or(0, |x| x.share_ppm);
+        s.push_str(&format!(
+            "| {b} | {} | {} | {} | {} | {} |\n",
+            crate::spec::percent(share),
+            cell("none"),
+            cell("cpu"),
+            cell("io"),
+            windows.join("/")
+        ));
+    }
+    s.push_str("\nClient CPU share per background-load step (0…10 processes):\n\n| backend | load | share at 0, 1, … 10 background processes |\n|---|---|---|\n");
+    for x in r.stability.iter().filter(|x| x.load != "none") {
+        let steps: Vec<String> = x.step_cpu.iter().map(|v| format!("{:.2}", v)).collect();
+        s.push_str(&format!(
+            "| {} | {} | {} |\n",
+            x.backend,
+            x.load,
+            steps.join(" ")
+        ));
+    }
+    if !r.periodic.is_empty() {
+        s.push_str(&format!(
+            "\nPeriodic client: a frame due every 100 ms needing {} ms of CPU, beside 0/5/10 computational background processes on its CPU; frame distance min/avg/max (ms):\n\n| reservation | 0 | 5 | 10 |\n|---|---|---|---|\n",
+            r.frame_cpu_ns / 1_000_000
+        ));
+        let mut labels: Vec<&str> = r.periodic.iter().map(|x| x.config.as_str()).collect();
+        labels.dedup();
+        for label in labels {
+            let cells: Vec<String> = r
+                .periodic
+                .iter()
+                .filter(|x| x.config == label)
+                .map(|x| {
+                    format!(
+                        "{:.1} / {:.1} / {:.1} ({} frames)",
+                        x.min_ms, x.avg_ms, x.max_ms, x.frames
+                    )
+                })
+                .collect();
+            s.push_str(&format!("| {label} | {} |\n", cells.join(" | ")));
+        }
+    }
+    if !r.skipped.is_empty() {
+        s.push_str("\nNot measured:\n");
+        for k in &r.skipped {
+            s.push_str(&format!("- {k}\n"));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paper_definitions() {
+        // Paper, 10 % row: client got 7.13 % of G, the rest 89.58 %.
+        let (o_i, o_e) = overheads(100_000, 1.0, 0.0713, 0.8958, 1.0);
+        assert!((o_i - 0.287).abs() < 0.001, "{o_i}");
+        assert!((o_e - 0.0047).abs() < 0.001, "{o_e}");
+        assert!((coefficient_of_variation(&[1.0, 1.0, 1.0])).abs() < 1e-12);
+        let cv = coefficient_of_variation(&[9.0, 11.0]);
+        assert!((cv - 0.1).abs() < 1e-12, "{cv}");
+    }
+}

@@ -1,0 +1,18 @@
+//! Guaranteed CPU shares ("25 % of every 40 ms") behind one interface, three ways:
+//! a user-space scheduling server (after the SONiC scheduling server), SCHED_DEADLINE,
+//! and cgroup CPU bandwidth (a cap, not a guarantee). Also the admission analysis of
+//! periodic task sets (`tame reserve --check`) and the benchmark harness of the proof.
+
+pub mod admission;
+pub mod bandwidth;
+pub mod bench;
+pub mod cgroup;
+pub mod deadline;
+pub mod error;
+pub mod gate;
+pub mod server;
+pub mod spec;
+pub mod work;
+
+pub use error::ReserveError;
+pub use spec::{Backend, Request};

@@ -1,0 +1,16 @@
+//! The server backend: `tame serve`, a user-space scheduling server after SONiC's.
+//! A SCHED_FIFO 99 thread per CPU hands out slices: clients wait at SCHED_IDLE and are
+//! raised to SCHED_FIFO 98 for their slice, in EDF order. A watchdog process, forked before
+//! anything runs real-time, returns every client to SCHED_OTHER if the server dies.
+
+pub mod client;
+pub mod daemon;
+pub mod edf;
+pub mod protocol;
+pub mod watchdog;
+
+/// Where `tame serve` listens unless told otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/tame/serve.sock";
+/// The scheduler threads' priority, and the clients' during their slice (just below).
+pub const SERVER_PRIORITY: i32 = 99;
+pub const CLIENT_PRIORITY: i32 = 98;

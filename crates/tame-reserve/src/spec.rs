@@ -1,0 +1,221 @@
+//! A reservation request and its validation: share, period, CPU, backend.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{invalid, Result};
+
+/// Shares are integer parts per million (25 % = 250 000): exact, no float drift.
+pub const PPM: u64 = 1_000_000;
+/// Shorter periods cost more in switches than they give (and HZ=250 ticks are 4 ms).
+pub const MIN_PERIOD_NS: u64 = 1_000_000;
+pub const MAX_PERIOD_NS: u64 = 10_000_000_000;
+/// Default admission cap per CPU for the server backend: 90 %.
+pub const DEFAULT_CAP_PPM: u64 = 900_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Server,
+    Deadline,
+    Cgroup,
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Server => "server",
+            Backend::Deadline => "deadline",
+            Backend::Cgroup => "cgroup",
+        })
+    }
+}
+
+impl FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "server" => Ok(Backend::Server),
+            "deadline" | "dl" => Ok(Backend::Deadline),
+            "cgroup" => Ok(Backend::Cgroup),
+            _ => Err(format!(
+                "unknown backend {s:?} — use server (tame serve), deadline (SCHED_DEADLINE) or cgroup (a bandwidth cap)"
+            )),
+        }
+    }
+}
+
+/// Parse `25%`, `25.5%` or `0.25` into parts per million.
+pub fn parse_share_ppm(text: &str) -> Result<u64> {
+    let t = text.trim();
+    let bad = || {
+        invalid(format!(
+            "share {text:?} is not a percentage — write it like 25% (or 0.25)"
+        ))
+    };
+    let (number, scale) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), 10_000u64),
+        None => (t, PPM),
+    };
+    let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
+    if (whole.is_empty() && frac.is_empty())
+        || !whole.chars().all(|c| c.is_ascii_digit())
+        || !frac.chars().all(|c| c.is_ascii_digit())
+    {
+        return Err(bad());
+    }
+    let whole: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| bad())?
+    };
+    // Keep six fractional digits, exact in integers.
+    let mut frac_value = 0u64;
+    let mut unit = scale;
+    for c in frac.chars().take(6) {
+        unit /= 10;
+        frac_value += u64::from(c as u8 - b'0') * unit;
+    }
+    whole
+        .checked_mul(scale)
+        .and_then(|w| w.checked_add(frac_value))
+        .ok_or_else(bad)
+}
+
+/// Render parts per million as a percentage (`25 %`, `12.5 %`).
+pub fn percent(ppm: u64) -> String {
+    let hundredths = (ppm + 50) / 100;
+    let (whole, frac) = (hundredths / 100, hundredths % 100);
+    match frac {
+        0 => format!("{whole} %"),
+        f if f % 10 == 0 => format!("{whole}.{} %", f / 10),
+        f => format!("{whole}.{f:02} %"),
+    }
+}
+
+/// What the user asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    pub share_ppm: u64,
+    pub period_ns: u64,
+    /// None: any CPU (the deadline and cgroup backends); the server backend needs one.
+    pub cpu: Option<u32>,
+    pub backend: Backend,
+}
+
+impl Request {
+    /// CPU time per period the share stands for.
+    pub fn runtime_ns(&self) -> u64 {
+        runtime_ns(self.share_ppm, self.period_ns)
+    }
+
+    /// Check everything that can be checked without touching the system.
+    /// `cap_ppm` is the most one reservation may ask; `online` the online CPUs.
+    pub fn validate(&self, cap_ppm: u64, online: &[u32]) -> Result<()> {
+        if self.share_ppm == 0 {
+            return Err(invalid(
+                "share must be above 0 % — give the CPU share to guarantee, e.g. --share 25%",
+            ));
+        }
+        if self.share_ppm > cap_ppm {
+            return Err(invalid(format!(
+                "share {} is above the admission cap of {} — the rest of the system must keep some CPU; ask for at most {}",
+                percent(self.share_ppm),
+                percent(cap_ppm),
+                percent(cap_ppm)
+            )));
+        }
+        if self.period_ns < MIN_PERIOD_NS || self.period_ns > MAX_PERIOD_NS {
+            return Err(invalid(format!(
+                "period {} µs is outside 1 ms … 10 s — shorter periods cost more in switches than they give, longer ones are not a rate; choose e.g. --period 40ms",
+                self.period_ns / 1_000
+            )));
+        }
+        if self.runtime_ns() < 100_000 {
+            return Err(invalid(format!(
+                "{} of {} µs is a slice of {} µs, below 100 µs — the kernel cannot hand out slices that short reliably; raise the share or the period",
+                percent(self.share_ppm),
+                self.period_ns / 1_000,
+                self.runtime_ns() / 1_000
+            )));
+        }
+        if let Some(cpu) = self.cpu {
+            if !online.contains(&cpu) {
+                return Err(invalid(format!(
+                    "CPU {cpu} is not online (online: {}) — choose an online CPU",
+                    join(online)
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn runtime_ns(share_ppm: u64, period_ns: u64) -> u64 {
+    ((u128::from(period_ns) * u128::from(share_ppm)) / u128::from(PPM)) as u64
+}
+
+pub(crate) fn join(cpus: &[u32]) -> String {
+    cpus.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(share: &str, period_ns: u64, cpu: Option<u32>) -> Request {
+        Request {
+            share_ppm: parse_share_ppm(share).unwrap(),
+            period_ns,
+            cpu,
+            backend: Backend::Server,
+        }
+    }
+
+    #[test]
+    fn parses_shares_exactly() {
+        assert_eq!(parse_share_ppm("25%").unwrap(), 250_000);
+        assert_eq!(parse_share_ppm("12.5 %").unwrap(), 125_000);
+        assert_eq!(parse_share_ppm("0.25").unwrap(), 250_000);
+        assert_eq!(parse_share_ppm("100%").unwrap(), 1_000_000);
+        for bad in ["", "%", "x%", "-5%", "1e3%", "25%%"] {
+            assert!(parse_share_ppm(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn renders_percentages() {
+        assert_eq!(percent(250_000), "25 %");
+        assert_eq!(percent(125_000), "12.5 %");
+    }
+
+    #[test]
+    fn validates_share_period_and_cpu() {
+        let online = [0, 1];
+        assert!(req("25%", 40_000_000, Some(1))
+            .validate(DEFAULT_CAP_PPM, &online)
+            .is_ok());
+        let msg = |r: Request| {
+            r.validate(DEFAULT_CAP_PPM, &online)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(msg(req("0%", 40_000_000, None)).contains("above 0"));
+        assert!(msg(req("95%", 40_000_000, None)).contains("cap of 90 %"));
+        assert!(msg(req("25%", 999_999, None)).contains("1 ms"));
+        assert!(msg(req("25%", 10_000_000_001, None)).contains("10 s"));
+        assert!(msg(req("25%", 40_000_000, Some(7))).contains("not online"));
+        assert!(msg(req("1%", 2_000_000, None)).contains("100 µs"));
+    }
+
+    #[test]
+    fn backend_names() {
+        assert_eq!("DL".parse::<Backend>().unwrap(), Backend::Deadline);
+        assert!("cfs".parse::<Backend>().unwrap_err().contains("server"));
+    }
+}
