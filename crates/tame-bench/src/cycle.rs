@@ -46,7 +46,10 @@ impl CycleSettings {
 /// What one measuring thread of the cycle bench produced.
 pub struct CycleOutput {
     pub cpu: Option<u32>,
+    /// Every intended activation (missed ones included): free of coordinated omission.
     pub latency: Recorder,
+    /// One value per actual wakeup (wake − the deadline it was for): what cyclictest reports.
+    pub wakeup_latency: Recorder,
     /// |actual_k − actual_{k−1} − interval|.
     pub period_deviation: Recorder,
     pub missed: u64,
@@ -75,6 +78,7 @@ pub fn run(
         let mut out = CycleOutput {
             cpu: Some(cpus[index]),
             latency: Recorder::new(),
+            wakeup_latency: Recorder::new(),
             period_deviation: Recorder::new(),
             missed: 0,
             samples: SampleBuffer::with_capacity(sample_capacity),
@@ -123,6 +127,7 @@ fn measure_loop(
         let wake = clock.now();
         // Deadlines strictly before the wakeup, after this one, were missed.
         let late = wake.saturating_sub(intended);
+        out.wakeup_latency.record(late);
         let activations = (late.saturating_sub(1) / interval + 1).min(loops - k);
         for j in 0..activations {
             let due = intended + j * interval;
@@ -201,6 +206,7 @@ mod tests {
         let mut out = CycleOutput {
             cpu: None,
             latency: Recorder::new(),
+            wakeup_latency: Recorder::new(),
             period_deviation: Recorder::new(),
             missed: 0,
             samples: SampleBuffer::with_capacity(1000),

@@ -25,6 +25,7 @@ impl GroupSource for CycleOutput {
     fn recorders(&self) -> Vec<(&'static str, &'static str, &Recorder)> {
         vec![
             ("latency", "ns", &self.latency),
+            ("wakeup_latency", "ns", &self.wakeup_latency),
             ("period_deviation", "ns", &self.period_deviation),
         ]
     }

@@ -198,6 +198,10 @@ fn cycle_counts_every_period_on_every_cpu() {
             "a wakeup cannot precede its deadline"
         );
         assert!(lat["summary"]["p50"].as_u64().unwrap() <= lat["summary"]["max"].as_u64().unwrap());
+        let wakeups = &g["metrics"][1];
+        assert_eq!(wakeups["name"], "wakeup_latency");
+        let missed = g["counters"]["missed_periods"].as_u64().unwrap();
+        assert_eq!(wakeups["summary"]["count"].as_u64().unwrap() + missed, 300);
     }
     assert!(v["calibration"]["clock_read_cost_ns"].as_u64().unwrap() > 0);
     assert!(!v["environment"]["kernel_release"]

@@ -80,6 +80,14 @@ pub struct TaskStat {
     pub last_cpu: u32,
     pub rt_priority: u32,
     pub policy: u32,
+    /// Minor and major page faults so far.
+    pub minor_faults: u64,
+    pub major_faults: u64,
+    /// User and system CPU time, clock ticks.
+    pub utime_ticks: u64,
+    pub stime_ticks: u64,
+    /// Start time in clock ticks after boot: with the pid it names a process across pid reuse.
+    pub start_time: u64,
 }
 
 /// Parse a stat line; the comm may contain spaces and parentheses, so the
@@ -121,6 +129,11 @@ pub fn parse_stat(text: &str) -> Result<TaskStat, ParseError> {
         last_cpu: num(39)? as u32,
         rt_priority: num(40)? as u32,
         policy: num(41)? as u32,
+        minor_faults: num(10)? as u64,
+        major_faults: num(12)? as u64,
+        utime_ticks: num(14)? as u64,
+        stime_ticks: num(15)? as u64,
+        start_time: num(22)? as u64,
     })
 }
 
@@ -295,6 +308,11 @@ mod tests {
         assert_eq!(st.nice, -10);
         assert_eq!(st.last_cpu, 1);
         assert_eq!(st.policy, 0);
+        assert_eq!((st.minor_faults, st.major_faults), (30434, 0));
+        assert_eq!(
+            (st.utime_ticks, st.stime_ticks, st.start_time),
+            (34, 174, 25)
+        );
         let k = "17 (ksoftirqd/1) S 2 0 0 0 -1 69238848 0 0 0 0 0 3 0 0 20 0 1 0 8 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0";
         let st = parse_stat(k).unwrap();
         assert!(st.flags & PF_KTHREAD != 0);
@@ -303,6 +321,7 @@ mod tests {
         let st = parse_stat(w).unwrap();
         assert_eq!(st.comm, "a) b) c");
         assert_eq!((st.rt_priority, st.policy), (50, 1));
+        assert_eq!(st.start_time, 8, "fields are counted from the last ')'");
         assert!(parse_stat("12 (x) S 1 2").is_err());
         assert!(parse_stat("garbage").is_err());
     }

@@ -59,15 +59,9 @@ pub fn inspect(root: &Root, pid: u32) -> Result<ProcessInfo, LaunchError> {
         pid,
         comm: stat.comm,
         uid,
-        start_time: start_time(&stat_text).unwrap_or(0),
+        start_time: stat.start_time,
         tids,
     })
-}
-
-/// Field 22 (starttime) of a stat line, counted after the command's closing parenthesis.
-pub fn start_time(stat_text: &str) -> Option<u64> {
-    let after = &stat_text[stat_text.rfind(')')? + 1..];
-    after.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// The cpuset cgroup a thread belongs to (cgroup v1 path, e.g. `/` or `/tame/rt`).
@@ -90,7 +84,7 @@ pub struct ThreadCounters {
 
 pub fn counters(root: &Root, pid: u32, tid: u32) -> Option<ThreadCounters> {
     let status = root.read(format!("/proc/{pid}/task/{tid}/status")).ok()?;
-    let stat = root.read(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    let stat = parse_stat(&root.read(format!("/proc/{pid}/task/{tid}/stat")).ok()?).ok()?;
     let field = |name: &str| -> u64 {
         status
             .lines()
@@ -98,32 +92,18 @@ pub fn counters(root: &Root, pid: u32, tid: u32) -> Option<ThreadCounters> {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0)
     };
-    let after = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<u64> = after
-        .split_whitespace()
-        .map(|w| w.parse().unwrap_or(0))
-        .collect();
-    // f[0] is field 3 of proc(5): minflt is 10, majflt 12, utime 14, stime 15.
-    let at = |n: usize| f.get(n - 3).copied().unwrap_or(0);
     Some(ThreadCounters {
         voluntary_switches: field("voluntary_ctxt_switches:"),
         involuntary_switches: field("nonvoluntary_ctxt_switches:"),
-        minor_faults: at(10),
-        major_faults: at(12),
-        cpu_ticks: at(14) + at(15),
+        minor_faults: stat.minor_faults,
+        major_faults: stat.major_faults,
+        cpu_ticks: stat.utime_ticks + stat.stime_ticks,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn start_time_is_field_22_even_with_spaces_in_the_name() {
-        let line =
-            "42 (my (odd) prog) S 1 42 42 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 987654 1000 10";
-        assert_eq!(start_time(line), Some(987654));
-    }
 
     #[test]
     fn inspects_this_process() {

@@ -504,17 +504,12 @@ fn restore(watchdog: &Watchdog, saved: &[Saved]) {
     }
 }
 
+/// The same process is still there (pid not reused) and has not exited.
 fn alive(root: &Root, pid: u32, start_time: u64) -> bool {
-    match root.read(format!("/proc/{pid}/stat")) {
-        Ok(text) => {
-            let zombie = text
-                .rfind(')')
-                .and_then(|i| text[i + 1..].split_whitespace().next())
-                .is_some_and(|s| s == "Z" || s == "X");
-            !zombie && tame_launch::proc::start_time(&text) == Some(start_time)
-        }
-        Err(_) => false,
-    }
+    root.read(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|text| tame_host::process::parse_stat(&text).ok())
+        .is_some_and(|st| !matches!(st.state, 'Z' | 'X') && st.start_time == start_time)
 }
 
 fn scheduler_thread(
