@@ -2,22 +2,13 @@
 //! machine, bad input refused with exit code 2 before anything starts, Ctrl-C
 //! reporting what was measured and leaving no load behind.
 
+mod common;
+use common::{is_root, tame};
+
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-
-fn tame(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tame"))
-        .args(args)
-        .output()
-        .expect("tame runs")
-}
-
-fn is_root() -> bool {
-    // SAFETY: no arguments.
-    unsafe { libc::geteuid() == 0 }
-}
 
 fn json_of(out: &Output) -> Value {
     assert!(

@@ -1,18 +1,14 @@
 //! `tame ipc ls/rm` on a fixture tree (`--root`) and on the real /dev/shm.
 
+mod common;
+use common::tame;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 use tame_ipc::layout::{pack_owner, Layout};
 use tame_ipc::{ChannelSpec, Ring};
-
-fn tame(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tame"))
-        .args(args)
-        .output()
-        .expect("tame runs")
-}
 
 fn json_of(out: &Output) -> Value {
     assert!(

@@ -3,28 +3,14 @@
 //! multi-threaded program restoring every thread exactly, a thread created
 //! after detach landing on the target CPU, and the refusals.
 
+mod common;
+use common::{is_root, last_cpu, tame, Killed};
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use tame_rt::sched::{self, ThreadSched};
-
-fn tame(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tame"))
-        .args(args)
-        .output()
-        .expect("tame runs")
-}
-
-fn is_root() -> bool {
-    // SAFETY: no arguments.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn last_cpu() -> String {
-    let n = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    n.trim().rsplit(['-', ',']).next().unwrap().to_string()
-}
 
 fn status_field(pid: u32, tid: u32, field: &str) -> String {
     let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap();
@@ -203,14 +189,6 @@ fn tids(pid: u32) -> Vec<u32> {
         .collect();
     t.sort_unstable();
     t
-}
-
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]

@@ -2,33 +2,11 @@
 //! In a test binary of its own: applying a partition moves every task on the
 //! machine, so it must not run beside other tests.
 
+mod common;
+use common::{is_root, last_cpu, tame, Killed};
+
 use std::path::Path;
-use std::process::{Child, Command, Output};
-
-fn tame(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tame"))
-        .args(args)
-        .output()
-        .expect("tame runs")
-}
-
-fn is_root() -> bool {
-    // SAFETY: no arguments.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn last_cpu() -> String {
-    let n = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    n.trim().rsplit(['-', ',']).next().unwrap().to_string()
-}
-
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::process::Command;
 
 /// Reverts an applied partition however the test ends.
 struct Applied<'a>(&'a str);

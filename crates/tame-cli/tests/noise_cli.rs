@@ -2,16 +2,12 @@
 //! refused with exit code 2 before anything starts; a short run writes the
 //! result, the gaps CSV, and compares with another run.
 
-use std::process::{Command, Output};
+mod common;
+use common::{is_root, tame};
+
+use std::process::Command;
 
 use serde_json::Value;
-
-fn tame(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tame"))
-        .args(args)
-        .output()
-        .expect("tame runs")
-}
 
 fn expect_bad_input(args: &[&str], needle: &str) {
     let out = tame(args);
@@ -146,11 +142,6 @@ fn results_of_different_benches_are_not_compared() {
         &["compare", a.to_str().unwrap(), b.to_str().unwrap()],
         "same bench",
     );
-}
-
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// The tracefs mount and the instances under it: what a noise run may leave behind.
