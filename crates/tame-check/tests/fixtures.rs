@@ -1,31 +1,18 @@
 //! Every check on every fixture host, without root.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use tame_check::{check, Category, CheckReport, Finding, Severity, Target, CHECKS};
 use tame_host::synthetic::SyntheticHost;
 use tame_host::{CpuList, HostModel, Root};
 
-/// A scratch directory for generated trees: tmpfs when there is one, since
-/// writing tens of thousands of small files to a disk file system is slow.
 fn scratch() -> tempfile::TempDir {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(d) = tempfile::Builder::new()
-            .prefix("host-fixture-")
-            .tempdir_in(shm)
-        {
-            return d;
-        }
-    }
-    tempfile::tempdir().unwrap()
+    tame_host::testing::scratch_dir("host-fixture-")
 }
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/hosts")
-        .join(name)
+    tame_host::testing::committed_fixture(name)
 }
 
 fn model(name: &str) -> HostModel {

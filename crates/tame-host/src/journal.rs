@@ -953,25 +953,8 @@ mod tests {
         (dir, root, jdir)
     }
 
-    fn snapshot(root: &Root) -> Vec<(PathBuf, Vec<u8>)> {
-        fn walk(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
-            let mut entries: Vec<_> = std::fs::read_dir(dir)
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .collect();
-            entries.sort();
-            for p in entries {
-                if p.is_dir() {
-                    out.push((p.clone(), Vec::new()));
-                    walk(&p, out);
-                } else {
-                    out.push((p.clone(), std::fs::read(&p).unwrap()));
-                }
-            }
-        }
-        let mut out = Vec::new();
-        walk(root.base(), &mut out);
-        out
+    fn snapshot(root: &Root) -> crate::testing::TreeSnapshot {
+        crate::testing::snapshot_tree(root.base())
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod reader;
 pub mod root;
 pub mod sched;
 pub mod synthetic;
+pub mod testing;
 pub mod tracing;
 pub mod virt;
 

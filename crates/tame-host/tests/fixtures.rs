@@ -1,7 +1,7 @@
 //! The host layer on every fixture host: the committed trees under
 //! fixtures/hosts/ and the generated 256-CPU machine. No root needed.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use tame_host::cgroup::{CgroupVersion, PartitionKind};
 use tame_host::irq::ManagedSource;
@@ -10,25 +10,12 @@ use tame_host::process::SchedPolicy;
 use tame_host::synthetic::SyntheticHost;
 use tame_host::{HostModel, Root};
 
-/// A scratch directory for generated trees: tmpfs when there is one, since
-/// writing tens of thousands of small files to a disk file system is slow.
 fn scratch() -> tempfile::TempDir {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(d) = tempfile::Builder::new()
-            .prefix("host-fixture-")
-            .tempdir_in(shm)
-        {
-            return d;
-        }
-    }
-    tempfile::tempdir().unwrap()
+    tame_host::testing::scratch_dir("host-fixture-")
 }
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/hosts")
-        .join(name)
+    tame_host::testing::committed_fixture(name)
 }
 
 fn read(name: &str) -> HostModel {

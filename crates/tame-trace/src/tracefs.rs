@@ -589,26 +589,10 @@ mod tests {
         (dir, root)
     }
 
-    fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-        fn walk(d: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
-            let mut entries: Vec<_> = std::fs::read_dir(d)
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .collect();
-            entries.sort();
-            for p in entries {
-                if p.is_dir() {
-                    out.push((p.clone(), Vec::new()));
-                    walk(&p, out);
-                } else {
-                    out.push((p.clone(), std::fs::read(&p).unwrap()));
-                }
-            }
-        }
-        // The host files; the journals under /run are checked separately.
-        let mut out = Vec::new();
-        walk(&dir.join("sys"), &mut out);
-        walk(&dir.join("proc"), &mut out);
+    /// The host files; the journals under /run are checked separately.
+    fn snapshot(dir: &Path) -> tame_host::testing::TreeSnapshot {
+        let mut out = tame_host::testing::snapshot_tree(&dir.join("sys"));
+        out.extend(tame_host::testing::snapshot_tree(&dir.join("proc")));
         out
     }
 

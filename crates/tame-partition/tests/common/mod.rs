@@ -2,8 +2,7 @@
 //! what a cgroup v1 cpuset root holds on a live system (its task list).
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use tame_host::synthetic::{CgroupLayout, SyntheticHost};
 use tame_host::{CpuList, Root};
@@ -16,16 +15,7 @@ pub struct Fixture {
 
 /// Write `host` below a fresh temporary directory.
 pub fn fixture(host: &SyntheticHost) -> Fixture {
-    // Thousands of small files: on tmpfs this takes a second, on the VM's disk half a minute.
-    let shm = std::path::Path::new("/dev/shm");
-    let dir = if shm.is_dir() {
-        tempfile::Builder::new()
-            .prefix("partfx")
-            .tempdir_in(shm)
-            .unwrap()
-    } else {
-        tempfile::tempdir().unwrap()
-    };
+    let dir = tame_host::testing::scratch_dir("partfx");
     let base = dir.path().join("root");
     host.write(&base).unwrap();
     Fixture {
@@ -96,41 +86,11 @@ pub fn put(root: &Root, path: &str, text: &str) {
     std::fs::write(p, text).unwrap();
 }
 
-/// Every directory and file below the root with its bytes.
-pub fn snapshot(root: &Root) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
-    fn walk(dir: &Path, out: &mut BTreeMap<PathBuf, Option<Vec<u8>>>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let p = entry.unwrap().path();
-            if p.is_dir() {
-                out.insert(p.clone(), None);
-                walk(&p, out);
-            } else {
-                out.insert(p.clone(), Some(std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root.base(), &mut out);
-    out
-}
+pub use tame_host::testing::tree_differences as differences;
 
-/// The paths whose content differs between two snapshots (for readable failures).
-pub fn differences(
-    a: &BTreeMap<PathBuf, Option<Vec<u8>>>,
-    b: &BTreeMap<PathBuf, Option<Vec<u8>>>,
-) -> Vec<String> {
-    let keys: std::collections::BTreeSet<_> = a.keys().chain(b.keys()).collect();
-    keys.into_iter()
-        .filter(|k| a.get(*k) != b.get(*k))
-        .map(|k| {
-            let show = |v: Option<&Option<Vec<u8>>>| match v {
-                None => "(absent)".to_string(),
-                Some(None) => "(dir)".to_string(),
-                Some(Some(b)) => format!("{:?}", String::from_utf8_lossy(b)),
-            };
-            format!("{}: {} vs {}", k.display(), show(a.get(k)), show(b.get(k)))
-        })
-        .collect()
+/// Every directory and file below the root with its bytes.
+pub fn snapshot(root: &Root) -> tame_host::testing::TreeSnapshot {
+    tame_host::testing::snapshot_tree(root.base())
 }
 
 pub const MINIMAL_8: &str = r#"
