@@ -181,7 +181,8 @@ fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
 }
 
 fn futex_wake(word: &AtomicU32) {
-    // SAFETY: as for futex_wait.
+    // SAFETY: `word` is a live, 4-aligned u32 (a reference) in shared memory;
+    // FUTEX_WAKE only reads its address and touches no user memory besides it.
     unsafe {
         libc::syscall(
             libc::SYS_futex,

@@ -164,7 +164,8 @@ struct Cells {
     elem_size: usize,
 }
 
-// The pointers point into the mapping that `segment` keeps alive.
+// SAFETY: the pointers point into the mapping that `segment` (an Arc<Mapping>)
+// keeps alive wherever the Cells go; they are only dereferenced as atomics.
 unsafe impl Send for Cells {}
 
 impl Cells {
@@ -188,14 +189,17 @@ impl Cells {
 
     #[inline]
     fn seq(&self) -> &AtomicU64 {
-        // SAFETY: in the mapping kept alive by `segment`.
+        // SAFETY: `seq` came from `Mapping::atomic_u64` (in bounds, 8-aligned) and the
+        // mapping is kept alive by `self.segment` for as long as `&self` lives.
         unsafe { &*self.seq }
     }
 
     #[inline]
     fn word(&self, i: usize) -> &AtomicU64 {
         debug_assert!(i < self.word_count);
-        // SAFETY: i < word_count and the words lie inside the mapping (checked in new).
+        // SAFETY: callers pass i < word_count, and the word_count 8-aligned words from
+        // data_offset lie inside the mapping (checked in `new`), which `self.segment`
+        // keeps alive for as long as `&self` lives.
         unsafe { &*self.words.add(i) }
     }
 }

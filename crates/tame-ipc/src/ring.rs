@@ -195,7 +195,9 @@ struct Core {
     elem_size: usize,
 }
 
-// The raw pointers point into the segment mapping, which `segment` keeps alive.
+// SAFETY: the raw pointers point into the segment mapping, which `segment` (an
+// Arc<Mapping>) keeps alive wherever the Core goes; Mapping itself is Send, and the
+// role claim makes the owning end the only user of its private pointers.
 unsafe impl Send for Core {}
 
 impl Core {
@@ -229,13 +231,15 @@ impl Core {
 
     #[inline]
     fn tail_cell(&self) -> &AtomicU64 {
-        // SAFETY: points into the mapping that `segment` keeps alive.
+        // SAFETY: `tail` was obtained from `Mapping::atomic_u64` (in bounds, 8-aligned)
+        // and points into the mapping that `self.segment` keeps alive for `&self`.
         unsafe { &*self.tail }
     }
 
     #[inline]
     fn head_cell(&self) -> &AtomicU64 {
-        // SAFETY: as for tail_cell.
+        // SAFETY: `head` was obtained from `Mapping::atomic_u64` (in bounds, 8-aligned)
+        // and points into the mapping that `self.segment` keeps alive for `&self`.
         unsafe { &*self.head }
     }
 
@@ -257,7 +261,8 @@ impl Core {
     #[inline(always)]
     fn typed_slot<T>(&self, index: u64) -> *mut T {
         debug_assert_eq!(self.stride, std::mem::size_of::<T>());
-        // SAFETY: as for `slot`, with stride == size_of::<T>().
+        // SAFETY: (index & mask) < capacity, and with stride == size_of::<T>() slot k
+        // of T starts at data + k × stride, inside data_size (checked in `new`).
         unsafe { (self.data as *mut T).add((index & self.mask) as usize) }
     }
 
@@ -311,12 +316,16 @@ impl RawProducer {
         if src.len() != self.core.elem_size {
             return Err(PushError::WrongSize);
         }
-        // SAFETY: src holds elem_size bytes.
+        // SAFETY: `src` is a slice of exactly elem_size bytes (checked above), and a
+        // safe slice never points into the private mapping's slots.
         unsafe { self.push_ptr(src.as_ptr()) }
     }
 
+    /// Copies one element from `src` into the ring.
+    ///
     /// # Safety
-    /// `src` must be valid for reading the element size.
+    /// `src` must be valid for reading the element size and must not point into the
+    /// ring's own slots.
     #[inline]
     pub unsafe fn push_ptr(&mut self, src: *const u8) -> std::result::Result<(), PushError> {
         match self.free(1) {
@@ -324,7 +333,12 @@ impl RawProducer {
             Ok(_) => {}
             Err(Corrupted) => return Err(PushError::Corrupted),
         }
-        std::ptr::copy_nonoverlapping(src, self.core.slot(self.tail), self.core.elem_size);
+        // SAFETY: the caller guarantees `src` is readable for elem_size bytes outside
+        // the slots; `slot` is in bounds for elem_size (≤ stride) bytes, and with at
+        // least one free slot the consumer does not touch the slot at our tail.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, self.core.slot(self.tail), self.core.elem_size)
+        };
         self.publish(1);
         Ok(())
     }
@@ -333,7 +347,8 @@ impl RawProducer {
     /// `src`; publishes them with one store. Returns how many were pushed.
     ///
     /// # Safety
-    /// `src` must be valid for reading `count` × element size bytes.
+    /// `src` must be valid for reading `count` × element size bytes and must not
+    /// point into the ring's own slots.
     pub unsafe fn push_many_ptr(
         &mut self,
         src: *const u8,
@@ -341,11 +356,16 @@ impl RawProducer {
     ) -> std::result::Result<usize, Corrupted> {
         let n = (self.free(count as u64)? as usize).min(count);
         for i in 0..n {
-            std::ptr::copy_nonoverlapping(
-                src.add(i * self.core.elem_size),
-                self.core.slot(self.tail.wrapping_add(i as u64)),
-                self.core.elem_size,
-            );
+            // SAFETY: i < n ≤ count, so `src + i × elem_size` starts an element the
+            // caller guarantees readable; the n slots after our tail are free (the
+            // consumer does not touch them until we publish) and `slot` is in bounds.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    src.add(i * self.core.elem_size),
+                    self.core.slot(self.tail.wrapping_add(i as u64)),
+                    self.core.elem_size,
+                )
+            };
         }
         if n > 0 {
             self.publish(n as u64);
@@ -410,12 +430,16 @@ impl RawConsumer {
         if dst.len() != self.core.elem_size {
             return Err(PopError::WrongSize);
         }
-        // SAFETY: dst holds elem_size bytes.
+        // SAFETY: `dst` is a slice of exactly elem_size bytes (checked above), and a
+        // safe slice never points into the private mapping's slots.
         unsafe { self.pop_ptr(dst.as_mut_ptr()) }
     }
 
+    /// Copies the oldest element into `dst`.
+    ///
     /// # Safety
-    /// `dst` must be valid for writing the element size.
+    /// `dst` must be valid for writing the element size and must not point into the
+    /// ring's own slots.
     #[inline]
     pub unsafe fn pop_ptr(&mut self, dst: *mut u8) -> std::result::Result<(), PopError> {
         match self.available(1) {
@@ -423,7 +447,12 @@ impl RawConsumer {
             Ok(_) => {}
             Err(Corrupted) => return Err(PopError::Corrupted),
         }
-        std::ptr::copy_nonoverlapping(self.core.slot(self.head), dst, self.core.elem_size);
+        // SAFETY: the caller guarantees `dst` is writable for elem_size bytes outside
+        // the slots; the slot at our head is in bounds and holds a published element
+        // the producer does not touch until we release it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.core.slot(self.head), dst, self.core.elem_size)
+        };
         self.release(1);
         Ok(())
     }
@@ -431,7 +460,8 @@ impl RawConsumer {
     /// Pops up to `count` elements into `dst` back to back; frees them with one store.
     ///
     /// # Safety
-    /// `dst` must be valid for writing `count` × element size bytes.
+    /// `dst` must be valid for writing `count` × element size bytes and must not
+    /// point into the ring's own slots.
     pub unsafe fn pop_many_ptr(
         &mut self,
         dst: *mut u8,
@@ -439,11 +469,16 @@ impl RawConsumer {
     ) -> std::result::Result<usize, Corrupted> {
         let n = (self.available(count as u64)? as usize).min(count);
         for i in 0..n {
-            std::ptr::copy_nonoverlapping(
-                self.core.slot(self.head.wrapping_add(i as u64)),
-                dst.add(i * self.core.elem_size),
-                self.core.elem_size,
-            );
+            // SAFETY: i < n ≤ count, so `dst + i × elem_size` starts an element the
+            // caller guarantees writable; the n slots after our head are published
+            // and in bounds, and the producer does not touch them until we release.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.core.slot(self.head.wrapping_add(i as u64)),
+                    dst.add(i * self.core.elem_size),
+                    self.core.elem_size,
+                )
+            };
         }
         if n > 0 {
             self.release(n as u64);

@@ -105,9 +105,11 @@ pub(crate) struct Mapping {
     fd: OwnedFd,
 }
 
-// The mapping is plain shared memory; every access to it goes through atomics or
-// through a role that owns the bytes it touches.
+// SAFETY: the mapping is plain shared memory owned by this value (unmapped only in
+// Drop); moving it to another thread changes nothing about its validity.
 unsafe impl Send for Mapping {}
+// SAFETY: shared access never creates `&mut` into the mapping: every access goes
+// through atomics or through a role claim that owns the bytes it touches.
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
@@ -155,8 +157,8 @@ impl Mapping {
             offset % 8 == 0 && offset + 8 <= self.len,
             "atomic outside the mapping"
         );
-        // SAFETY: in bounds and aligned (the mapping is page-aligned); shared memory is
-        // only ever accessed atomically at this offset.
+        // SAFETY: offset + 8 ≤ len and offset is 8-aligned from a page-aligned base
+        // (asserted above); shared memory is only ever accessed atomically here.
         unsafe { &*(self.base().add(offset) as *const AtomicU64) }
     }
 
@@ -166,7 +168,8 @@ impl Mapping {
             offset % 4 == 0 && offset + 4 <= self.len,
             "atomic outside the mapping"
         );
-        // SAFETY: as for atomic_u64.
+        // SAFETY: offset + 4 ≤ len and offset is 4-aligned from a page-aligned base
+        // (asserted above); shared memory is only ever accessed atomically here.
         unsafe { &*(self.base().add(offset) as *const AtomicU32) }
     }
 
@@ -296,7 +299,8 @@ impl Segment {
         nix::unistd::ftruncate(&fd, size).map_err(|e| Error::os("ftruncate", &what, e))?;
         if name.is_none() {
             let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-            // SAFETY: plain fcntl on a descriptor we own.
+            // SAFETY: F_ADD_SEALS takes an integer flag set and touches no memory of
+            // ours; `fd` is open for the whole call (owned here).
             if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
                 return Err(Error::os("fcntl(F_ADD_SEALS)", &what, Errno::last()));
             }

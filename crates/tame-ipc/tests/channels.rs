@@ -391,7 +391,7 @@ fn permission_denied_is_reported() {
     if in_child() {
         return;
     }
-    // SAFETY: no arguments.
+    // SAFETY: geteuid takes no arguments and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         println!("skipped: needs root to run the opener as another user");
         return;

@@ -8,7 +8,9 @@ use tame_ipc::ffi::*;
 
 fn last_error() -> String {
     let mut buf = [0 as std::ffi::c_char; 256];
+    // SAFETY: `buf` is writable for the `buf.len()` bytes passed.
     let len = unsafe { tame_ipc_last_error(buf.as_mut_ptr(), buf.len()) };
+    // SAFETY: tame_ipc_last_error NUL-terminates within `buf` since its length is > 0.
     let text = unsafe { CStr::from_ptr(buf.as_ptr()) }
         .to_string_lossy()
         .into_owned();
@@ -18,6 +20,8 @@ fn last_error() -> String {
 
 #[test]
 fn null_and_bad_arguments_are_refused_with_codes() {
+    // SAFETY: every pointer passed is NULL (which each call must refuse cleanly), a
+    // string literal, or a local that outlives the call; no handle is ever opened.
     unsafe {
         let mut ring = null_mut();
         assert_eq!(
@@ -77,6 +81,9 @@ fn null_and_bad_arguments_are_refused_with_codes() {
 
 #[test]
 fn ring_register_and_event_through_the_c_abi() {
+    // SAFETY: each handle is used only between its successful open and its single
+    // close, on this thread; element buffers are locals of the element size (u64 for
+    // the 8-byte ring, u32 for the 4-byte register); out-parameters are live locals.
     unsafe {
         let mut ring = null_mut();
         assert_eq!(

@@ -26,7 +26,8 @@ struct PeerView {
 impl PeerView {
     fn of(segment: &Segment) -> PeerView {
         let len = segment.layout().segment_size as usize;
-        // SAFETY: a fresh shared mapping of the segment's fd.
+        // SAFETY: a new mapping at an address the kernel chooses, so it aliases no Rust
+        // object; `len` is the segment's size and the fd is open for the call.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -46,7 +47,8 @@ impl PeerView {
 
     fn word(&self, offset: u64) -> &AtomicU64 {
         assert!(offset as usize + 8 <= self.len);
-        // SAFETY: in bounds, 8-aligned, accessed atomically by both sides.
+        // SAFETY: offset + 8 ≤ len (asserted) and layout offsets are 8-aligned from a
+        // page-aligned base; both sides access these words only atomically.
         unsafe { &*(self.ptr.as_ptr().add(offset as usize) as *const AtomicU64) }
     }
 
@@ -54,7 +56,8 @@ impl PeerView {
         for (i, b) in bytes.iter().enumerate() {
             let at = offset + i;
             if at < self.len {
-                // SAFETY: in bounds; byte writes racing with nobody (single-threaded test).
+                // SAFETY: at < len (checked), so the byte lies in the mapping; the test is
+                // single-threaded, so no other access races with this write.
                 unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(at), *b) };
             }
         }
@@ -63,7 +66,8 @@ impl PeerView {
 
 impl Drop for PeerView {
     fn drop(&mut self) {
-        // SAFETY: our own mapping.
+        // SAFETY: unmaps exactly what `of` mapped; references from `word` borrow `self`,
+        // so none outlives this drop.
         unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len) };
     }
 }

@@ -18,6 +18,7 @@ pub struct Counter {
 
 // SAFETY: the mapping lives as long as the Counter and is only used through atomics.
 unsafe impl Send for Counter {}
+// SAFETY: shared use only ever goes through `&AtomicU64` into the mapping, never `&mut`.
 unsafe impl Sync for Counter {}
 
 impl Counter {
@@ -62,7 +63,7 @@ impl Counter {
     }
 
     fn bump(&self) {
-        // SAFETY: as in get.
+        // SAFETY: ptr points into a live, aligned mapping (as in get), used only atomically.
         unsafe { (*self.ptr).fetch_add(1, Ordering::Relaxed) };
     }
 

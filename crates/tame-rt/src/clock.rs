@@ -235,7 +235,8 @@ pub fn sleep_until(deadline_ns: u64) {
         tv_nsec: (deadline_ns % NS_PER_SEC) as libc::c_long,
     };
     loop {
-        // SAFETY: ts is valid; a null remainder is allowed with TIMER_ABSTIME.
+        // SAFETY: `ts` is a live timespec the kernel only reads; the remainder may be
+        // NULL (and is unused with TIMER_ABSTIME).
         let rc = unsafe {
             libc::clock_nanosleep(
                 libc::CLOCK_MONOTONIC,
@@ -257,7 +258,8 @@ pub fn nanosleep_ns(duration_ns: u64) -> bool {
         tv_sec: (duration_ns / NS_PER_SEC) as libc::time_t,
         tv_nsec: (duration_ns % NS_PER_SEC) as libc::c_long,
     };
-    // SAFETY: ts is valid; a null remainder is allowed.
+    // SAFETY: `ts` is a live timespec the kernel only reads; the remainder may be NULL
+    // (an interrupted sleep then just reports false).
     unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) == 0 }
 }
 

@@ -21,7 +21,8 @@ impl Policy {
         match self {
             Policy::Fifo | Policy::Rr => {
                 let raw = self.raw();
-                // SAFETY: plain queries with a valid policy constant.
+                // SAFETY: both calls take a policy number and touch no memory of ours
+                // (an unknown policy would only give -1).
                 unsafe {
                     (
                         libc::sched_get_priority_min(raw),
@@ -168,7 +169,9 @@ pub fn apply_raw(tid: libc::pid_t, spec: &SchedSpec, reset_on_fork: bool) -> lib
             sched_period: spec.dl_period_ns,
             ..Default::default()
         };
-        // SAFETY: attr is a valid sched_attr of the size it declares.
+        // SAFETY: `attr` is a live, fully initialised sched_attr whose `size` field is
+        // its own size, so the kernel reads nothing beyond it; a raw syscall is
+        // async-signal-safe.
         unsafe {
             libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) as libc::c_int
         }
@@ -177,7 +180,7 @@ pub fn apply_raw(tid: libc::pid_t, spec: &SchedSpec, reset_on_fork: bool) -> lib
             sched_priority: spec.priority,
         };
         let policy = spec.policy.raw() | if reset_on_fork { RESET_ON_FORK } else { 0 };
-        // SAFETY: param is valid for the call.
+        // SAFETY: `param` is a live sched_param that the kernel only reads during the call.
         unsafe { libc::sched_setscheduler(tid, policy, &param) }
     };
     if rc == 0 {
@@ -218,7 +221,8 @@ pub struct ThreadSched {
 /// Read thread `tid`'s scheduling attributes (sched_getattr), exactly enough to restore them.
 pub fn get_thread_sched(tid: libc::pid_t) -> std::io::Result<ThreadSched> {
     let mut attr = SchedAttr::default();
-    // SAFETY: attr is writable and its size is passed.
+    // SAFETY: `attr` is a live, writable sched_attr and the size passed is its own, so
+    // the kernel writes nothing beyond it.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_sched_getattr,
@@ -258,7 +262,8 @@ pub fn set_thread_sched(tid: libc::pid_t, s: &ThreadSched) -> std::io::Result<()
         sched_deadline: s.dl_deadline_ns,
         sched_period: s.dl_period_ns,
     };
-    // SAFETY: attr is a valid sched_attr of the size it declares.
+    // SAFETY: `attr` is a live, fully initialised sched_attr whose `size` field is its
+    // own size, so the kernel reads nothing beyond it.
     let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) };
     if rc == 0 {
         Ok(())
@@ -269,38 +274,43 @@ pub fn set_thread_sched(tid: libc::pid_t, s: &ThreadSched) -> std::io::Result<()
 
 /// Thread `tid`'s CPU affinity.
 pub fn get_affinity(tid: libc::pid_t) -> std::io::Result<Vec<u32>> {
-    // SAFETY: cpu_set_t is plain data; the kernel fills it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok((0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .map(|c| c as u32)
-            .collect())
+    let mut set = empty_cpu_set();
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `set` is a live, writable cpu_set_t of exactly the size passed.
+    if unsafe { libc::sched_getaffinity(tid, size, &mut set) } != 0 {
+        return Err(std::io::Error::last_os_error());
     }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: c < CPU_SETSIZE, so the bit read lies inside `set`.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .map(|c| c as u32)
+        .collect())
+}
+
+/// An empty cpu_set_t.
+fn empty_cpu_set() -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is a plain array of integers, for which all zeros is valid
+    // (and is the empty set).
+    unsafe { std::mem::zeroed() }
 }
 
 /// A cpu_set_t for `cpus`, built ahead of time (e.g. before fork).
 pub fn cpu_set(cpus: impl IntoIterator<Item = u32>) -> libc::cpu_set_t {
-    // SAFETY: cpu_set_t is plain data; CPU_SET is bounds-checked by the filter.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for c in cpus
-            .into_iter()
-            .filter(|&c| (c as usize) < libc::CPU_SETSIZE as usize)
-        {
-            libc::CPU_SET(c as usize, &mut set);
-        }
-        set
+    let mut set = empty_cpu_set();
+    for c in cpus
+        .into_iter()
+        .filter(|&c| (c as usize) < libc::CPU_SETSIZE as usize)
+    {
+        // SAFETY: c < CPU_SETSIZE (filtered above), so the bit set lies inside `set`.
+        unsafe { libc::CPU_SET(c as usize, &mut set) };
     }
+    set
 }
 
 /// Set thread `tid`'s CPU affinity.
 pub fn set_affinity(tid: libc::pid_t, cpus: impl IntoIterator<Item = u32>) -> std::io::Result<()> {
     let set = cpu_set(cpus);
-    // SAFETY: set is a valid cpu_set_t.
+    // SAFETY: `set` is a live cpu_set_t of exactly the size passed; the kernel only reads it.
     if unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) } == 0 {
         Ok(())
     } else {
@@ -310,25 +320,22 @@ pub fn set_affinity(tid: libc::pid_t, cpus: impl IntoIterator<Item = u32>) -> st
 
 /// Pin the calling thread to one CPU.
 pub fn pin_current_thread(cpu: u32) -> Result<(), SchedError> {
-    // SAFETY: cpu_set_t is plain data; CPU_SET bounds are checked below.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if cpu as usize >= libc::CPU_SETSIZE as usize {
-            return Err(SchedError::Affinity {
-                cpu,
-                errno: libc::EINVAL,
-                errno_text: "CPU number beyond CPU_SETSIZE".into(),
-            });
-        }
-        libc::CPU_SET(cpu as usize, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            let (errno, errno_text) = last_errno();
-            return Err(SchedError::Affinity {
-                cpu,
-                errno,
-                errno_text,
-            });
-        }
+    if cpu as usize >= libc::CPU_SETSIZE as usize {
+        return Err(SchedError::Affinity {
+            cpu,
+            errno: libc::EINVAL,
+            errno_text: "CPU number beyond CPU_SETSIZE".into(),
+        });
+    }
+    let set = cpu_set([cpu]);
+    // SAFETY: `set` is a live cpu_set_t of exactly the size passed; the kernel only reads it.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        let (errno, errno_text) = last_errno();
+        return Err(SchedError::Affinity {
+            cpu,
+            errno,
+            errno_text,
+        });
     }
     Ok(())
 }
@@ -340,7 +347,7 @@ pub fn allowed_cpus() -> Vec<u32> {
 
 /// The CPU the calling thread is running on now.
 pub fn current_cpu() -> Option<u32> {
-    // SAFETY: no arguments; returns -1 on failure.
+    // SAFETY: takes no arguments and touches no memory of ours; -1 on failure.
     let c = unsafe { libc::sched_getcpu() };
     (c >= 0).then_some(c as u32)
 }
@@ -388,7 +395,7 @@ mod tests {
         let err = probe(SchedSpec::static_priority(Policy::Fifo, 100), None).unwrap_err();
         assert_eq!(err.errno(), libc::EINVAL);
         // The caller stayed SCHED_OTHER.
-        // SAFETY: query only.
+        // SAFETY: takes a thread id (0: the caller) and touches no memory of ours.
         assert_eq!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_OTHER);
     }
 

@@ -332,7 +332,7 @@ struct Mq(libc::mqd_t);
 
 impl Drop for Mq {
     fn drop(&mut self) {
-        // SAFETY: our own descriptor.
+        // SAFETY: closes the queue descriptor this Mq owns, exactly once (in drop).
         unsafe { libc::mq_close(self.0) };
     }
 }
@@ -372,7 +372,7 @@ fn mq_open_anonymous(tag: &str, msg_size: usize) -> io::Result<Mq> {
         return Err(io::Error::last_os_error());
     }
     let mq = Mq(mqd);
-    // SAFETY: same name.
+    // SAFETY: name is NUL-terminated (as for mq_open); open descriptors stay valid.
     unsafe { libc::mq_unlink(name.as_ptr().cast()) };
     Ok(mq)
 }

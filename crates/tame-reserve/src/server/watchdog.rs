@@ -130,16 +130,20 @@ fn watch_loop(fd: libc::c_int) -> ! {
 /// Return a thread to SCHED_OTHER at nice 0 unless it already is at SCHED_OTHER with
 /// another nice than the waiting one (a thread id reused by an unrelated task is left alone).
 unsafe fn reset(tid: i32) {
-    let policy = libc::sched_getscheduler(tid);
+    // SAFETY: takes a plain thread id and passes no memory; a stale tid gives -1.
+    let policy = unsafe { libc::sched_getscheduler(tid) };
     if policy < 0 {
         return;
     }
     if policy & !tame_rt::sched::RESET_ON_FORK != libc::SCHED_OTHER {
         let param = libc::sched_param { sched_priority: 0 };
-        libc::sched_setscheduler(tid, libc::SCHED_OTHER, &param);
+        // SAFETY: `param` is a live sched_param for the whole call; the kernel only reads it.
+        unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &param) };
     }
     // getpriority can return -1 legitimately; 19 is all that matters here.
-    if libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) == 19 {
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 0);
+    // SAFETY: takes plain integers and passes no memory.
+    if unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) } == 19 {
+        // SAFETY: takes plain integers and passes no memory.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 0) };
     }
 }
