@@ -1,4 +1,4 @@
-//! The checked-in C header must be what cbindgen generates from src/ffi.rs now.
+//! The checked-in C header must be what cbindgen generates from src/ffi/ now.
 //! Set TAME_IPC_BLESS=1 to rewrite it after an intended ABI change.
 
 use std::path::Path;
