@@ -226,30 +226,50 @@ pub fn thread_state(root: &Root, pid: u32, tid: u32) -> Result<ThreadRecord, Lau
     })
 }
 
-/// The file through which a task joins `cpuset` (relative to the cpuset hierarchy):
-/// cgroup v1 `tasks` (one thread); v2 `cgroup.procs`, where the kernel moves the
-/// whole process, since a domain cgroup takes no single threads.
+/// Where the cpuset controller is mounted (from the mount table), and the file
+/// through which a thread joins a cpuset there: cgroup v1 `tasks` (one thread);
+/// v2 `cgroup.procs`, where the kernel moves the whole process, since a domain
+/// cgroup takes no single threads.
+struct CpusetHome {
+    mount: String,
+    join_file: &'static str,
+}
+
+impl CpusetHome {
+    fn read(root: &Root) -> Result<Self, LaunchError> {
+        let home = CgroupModel::read(&mut Reader::new(root))
+            .controller_home("cpuset")
+            .ok_or_else(|| {
+                failed("no cpuset controller is mounted (cgroup v1 cpuset or v2 with cpuset) — the partition's cpuset cannot be joined")
+            })?;
+        Ok(Self {
+            join_file: match home.version {
+                CgroupVersion::V1 => "tasks",
+                CgroupVersion::V2 => "cgroup.procs",
+            },
+            mount: home.mount,
+        })
+    }
+
+    /// A file of `cpuset` (relative to the hierarchy, `/` its root).
+    fn file(&self, cpuset: &str, file: &str) -> String {
+        let rel = if cpuset == "/" { "" } else { cpuset };
+        format!("{}{rel}/{file}", self.mount)
+    }
+
+    fn join_list(&self, cpuset: &str) -> String {
+        self.file(cpuset, self.join_file)
+    }
+}
+
+/// The file through which a thread joins `cpuset` (see [`CpusetHome`]), as a host path.
 pub fn cpuset_task_list(root: &Root, cpuset: &str) -> Result<String, LaunchError> {
-    cpuset_file(root, cpuset, None)
+    Ok(CpusetHome::read(root)?.join_list(cpuset))
 }
 
-/// The `cgroup.procs` of `cpuset` (how `tame run` puts its child there).
+/// The `cgroup.procs` of `cpuset` (how `tame run` puts its child there), as a host path.
 pub fn cpuset_procs(root: &Root, cpuset: &str) -> Result<String, LaunchError> {
-    cpuset_file(root, cpuset, Some("cgroup.procs"))
-}
-
-fn cpuset_file(root: &Root, cpuset: &str, file: Option<&str>) -> Result<String, LaunchError> {
-    let home = CgroupModel::read(&mut Reader::new(root))
-        .controller_home("cpuset")
-        .ok_or_else(|| {
-            failed("no cpuset controller is mounted (cgroup v1 cpuset or v2 with cpuset) — the partition's cpuset cannot be joined")
-        })?;
-    let file = file.unwrap_or(match home.version {
-        CgroupVersion::V1 => "tasks",
-        CgroupVersion::V2 => "cgroup.procs",
-    });
-    let rel = if cpuset == "/" { "" } else { cpuset };
-    Ok(format!("{}{rel}/{file}", home.mount))
+    Ok(CpusetHome::read(root)?.file(cpuset, "cgroup.procs"))
 }
 
 /// The caller may touch this process: root may move any; others only their own.
@@ -316,17 +336,12 @@ pub fn detach(
         .collect::<Result<Vec<_>, _>>()?;
     let lists = match &req.cpuset {
         Some(cpuset) => {
-            let to = cpuset_task_list(root, cpuset)?;
+            let home = CpusetHome::read(root)?;
             let from: Vec<Option<String>> = threads
                 .iter()
-                .map(|t| {
-                    t.cpuset
-                        .as_deref()
-                        .map(|c| cpuset_task_list(root, c))
-                        .transpose()
-                })
-                .collect::<Result<_, _>>()?;
-            Some((to, from))
+                .map(|t| t.cpuset.as_deref().map(|c| home.join_list(c)))
+                .collect();
+            Some((home.join_list(cpuset), from))
         }
         None => None,
     };
