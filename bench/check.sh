@@ -6,7 +6,7 @@
 #   bench/check.sh
 #
 # Needs a release build of tame and of the fixture generator:
-#   cargo build --release -p tame-cli && cargo build --release -p tame-host --example synthetic_host
+#   cargo build --release -p tame-cli && cargo build --release -p tame-testing --example synthetic_host
 # (TAME and GEN override the paths). Uses hyperfine when installed, else a timing loop.
 # Read-only: it changes nothing on the machine; the generated tree is removed on exit.
 set -euo pipefail
@@ -16,7 +16,7 @@ TAME=${TAME:-target/release/tame}
 GEN=${GEN:-target/release/examples/synthetic_host}
 RUNS=${RUNS:-30}
 [ -x "$TAME" ] || { echo "no $TAME: cargo build --release -p tame-cli (or set TAME)" >&2; exit 2; }
-[ -x "$GEN" ] || { echo "no $GEN: cargo build --release -p tame-host --example synthetic_host (or set GEN)" >&2; exit 2; }
+[ -x "$GEN" ] || { echo "no $GEN: cargo build --release -p tame-testing --example synthetic_host (or set GEN)" >&2; exit 2; }
 
 # tmpfs when available: writing ~23k small files to a VM disk takes seconds, reading is from the page cache either way.
 BIG=$(mktemp -d /dev/shm/check-bench.XXXXXX 2>/dev/null || mktemp -d)

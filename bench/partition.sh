@@ -46,7 +46,7 @@ timing() {
     echo "plan+apply+revert on this machine ($SPEC), median of $runs: $(printf '%s\n' "${out[@]}" | median) ms (all: ${out[*]})"
 
     local gen=${SYNTHETIC:-target/release/examples/synthetic_host}
-    [ -x "$gen" ] || { echo "no $gen: cargo build --release -p tame-host --examples" >&2; return; }
+    [ -x "$gen" ] || { echo "no $gen: cargo build --release -p tame-testing --examples" >&2; return; }
     "$gen" big-256 "$WORK/big" >/dev/null
     cat >"$WORK/big.toml" <<'EOF'
 [[partition]]

@@ -202,7 +202,7 @@ fn category_of(path: &str) -> Category {
         Category::Memory
     } else if path.contains("clocksource") || path.contains("watchdog") || path.contains("sched") {
         Category::Timers
-    } else if path.contains("/sys/devices/system/cpu")
+    } else if path.contains(tame_host::cpu::SYS_CPU)
         || path.contains("cpuinfo")
         || path.contains("/task/")
     {

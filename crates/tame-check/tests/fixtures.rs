@@ -4,15 +4,15 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use tame_check::{check, Category, CheckReport, Finding, Severity, Target, CHECKS};
-use tame_host::synthetic::SyntheticHost;
 use tame_host::{CpuList, HostModel, Root};
+use tame_testing::synthetic::SyntheticHost;
 
 fn scratch() -> tempfile::TempDir {
-    tame_host::testing::scratch_dir("host-fixture-")
+    tame_testing::scratch_dir("host-fixture-")
 }
 
 fn fixture(name: &str) -> PathBuf {
-    tame_host::testing::committed_fixture(name)
+    tame_testing::committed_fixture(name)
 }
 
 fn model(name: &str) -> HostModel {

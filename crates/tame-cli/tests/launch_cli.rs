@@ -305,8 +305,8 @@ fn detach_then_attach_restores_every_thread_exactly() {
         libc::SCHED_OTHER
     );
     assert!(
-        !dir.path().join(format!("placed/{pid}.json")).exists(),
-        "record removed once all is restored"
+        !dir.path().join(format!("placed/{pid}")).exists(),
+        "the placement journal is removed once all is restored"
     );
     // A second attach has nothing to do: clear error.
     assert_eq!(

@@ -6,8 +6,9 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::ParseError;
 use crate::reader::Reader;
-use crate::CpuList;
+use crate::{CpuList, HostError, Root};
 
 pub const SYS_CPU: &str = "/sys/devices/system/cpu";
 pub const SYS_NODE: &str = "/sys/devices/system/node";
@@ -306,6 +307,15 @@ pub fn cpuinfo_field(cpuinfo: &str, name: &str) -> Option<String> {
         let (k, v) = l.split_once(':')?;
         (k.trim() == name).then(|| v.trim().to_string())
     })
+}
+
+impl Root {
+    /// The online CPUs (`/sys/devices/system/cpu/online`).
+    pub fn cpus_online(&self) -> Result<CpuList, HostError> {
+        let path = format!("{SYS_CPU}/online");
+        let text = self.read_trimmed(&path)?;
+        CpuList::parse(&text).map_err(|e| ParseError::new(1, e.to_string()).at(path))
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ParseError;
 use crate::reader::Reader;
-use crate::CpuList;
+use crate::{CpuList, HostError, Root};
 
 pub const PROC_INTERRUPTS: &str = "/proc/interrupts";
 pub const DEFAULT_AFFINITY: &str = "/proc/irq/default_smp_affinity";
@@ -346,6 +346,14 @@ pub fn render_interrupts(table: &InterruptsTable) -> String {
         s.push('\n');
     }
     s
+}
+
+impl Root {
+    /// `/proc/interrupts`, parsed.
+    pub fn interrupts(&self) -> Result<InterruptsTable, HostError> {
+        let text = self.read(PROC_INTERRUPTS)?;
+        parse_interrupts(&text).map_err(|e| e.at(PROC_INTERRUPTS))
+    }
 }
 
 #[cfg(test)]

@@ -17,17 +17,23 @@
 //!   tasks listed in MEMBERS (a cgroup's `tasks`) go back to PARENT_MEMBERS first;
 //! - `move SEQ TID FROM TO` — a task attached to the cgroup file TO, which was in FROM;
 //! - `owner SEQ PATH OLD NEW` — ownership and mode, each `UID:GID:MODE` (mode in octal);
+//! - `place SEQ PID TID OLD_AFFINITY OLD_SCHED OLD_CGROUP NEW_AFFINITY NEW_SCHED NEW_CGROUP` —
+//!   a thread's placement ([`ThreadPlacement`]); each part `-` when not concerned, the
+//!   scheduling attributes as `POLICY:PRIORITY:NICE:RESET_ON_FORK:RUNTIME:DEADLINE:PERIOD`;
 //! - `done SEQ` / `failed SEQ REASON` — the outcome, for status (not synced: revert never needs it).
 //!
-//! Under a fixture root (not `/`) the files are plain files, so attaching a task
-//! is done the way the kernel shows it: its id moves from one `tasks` list to another.
+//! Every change is made through the root's backend, so the journal works the same
+//! on the live system and on a test's fixture backend (which does what the kernel would).
 
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 
-use crate::Root;
+pub use crate::backend::Ownership;
+use crate::placement::{parse_sched_field, sched_field};
+pub use crate::placement::{PlaceError, PlaceStep, ThreadPlacement};
+use crate::{CpuList, Root};
 
 /// Where journals live unless the caller says otherwise.
 pub const DEFAULT_JOURNAL_DIR: &str = "/var/lib/tame";
@@ -83,52 +89,28 @@ pub enum Change {
         old: Ownership,
         new: Ownership,
     },
+    /// Thread `tid` of process `pid` placed: `old` is what revert gives back
+    /// (only the parts `old` has).
+    Placement {
+        pid: u32,
+        tid: u32,
+        old: ThreadPlacement,
+        new: ThreadPlacement,
+    },
 }
 
-/// Owner, group and permission bits of a file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ownership {
-    pub uid: u32,
-    pub gid: u32,
-    /// Permission bits (`0o7777` at most).
-    pub mode: u32,
+fn ownership_field(o: &Ownership) -> String {
+    format!("{}:{}:{:o}", o.uid, o.gid, o.mode)
 }
 
-impl Ownership {
-    pub fn of(path: &Path) -> io::Result<Self> {
-        use std::os::unix::fs::MetadataExt as _;
-        let m = std::fs::metadata(path)?;
-        Ok(Self {
-            uid: m.uid(),
-            gid: m.gid(),
-            mode: m.mode() & 0o7777,
-        })
-    }
-
-    fn apply(&self, path: &Path) -> io::Result<()> {
-        use std::os::unix::fs::PermissionsExt as _;
-        nix::unistd::chown(
-            path,
-            Some(nix::unistd::Uid::from_raw(self.uid)),
-            Some(nix::unistd::Gid::from_raw(self.gid)),
-        )
-        .map_err(io::Error::from)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(self.mode))
-    }
-
-    fn field(&self) -> String {
-        format!("{}:{}:{:o}", self.uid, self.gid, self.mode)
-    }
-
-    fn parse(field: &str) -> Option<Self> {
-        let mut it = field.split(':');
-        let o = Self {
-            uid: it.next()?.parse().ok()?,
-            gid: it.next()?.parse().ok()?,
-            mode: u32::from_str_radix(it.next()?, 8).ok()?,
-        };
-        it.next().is_none().then_some(o)
-    }
+fn parse_ownership(field: &str) -> Option<Ownership> {
+    let mut it = field.split(':');
+    let o = Ownership {
+        uid: it.next()?.parse().ok()?,
+        gid: it.next()?.parse().ok()?,
+        mode: u32::from_str_radix(it.next()?, 8).ok()?,
+    };
+    it.next().is_none().then_some(o)
 }
 
 /// What became of a change during apply.
@@ -185,6 +167,8 @@ pub struct Journal {
     file: File,
     next_seq: u64,
     hook: Option<StageHook>,
+    /// Paths written through this journal (see [`Journal::rewrite`]).
+    written: BTreeSet<String>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -232,12 +216,21 @@ impl Journal {
             .append(true)
             .open(&path)
             .map_err(|e| io_err("open", e))?;
+        let written = existing
+            .iter()
+            .flat_map(|rec| rec.entries.iter())
+            .filter_map(|e| match &e.change {
+                Change::Write { path, .. } => Some(path.clone()),
+                _ => None,
+            })
+            .collect();
         let mut journal = Self {
             root: root.clone(),
             path: path.clone(),
             file,
             next_seq,
             hook: None,
+            written,
         };
         if existing.is_none() {
             let base = root.base().to_string_lossy().into_owned();
@@ -301,7 +294,7 @@ impl Journal {
         let mut lines = Vec::with_capacity(requests.len());
         let first = self.next_seq;
         for (i, req) in requests.iter().enumerate() {
-            let old = match std::fs::read(self.root.path(&req.path)) {
+            let old = match self.root.read_raw(&req.path) {
                 Ok(bytes) => Some(bytes),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => None,
                 Err(source) => {
@@ -322,19 +315,34 @@ impl Journal {
         }
         self.next_seq += requests.len() as u64;
         self.append_synced(&lines)?;
+        self.written
+            .extend(requests.iter().map(|req| req.path.clone()));
         let mut results = Vec::with_capacity(requests.len());
         let mut outcomes = Vec::with_capacity(requests.len());
         for (i, req) in requests.iter().enumerate() {
             let seq = first + i as u64;
             let result = self
                 .stage(Stage::Journaled(seq))
-                .and_then(|()| std::fs::write(self.root.path(&req.path), &req.new));
+                .and_then(|()| self.root.write(&req.path, &req.new));
             let _ = self.stage(Stage::Made(seq));
             outcomes.push(outcome_line(seq, &result));
             results.push(result);
         }
         self.append(&outcomes)?;
         Ok(results)
+    }
+
+    /// Write again a path this journal already recorded (e.g. toggling `tracing_on`):
+    /// no new record, since revert restores the value recorded first.
+    /// A path never journaled is refused.
+    pub fn rewrite(&mut self, path: &str, new: &[u8]) -> io::Result<()> {
+        if !self.written.contains(path) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{path} was not journaled: write it with Journal::write first"),
+            ));
+        }
+        self.root.write(path, new)
     }
 
     /// Create a directory, journaled. `members` names a cgroup's task list and its
@@ -353,14 +361,7 @@ impl Journal {
         self.append_synced(&[format_change(seq, &change)])?;
         let result = self
             .stage(Stage::Journaled(seq))
-            .and_then(|()| std::fs::create_dir(self.root.path(path)))
-            .and_then(|()| match members {
-                // A new cgroup comes with its (empty) task list; a fixture's must be made.
-                Some((list, _)) if !self.root.is_system() => {
-                    std::fs::write(self.root.path(list), "")
-                }
-                _ => Ok(()),
-            });
+            .and_then(|()| self.root.create_dir(path));
         let _ = self.stage(Stage::Made(seq));
         self.append(&[outcome_line(seq, &result)])?;
         Ok(result)
@@ -396,7 +397,7 @@ impl Journal {
             let seq = first + i as u64;
             let result = self
                 .stage(Stage::Journaled(seq))
-                .and_then(|()| attach_task(&self.root, tid, from, to));
+                .and_then(|()| attach_task(&self.root, tid, to));
             let _ = self.stage(Stage::Made(seq));
             outcomes.push(outcome_line(seq, &result));
             results.push(result);
@@ -411,12 +412,14 @@ impl Journal {
         path: &str,
         new: Ownership,
     ) -> Result<io::Result<()>, JournalError> {
-        let full = self.root.path(path);
-        let old = Ownership::of(&full).map_err(|source| JournalError::Io {
-            action: "read the previous owner for",
-            path: full.clone(),
-            source,
-        })?;
+        let old = self
+            .root
+            .ownership(path)
+            .map_err(|source| JournalError::Io {
+                action: "read the previous owner for",
+                path: self.root.path(path),
+                source,
+            })?;
         let seq = self.next_seq;
         self.next_seq += 1;
         let change = Change::Owner {
@@ -427,10 +430,89 @@ impl Journal {
         self.append_synced(&[format_change(seq, &change)])?;
         let result = self
             .stage(Stage::Journaled(seq))
-            .and_then(|()| new.apply(&full));
+            .and_then(|()| self.root.set_ownership(path, new));
         let _ = self.stage(Stage::Made(seq));
         self.append(&[outcome_line(seq, &result)])?;
         Ok(result)
+    }
+
+    /// Place thread `tid` of process `pid`: join the cgroup task list `new.cgroup`,
+    /// then set `new.affinity`, then `new.sched` (joining a cpuset resets the
+    /// affinity, so it comes first). The parts of the previous placement that
+    /// `new` changes are read and journaled first; `cgroup_from` names the task
+    /// list the thread is in now (needed when `new.cgroup` is given).
+    /// A refused placement is the inner error, the journal's own failures the outer one.
+    pub fn place(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        new: &ThreadPlacement,
+        cgroup_from: Option<&str>,
+    ) -> Result<Result<(), PlaceError>, JournalError> {
+        let read_err = |source| PlaceError {
+            tid,
+            step: PlaceStep::Read,
+            source,
+        };
+        let old = ThreadPlacement {
+            affinity: match &new.affinity {
+                Some(_) => match self.root.affinity(tid) {
+                    Ok(a) => Some(a),
+                    Err(e) => return Ok(Err(read_err(e))),
+                },
+                None => None,
+            },
+            sched: match &new.sched {
+                Some(_) => match self.root.thread_sched(tid) {
+                    Ok(s) => Some(s),
+                    Err(e) => return Ok(Err(read_err(e))),
+                },
+                None => None,
+            },
+            cgroup: new.cgroup.as_ref().and(cgroup_from.map(str::to_string)),
+        };
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let change = Change::Placement {
+            pid,
+            tid,
+            old,
+            new: new.clone(),
+        };
+        self.append_synced(&[format_change(seq, &change)])?;
+        let result = match self.stage(Stage::Journaled(seq)) {
+            Ok(()) => make_placement(&self.root, tid, new),
+            Err(source) => Err(PlaceError {
+                tid,
+                step: first_step(new),
+                source,
+            }),
+        };
+        let _ = self.stage(Stage::Made(seq));
+        let line = outcome_line(
+            seq,
+            &result
+                .as_ref()
+                .map(|_| ())
+                .map_err(|e| io::Error::other(e.to_string())),
+        );
+        self.append(&[line])?;
+        Ok(result)
+    }
+
+    /// Record that thread `tid` of process `pid` has a placement it inherited
+    /// (it was created by a placed thread) and that revert should give it `old`.
+    /// Nothing is changed now.
+    pub fn adopt(&mut self, pid: u32, tid: u32, old: &ThreadPlacement) -> Result<(), JournalError> {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let change = Change::Placement {
+            pid,
+            tid,
+            old: old.clone(),
+            new: ThreadPlacement::default(),
+        };
+        self.append_synced(&[format_change(seq, &change), format!("done {seq}\n")])
     }
 
     fn stage(&mut self, stage: Stage) -> io::Result<()> {
@@ -530,10 +612,29 @@ fn format_change(seq: u64, change: &Change) -> String {
         Change::Owner { path, old, new } => format!(
             "owner {seq} {} {} {}\n",
             escape(path.as_bytes()),
-            old.field(),
-            new.field()
+            ownership_field(old),
+            ownership_field(new)
+        ),
+        Change::Placement { pid, tid, old, new } => format!(
+            "place {seq} {pid} {tid} {} {}\n",
+            placement_fields(old),
+            placement_fields(new)
         ),
     }
+}
+
+/// Three fields: affinity, scheduling, cgroup; `-` for a part not concerned.
+fn placement_fields(p: &ThreadPlacement) -> String {
+    let part = |v: Option<String>| match v {
+        Some(v) => format!("={}", escape(v.as_bytes())),
+        None => "-".to_string(),
+    };
+    format!(
+        "{} {} {}",
+        part(p.affinity.as_ref().map(CpuList::to_string)),
+        part(p.sched.as_ref().map(sched_field)),
+        part(p.cgroup.clone())
+    )
 }
 
 /// Percent-escape everything that is not printable ASCII, plus space and `%`,
@@ -672,13 +773,51 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Recorded, JournalError> {
                 let own = |i: usize| {
                     fields
                         .get(i)
-                        .and_then(|f| Ownership::parse(f))
+                        .and_then(|f| parse_ownership(f))
                         .ok_or_else(|| corrupt("ownership must be UID:GID:MODE"))
                 };
                 Change::Owner {
                     path: text_field(2)?,
                     old: own(3)?,
                     new: own(4)?,
+                }
+            }
+            "place" => {
+                let id = |i: usize| {
+                    fields
+                        .get(i)
+                        .and_then(|s| s.parse().ok())
+                        .ok_or_else(|| corrupt("bad process or thread id"))
+                };
+                let text = |i: usize| -> Result<Option<String>, JournalError> {
+                    value(i)?
+                        .map(|b| {
+                            String::from_utf8(b).map_err(|_| corrupt("placement is not UTF-8"))
+                        })
+                        .transpose()
+                };
+                let placement = |at: usize| -> Result<ThreadPlacement, JournalError> {
+                    Ok(ThreadPlacement {
+                        affinity: text(at)?
+                            .map(|t| CpuList::parse(&t).map_err(|_| corrupt("bad affinity")))
+                            .transpose()?,
+                        sched: text(at + 1)?
+                            .map(|t| {
+                                parse_sched_field(&t)
+                                    .ok_or_else(|| corrupt("bad scheduling attributes"))
+                            })
+                            .transpose()?,
+                        cgroup: text(at + 2)?,
+                    })
+                };
+                if fields.len() != 10 {
+                    return Err(corrupt("place takes a pid, a tid and two placements"));
+                }
+                Change::Placement {
+                    pid: id(2)?,
+                    tid: id(3)?,
+                    old: placement(4)?,
+                    new: placement(7)?,
                 }
             }
             _ => return Err(corrupt("unknown record")),
@@ -711,6 +850,8 @@ fn check_root(path: &Path, rec: &Recorded, root: &Root) -> Result<(), JournalErr
 /// A change revert could not undo, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NotRestored {
+    /// The change's sequence number in the journal.
+    pub seq: u64,
     pub what: String,
     pub reason: String,
 }
@@ -764,6 +905,7 @@ pub fn revert(root: &Root, dir: &Path) -> Result<RevertReport, JournalError> {
             Ok(true) => report.restored += 1,
             Ok(false) => {}
             Err(reason) => report.not_restored.push(NotRestored {
+                seq: entry.seq,
                 what: describe(&entry.change),
                 reason,
             }),
@@ -788,7 +930,13 @@ fn describe(change: &Change) -> String {
         },
         Change::CreateDir { path, .. } => format!("{path} (directory to be removed)"),
         Change::MoveTask { tid, from, .. } => format!("task {tid} (back to {from})"),
-        Change::Owner { path, old, .. } => format!("{path} (owner back to {})", old.field()),
+        Change::Owner { path, old, .. } => {
+            format!("{path} (owner back to {})", ownership_field(old))
+        }
+        Change::Placement { pid, tid, old, .. } => format!(
+            "thread {tid} of process {pid} (back to {})",
+            crate::placement::describe(old)
+        ),
     }
 }
 
@@ -804,44 +952,43 @@ fn undo(
             old,
             restore_with,
             ..
-        } => {
-            let full = root.path(path);
-            match old {
-                None => match std::fs::remove_file(&full) {
-                    Ok(()) => Ok(true),
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-                    Err(e) => Err(format!("cannot remove: {e}")),
-                },
-                // The directory goes away as a whole; its kernel files cannot be emptied one by one.
-                Some(_) if inside_created(path) => Ok(false),
-                Some(old) => {
-                    let current = std::fs::read(&full).map_err(|e| format!("cannot read: {e}"))?;
-                    if &current == old {
-                        return Ok(false);
-                    }
-                    // A fixture's files are plain: the old bytes themselves restore them.
-                    let value = match restore_with {
-                        Some(r) if root.is_system() => r,
-                        _ => old,
-                    };
-                    std::fs::write(&full, value).map_err(|e| format!("cannot write: {e}"))?;
-                    let back = std::fs::read(&full).map_err(|e| format!("cannot read: {e}"))?;
-                    if &back != old {
-                        return Err(format!(
-                            "wrote it, but it reads back {:?}",
-                            String::from_utf8_lossy(&back)
-                        ));
-                    }
-                    Ok(true)
+        } => match old {
+            None => match root.remove_file(path) {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(format!("cannot remove: {e}")),
+            },
+            // The directory goes away as a whole; its kernel files cannot be emptied one by one.
+            Some(_) if inside_created(path) => Ok(false),
+            Some(old) => {
+                let current = root
+                    .read_raw(path)
+                    .map_err(|e| format!("cannot read: {e}"))?;
+                if &current == old {
+                    return Ok(false);
                 }
+                // Some kernel files print one thing and take another (cgroup.subtree_control).
+                let value = restore_with.as_ref().unwrap_or(old);
+                root.write(path, value)
+                    .map_err(|e| format!("cannot write: {e}"))?;
+                let back = root
+                    .read_raw(path)
+                    .map_err(|e| format!("cannot read: {e}"))?;
+                if &back != old {
+                    return Err(format!(
+                        "wrote it, but it reads back {:?}",
+                        String::from_utf8_lossy(&back)
+                    ));
+                }
+                Ok(true)
             }
-        }
+        },
         Change::MoveTask { tid, from, to } => {
             if !task_listed(root, *tid, to) {
                 // Never attached, already back, or gone.
                 return Ok(false);
             }
-            match attach_task(root, *tid, to, from) {
+            match attach_task(root, *tid, from) {
                 Ok(()) => Ok(true),
                 Err(e) if e.raw_os_error() == Some(libc_esrch()) => Ok(false),
                 Err(e) => Err(format!("cannot attach to {from}: {e}")),
@@ -850,17 +997,87 @@ fn undo(
         Change::CreateDir { path, members } => remove_dir(root, path, members.as_ref()),
         // The directory goes away as a whole.
         Change::Owner { path, .. } if inside_created(path) => Ok(false),
-        Change::Owner { path, old, .. } => {
-            let full = root.path(path);
-            match Ownership::of(&full) {
-                Ok(now) if now == *old => Ok(false),
-                Ok(_) => old
-                    .apply(&full)
-                    .map(|()| true)
-                    .map_err(|e| format!("cannot restore owner and mode: {e}")),
-                Err(e) => Err(format!("cannot read owner and mode: {e}")),
+        Change::Owner { path, old, .. } => match root.ownership(path) {
+            Ok(now) if now == *old => Ok(false),
+            Ok(_) => root
+                .set_ownership(path, *old)
+                .map(|()| true)
+                .map_err(|e| format!("cannot restore owner and mode: {e}")),
+            Err(e) => Err(format!("cannot read owner and mode: {e}")),
+        },
+        Change::Placement { pid, tid, old, .. } => undo_placement(root, *pid, *tid, old),
+    }
+}
+
+fn first_step(p: &ThreadPlacement) -> PlaceStep {
+    if p.cgroup.is_some() {
+        PlaceStep::Cgroup
+    } else if p.affinity.is_some() {
+        PlaceStep::Affinity
+    } else {
+        PlaceStep::Sched
+    }
+}
+
+/// Make a placement: cgroup first (joining a cpuset resets the affinity), then
+/// affinity, then policy.
+fn make_placement(root: &Root, tid: u32, new: &ThreadPlacement) -> Result<(), PlaceError> {
+    let err = |step| move |source| PlaceError { tid, step, source };
+    if let Some(list) = &new.cgroup {
+        attach_task(root, tid, list).map_err(err(PlaceStep::Cgroup))?;
+    }
+    if let Some(cpus) = &new.affinity {
+        root.set_affinity(tid, cpus)
+            .map_err(err(PlaceStep::Affinity))?;
+    }
+    if let Some(sched) = &new.sched {
+        root.set_thread_sched(tid, sched)
+            .map_err(err(PlaceStep::Sched))?;
+    }
+    Ok(())
+}
+
+/// Give a thread its old placement back: policy first (so a real-time thread never
+/// runs on the system CPUs at its real-time priority), then cgroup, then affinity.
+/// A thread that is gone needs nothing.
+fn undo_placement(root: &Root, pid: u32, tid: u32, old: &ThreadPlacement) -> Result<bool, String> {
+    if !root.process(pid).task(tid).exists() {
+        return Ok(false);
+    }
+    let gone = |e: &io::Error| e.raw_os_error() == Some(libc_esrch());
+    let mut wrote = false;
+    let mut problems = Vec::new();
+    if let Some(sched) = &old.sched {
+        if root.thread_sched(tid).ok().as_ref() != Some(sched) {
+            match root.set_thread_sched(tid, sched) {
+                Ok(()) => wrote = true,
+                Err(e) if gone(&e) => return Ok(wrote),
+                Err(e) => problems.push(format!("policy: {e}")),
             }
         }
+    }
+    if let Some(list) = &old.cgroup {
+        if !task_listed(root, tid, list) {
+            match attach_task(root, tid, list) {
+                Ok(()) => wrote = true,
+                Err(e) if gone(&e) => return Ok(wrote),
+                Err(e) => problems.push(format!("cgroup {list}: {e}")),
+            }
+        }
+    }
+    if let Some(cpus) = &old.affinity {
+        if root.affinity(tid).ok().as_ref() != Some(cpus) {
+            match root.set_affinity(tid, cpus) {
+                Ok(()) => wrote = true,
+                Err(e) if gone(&e) => return Ok(wrote),
+                Err(e) => problems.push(format!("affinity {cpus}: {e}")),
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(wrote)
+    } else {
+        Err(problems.join("; "))
     }
 }
 
@@ -873,37 +1090,22 @@ fn task_listed(root: &Root, tid: u32, list: &str) -> bool {
 }
 
 fn read_ids(root: &Root, list: &str) -> BTreeSet<u32> {
-    std::fs::read_to_string(root.path(list))
+    root.read_raw(list)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default()
         .split_whitespace()
         .filter_map(|s| s.parse().ok())
         .collect()
 }
 
-/// Attach task `tid` to the cgroup task list `to`. On the live system that is one write;
-/// in a fixture tree the id moves from the list `from` to `to`, as the kernel would show it.
-fn attach_task(root: &Root, tid: u32, from: &str, to: &str) -> io::Result<()> {
-    if root.is_system() {
-        return std::fs::write(root.path(to), tid.to_string());
-    }
-    let mut src = read_ids(root, from);
-    if !src.remove(&tid) {
-        return Err(io::Error::from_raw_os_error(libc_esrch()));
-    }
-    let mut dst = read_ids(root, to);
-    dst.insert(tid);
-    write_ids(root, from, &src)?;
-    write_ids(root, to, &dst)
-}
-
-fn write_ids(root: &Root, list: &str, ids: &BTreeSet<u32>) -> io::Result<()> {
-    let text: String = ids.iter().map(|id| format!("{id}\n")).collect();
-    std::fs::write(root.path(list), text)
+/// Attach task `tid` to the cgroup task list `to`: one write, which the kernel
+/// (or a fixture backend) turns into a move out of the list that had it.
+fn attach_task(root: &Root, tid: u32, to: &str) -> io::Result<()> {
+    root.write(to, tid.to_string().as_bytes())
 }
 
 fn remove_dir(root: &Root, path: &str, members: Option<&(String, String)>) -> Result<bool, String> {
-    let full = root.path(path);
-    if !full.exists() {
+    if !root.exists(path) {
         return Ok(false);
     }
     // Tasks forked inside the cgroup since apply keep it busy; hand them to the parent,
@@ -911,18 +1113,14 @@ fn remove_dir(root: &Root, path: &str, members: Option<&(String, String)>) -> Re
     for _ in 0..5 {
         if let Some((list, parent)) = members {
             for tid in read_ids(root, list) {
-                match attach_task(root, tid, list, parent) {
+                match attach_task(root, tid, parent) {
                     Ok(()) => {}
                     Err(e) if e.raw_os_error() == Some(libc_esrch()) => {}
                     Err(e) => return Err(format!("cannot hand task {tid} to {parent}: {e}")),
                 }
             }
-            if !root.is_system() {
-                // A fixture's task list is a plain file that apply created.
-                let _ = std::fs::remove_file(root.path(list));
-            }
         }
-        match std::fs::remove_dir(&full) {
+        match root.remove_dir(path) {
             Ok(()) => return Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) if e.raw_os_error() == Some(nix::errno::Errno::EBUSY as i32) => {
@@ -938,25 +1136,6 @@ fn remove_dir(root: &Root, path: &str, members: Option<&(String, String)>) -> Re
 mod tests {
     use super::*;
 
-    fn fixture() -> (tempfile::TempDir, Root, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = Root::new(dir.path().join("root"));
-        let w = |p: &str, s: &str| {
-            let path = root.path(p);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, s).unwrap();
-        };
-        w("/proc/irq/24/smp_affinity_list", "0-1\n");
-        w("/sys/fs/cgroup/cpuset/tasks", "1\n2\n30\n");
-        w("/sys/fs/cgroup/cpuset/cpuset.sched_load_balance", "1\n");
-        let jdir = dir.path().join("journal");
-        (dir, root, jdir)
-    }
-
-    fn snapshot(root: &Root) -> crate::testing::TreeSnapshot {
-        crate::testing::snapshot_tree(root.base())
-    }
-
     #[test]
     fn escape_round_trips_any_bytes() {
         for bytes in [&b""[..], b"0-1\n", b"a b%c", &[0, 255, 10, 32]] {
@@ -965,200 +1144,6 @@ mod tests {
         }
         assert_eq!(escape(b"0-1\n"), "0-1%0A");
         assert!(unescape("%G1").is_none());
-    }
-
-    #[test]
-    fn journal_records_old_and_new_and_revert_restores_bytes() {
-        let (_d, root, jdir) = fixture();
-        let before = snapshot(&root);
-        let mut j = Journal::open(&root, &jdir).unwrap();
-        j.note("spec", b"[[partition]]\nname = \"x\"\n").unwrap();
-        j.create_dir(
-            "/sys/fs/cgroup/cpuset/tame-sys",
-            Some((
-                "/sys/fs/cgroup/cpuset/tame-sys/tasks",
-                "/sys/fs/cgroup/cpuset/tasks",
-            )),
-        )
-        .unwrap()
-        .unwrap();
-        let results = j
-            .write_batch(&[
-                WriteRequest::new("/proc/irq/24/smp_affinity_list", "0"),
-                WriteRequest::new("/sys/fs/cgroup/cpuset/tame-sys/cpuset.cpus", "0"),
-                WriteRequest::new("/sys/fs/cgroup/cpuset/cpuset.sched_load_balance", "0"),
-            ])
-            .unwrap();
-        assert!(results.iter().all(|r| r.is_ok()));
-        let moved = j
-            .move_tasks(
-                &[2, 30],
-                "/sys/fs/cgroup/cpuset/tasks",
-                "/sys/fs/cgroup/cpuset/tame-sys/tasks",
-            )
-            .unwrap();
-        assert!(moved.iter().all(|r| r.is_ok()));
-        assert_eq!(
-            root.read("/sys/fs/cgroup/cpuset/tasks").unwrap(),
-            "1\n",
-            "fixture attach moves the id"
-        );
-
-        let rec = load(&jdir).unwrap().unwrap();
-        assert_eq!(rec.entries.len(), 6);
-        assert!(rec.entries.iter().all(|e| e.outcome == Outcome::Done));
-        assert_eq!(rec.note("spec").unwrap(), b"[[partition]]\nname = \"x\"\n");
-        assert_eq!(
-            rec.entries[1].change,
-            Change::Write {
-                path: "/proc/irq/24/smp_affinity_list".into(),
-                old: Some(b"0-1\n".to_vec()),
-                new: b"0".to_vec(),
-                restore_with: None
-            }
-        );
-        assert!(matches!(
-            &rec.entries[2].change,
-            Change::Write { old: None, .. }
-        ));
-
-        let report = revert(&root, &jdir).unwrap();
-        assert!(report.not_restored.is_empty(), "{report:?}");
-        assert!(report.journal_removed);
-        assert!(!journal_path(&jdir).exists());
-        assert_eq!(snapshot(&root), before);
-        // A second revert finds nothing to do.
-        assert!(revert(&root, &jdir).unwrap().nothing_to_revert);
-    }
-
-    #[test]
-    fn a_pending_entry_whose_write_never_happened_reverts_cleanly() {
-        let (_d, root, jdir) = fixture();
-        let before = snapshot(&root);
-        let mut j = Journal::open(&root, &jdir).unwrap();
-        j.write(
-            "/sys/fs/cgroup/cpuset/cpuset.sched_load_balance",
-            b"0",
-            None,
-        )
-        .unwrap()
-        .unwrap();
-        drop(j);
-        // Simulate a kill right after the sync: a journaled write line with no outcome and
-        // no change made, followed by a torn line.
-        let mut text = std::fs::read_to_string(journal_path(&jdir)).unwrap();
-        text.push_str("write 1 /proc/irq/24/smp_affinity_list =0-1%0A =0\nwrite 2 /proc/irq");
-        std::fs::write(journal_path(&jdir), text).unwrap();
-        let rec = load(&jdir).unwrap().unwrap();
-        assert_eq!(rec.entries.len(), 2);
-        assert_eq!(rec.entries[1].outcome, Outcome::Pending);
-        let report = revert(&root, &jdir).unwrap();
-        assert!(report.journal_removed, "{report:?}");
-        assert_eq!(report.restored, 1);
-        assert_eq!(snapshot(&root), before);
-    }
-
-    #[test]
-    fn revert_keeps_the_journal_and_says_why_when_a_value_cannot_be_restored() {
-        let (_d, root, jdir) = fixture();
-        let mut j = Journal::open(&root, &jdir).unwrap();
-        j.write("/proc/irq/24/smp_affinity_list", b"0", None)
-            .unwrap()
-            .unwrap();
-        drop(j);
-        // The file's directory became a file: writing it back fails.
-        std::fs::remove_dir_all(root.path("/proc/irq/24")).unwrap();
-        std::fs::write(root.path("/proc/irq/24"), "").unwrap();
-        let report = revert(&root, &jdir).unwrap();
-        assert_eq!(report.not_restored.len(), 1);
-        assert!(report.not_restored[0]
-            .what
-            .contains("/proc/irq/24/smp_affinity_list"));
-        assert!(report.not_restored[0].reason.contains("cannot"));
-        assert!(!report.journal_removed);
-        assert!(journal_path(&jdir).exists());
-    }
-
-    #[test]
-    fn a_journal_for_another_root_is_refused() {
-        let (_d, root, jdir) = fixture();
-        Journal::open(&root, &jdir).unwrap();
-        let other = Root::new("/elsewhere");
-        assert!(matches!(
-            Journal::open(&other, &jdir),
-            Err(JournalError::OtherRoot { .. })
-        ));
-        assert!(matches!(
-            revert(&other, &jdir),
-            Err(JournalError::OtherRoot { .. })
-        ));
-    }
-
-    #[test]
-    fn stage_hook_sees_every_change_before_and_after() {
-        let (_d, root, jdir) = fixture();
-        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let mut j = Journal::open(&root, &jdir).unwrap();
-        let s = seen.clone();
-        j.set_stage_hook(move |st| {
-            s.borrow_mut().push(st);
-            match st {
-                Stage::Journaled(1) => {
-                    Err(io::Error::from_raw_os_error(nix::errno::Errno::EIO as i32))
-                }
-                _ => Ok(()),
-            }
-        });
-        j.write("/proc/irq/24/smp_affinity_list", b"1", None)
-            .unwrap()
-            .unwrap();
-        let refused = j
-            .write("/proc/irq/24/smp_affinity_list", b"0", None)
-            .unwrap()
-            .unwrap_err();
-        assert_eq!(refused.raw_os_error(), Some(nix::errno::Errno::EIO as i32));
-        assert_eq!(root.read("/proc/irq/24/smp_affinity_list").unwrap(), "1");
-        assert_eq!(
-            *seen.borrow(),
-            vec![
-                Stage::Journaled(0),
-                Stage::Made(0),
-                Stage::Journaled(1),
-                Stage::Made(1)
-            ]
-        );
-        let rec = load(&jdir).unwrap().unwrap();
-        assert!(matches!(rec.entries[1].outcome, Outcome::Failed(_)));
-    }
-
-    #[test]
-    fn ownership_is_journaled_and_restored() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let (_d, root, jdir) = fixture();
-        let path = "/sys/fs/cgroup/cpuset/tasks";
-        let full = root.path(path);
-        std::fs::set_permissions(&full, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let before = Ownership::of(&full).unwrap();
-        let mut j = Journal::open(&root, &jdir).unwrap();
-        // Our own uid and gid: allowed without privileges.
-        let new = Ownership {
-            mode: 0o664,
-            ..before
-        };
-        j.set_owner(path, new).unwrap().unwrap();
-        assert_eq!(Ownership::of(&full).unwrap().mode, 0o664);
-        let rec = load(&jdir).unwrap().unwrap();
-        assert_eq!(
-            rec.entries[0].change,
-            Change::Owner {
-                path: path.into(),
-                old: before,
-                new
-            }
-        );
-        let report = revert(&root, &jdir).unwrap();
-        assert!(report.journal_removed, "{report:?}");
-        assert_eq!(Ownership::of(&full).unwrap(), before);
     }
 
     #[test]
@@ -1171,5 +1156,45 @@ mod tests {
         .unwrap();
         let err = load(dir.path()).unwrap_err();
         assert!(err.to_string().contains(":2:"), "{err}");
+    }
+
+    #[test]
+    fn placement_records_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let sched = tame_rt::sched::ThreadSched {
+            policy: 1,
+            priority: 5,
+            nice: 0,
+            reset_on_fork: false,
+            dl_runtime_ns: 0,
+            dl_deadline_ns: 0,
+            dl_period_ns: 0,
+        };
+        let change = Change::Placement {
+            pid: 7,
+            tid: 8,
+            old: ThreadPlacement {
+                affinity: Some(CpuList::parse("0-3").unwrap()),
+                sched: Some(sched),
+                cgroup: Some("/sys/fs/cgroup/cpuset/a b/tasks".into()),
+            },
+            new: ThreadPlacement {
+                affinity: Some(CpuList::parse("3").unwrap()),
+                ..Default::default()
+            },
+        };
+        let text = format!("tame-journal 1 /\n{}", format_change(0, &change));
+        std::fs::write(journal_path(dir.path()), text).unwrap();
+        let rec = load(dir.path()).unwrap().unwrap();
+        assert_eq!(rec.entries[0].change, change);
+        std::fs::write(
+            journal_path(dir.path()),
+            "tame-journal 1 /\nplace 0 7 8 =x - - - - -\n",
+        )
+        .unwrap();
+        assert!(load(dir.path())
+            .unwrap_err()
+            .to_string()
+            .contains("bad affinity"));
     }
 }

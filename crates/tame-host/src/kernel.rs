@@ -8,11 +8,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ParseError;
 use crate::reader::{bracketed, Reader};
-use crate::CpuList;
+use crate::{CpuList, HostError, Root};
 
 pub const OSRELEASE: &str = "/proc/sys/kernel/osrelease";
 pub const VERSION: &str = "/proc/sys/kernel/version";
 pub const CMDLINE: &str = "/proc/cmdline";
+/// The kernel's file system types (`nodev\ttracefs`).
+const FILESYSTEMS: &str = "/proc/filesystems";
+/// Where tracefs is mounted on current kernels.
+pub const TRACEFS_MOUNT: &str = "/sys/kernel/tracing";
 pub const CONFIG_GZ: &str = "/proc/config.gz";
 pub const LOCKDOWN: &str = "/sys/kernel/security/lockdown";
 /// Readable only with debugfs mounted and not locked down.
@@ -586,6 +590,50 @@ fn read_config(r: &mut Reader, release: &str) -> Option<KernelConfig> {
             r.parse_problem(&source, e);
             None
         }
+    }
+}
+
+/// One line of /proc/filesystems.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Filesystem {
+    pub name: String,
+    /// Needs no block device (procfs, tracefs, cgroup2, …).
+    pub nodev: bool,
+}
+
+pub fn parse_filesystems(text: &str) -> Vec<Filesystem> {
+    text.lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let (first, second) = (words.next()?, words.next());
+            Some(match second {
+                Some(name) => Filesystem {
+                    name: name.to_string(),
+                    nodev: first == "nodev",
+                },
+                None => Filesystem {
+                    name: first.to_string(),
+                    nodev: false,
+                },
+            })
+        })
+        .collect()
+}
+
+impl Root {
+    /// The kernel command line, parsed (quotes kept together, the last value of a key wins).
+    pub fn kernel_cmdline(&self) -> Result<Cmdline, HostError> {
+        self.read(CMDLINE).map(|t| parse_cmdline(&t))
+    }
+
+    /// The kernel release (`uname -r`).
+    pub fn kernel_release(&self) -> Result<String, HostError> {
+        self.read_trimmed(OSRELEASE)
+    }
+
+    /// The file system types this kernel offers.
+    pub fn filesystems(&self) -> Result<Vec<Filesystem>, HostError> {
+        self.read(FILESYSTEMS).map(|t| parse_filesystems(&t))
     }
 }
 

@@ -1,9 +1,13 @@
-//! The host layer: the machine as data.
+//! The host layer: the machine as data, and the one door to it.
 //!
-//! Every file tame reads from /sys, /proc, cgroupfs or tracefs is read through a
-//! [`Root`], so logic can run on a fixture tree in tests and on `/` for real.
-//! Parsers take text and return models; they never touch the file system.
+//! Every file tame reads or writes in /sys, /proc, cgroupfs or tracefs, and every
+//! thread-placement system call, goes through a [`Root`] and its
+//! [`backend::HostBackend`], so logic runs on a fixture tree in tests and on `/`
+//! for real. Parsers take text and return models; they never touch the file system.
+//! Test tooling (fixture backend, synthetic hosts) lives in the `tame-testing` crate.
 
+pub mod accounts;
+pub mod backend;
 pub mod capture;
 pub mod cgroup;
 pub mod cpu;
@@ -13,15 +17,15 @@ pub mod error;
 pub mod irq;
 pub mod journal;
 pub mod kernel;
+pub mod load;
 pub mod memory;
 pub mod model;
+pub mod placement;
 pub mod power;
 pub mod process;
 pub mod reader;
 pub mod root;
 pub mod sched;
-pub mod synthetic;
-pub mod testing;
 pub mod tracing;
 pub mod virt;
 

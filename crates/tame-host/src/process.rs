@@ -8,6 +8,14 @@ use crate::error::ParseError;
 use crate::reader::Reader;
 use crate::CpuList;
 
+mod inspect;
+mod view;
+
+pub use inspect::{counters, cpuset_of, inspect, InspectError, ProcessInfo, ThreadCounters};
+pub use view::{
+    parse_cgroups, parse_schedstat, CgroupEntry, ProcStatus, ProcessView, Schedstat, ThreadView,
+};
+
 /// PF_KTHREAD in /proc/PID/stat `flags`.
 pub const PF_KTHREAD: u64 = 0x0020_0000;
 /// PF_NO_SETAFFINITY: the kernel refuses affinity changes (per-CPU kthreads).

@@ -1,8 +1,12 @@
 use std::collections::BTreeSet;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::HostError;
+use tame_rt::sched::ThreadSched;
+
+use crate::backend::{HostBackend, Ownership, RealBackend};
+use crate::{CpuList, HostError};
 
 /// The host paths a recording [`Root`] was asked for, so `tame host capture`
 /// copies exactly what the host layer reads (no second list to keep in step).
@@ -16,11 +20,22 @@ pub struct Recorded {
 
 /// Where the host's file system starts: `/` on a real machine, a fixture
 /// directory in tests. All host paths are written absolute (`/proc/cmdline`)
-/// and resolved below the root.
-#[derive(Clone, Debug)]
+/// and resolved below the root; every operation goes through its
+/// [`HostBackend`] (the real one unless a test gives another).
+#[derive(Clone)]
 pub struct Root {
     base: PathBuf,
+    backend: Arc<dyn HostBackend>,
     recorder: Option<Arc<Mutex<Recorded>>>,
+}
+
+impl std::fmt::Debug for Root {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Root")
+            .field("base", &self.base)
+            .field("backend", &self.backend)
+            .finish()
+    }
 }
 
 /// Two roots are equal when they resolve paths the same way; recording is not identity.
@@ -44,9 +59,17 @@ impl Root {
         Self::new("/")
     }
 
+    /// Plain files below `base`, through the real backend (`tame --root DIR`).
     pub fn new(base: impl Into<PathBuf>) -> Self {
+        Self::with_backend(base, Arc::new(RealBackend))
+    }
+
+    /// Files below `base`, every operation made by `backend` (tests: a fixture
+    /// backend that does what the kernel would).
+    pub fn with_backend(base: impl Into<PathBuf>, backend: Arc<dyn HostBackend>) -> Self {
         Self {
             base: base.into(),
+            backend,
             recorder: None,
         }
     }
@@ -56,6 +79,7 @@ impl Root {
     pub fn recording(&self) -> Self {
         Self {
             base: self.base.clone(),
+            backend: self.backend.clone(),
             recorder: Some(Arc::new(Mutex::new(Recorded::default()))),
         }
     }
@@ -77,7 +101,8 @@ impl Root {
         }
     }
 
-    /// True when this root is the live system rather than a fixture.
+    /// True when this root's base is `/`. Only for messages and defaults:
+    /// what an operation does is the backend's business.
     pub fn is_system(&self) -> bool {
         self.base == Path::new("/")
     }
@@ -118,54 +143,97 @@ impl Root {
     pub fn read_bytes(&self, host_path: impl AsRef<Path>) -> Result<Vec<u8>, HostError> {
         self.note(host_path.as_ref(), false);
         let path = self.path(&host_path);
-        read_file(&path).map_err(|source| HostError::Read { path, source })
+        self.backend
+            .read(&path)
+            .map_err(|source| HostError::Read { path, source })
     }
 
     pub fn exists(&self, host_path: impl AsRef<Path>) -> bool {
-        self.path(host_path).exists()
+        self.backend.exists(&self.path(host_path))
     }
 
     /// True when the path is a directory (following symlinks, as sysfs needs).
     pub fn is_dir(&self, host_path: impl AsRef<Path>) -> bool {
-        self.path(host_path).is_dir()
+        self.backend.is_dir(&self.path(host_path))
     }
 
     /// Names of the entries of a directory, sorted, so models are deterministic.
     pub fn list_dir(&self, host_path: impl AsRef<Path>) -> Result<Vec<String>, HostError> {
         self.note(host_path.as_ref(), true);
         let path = self.path(&host_path);
-        let rd = std::fs::read_dir(&path).map_err(|source| HostError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        let mut names = Vec::new();
-        for entry in rd {
-            let entry = entry.map_err(|source| HostError::Read {
-                path: path.clone(),
-                source,
-            })?;
-            names.push(entry.file_name().to_string_lossy().into_owned());
-        }
+        let mut names = self
+            .backend
+            .list_dir(&path)
+            .map_err(|source| HostError::Read { path, source })?;
         names.sort();
         Ok(names)
     }
-}
 
-/// open, read until EOF, close: unlike `std::fs::read` no stat for a size hint,
-/// which for sysfs and procfs is meaningless (4096 or 0) and costs a system call
-/// per file — a fifth of the time of reading a large machine.
-fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
-    let mut out = Vec::new();
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => return Ok(out),
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
+    /// Owner, group and mode of a host file.
+    pub fn ownership(&self, host_path: impl AsRef<Path>) -> io::Result<Ownership> {
+        self.backend.ownership(&self.path(host_path))
+    }
+
+    /// The CPUs thread `tid` may run on.
+    pub fn affinity(&self, tid: u32) -> io::Result<CpuList> {
+        self.backend.affinity(tid)
+    }
+
+    /// Thread `tid`'s scheduling attributes.
+    pub fn thread_sched(&self, tid: u32) -> io::Result<ThreadSched> {
+        self.backend.thread_sched(tid)
+    }
+
+    /// Set thread `tid`'s affinity, unjournaled: a change that must be undone
+    /// later goes through [`crate::journal::Journal::place`] instead.
+    pub fn set_affinity(&self, tid: u32, cpus: &CpuList) -> io::Result<()> {
+        self.backend.set_affinity(tid, cpus)
+    }
+
+    /// Set thread `tid`'s scheduling attributes, unjournaled (see [`Root::set_affinity`]).
+    pub fn set_thread_sched(&self, tid: u32, sched: &ThreadSched) -> io::Result<()> {
+        self.backend.set_thread_sched(tid, sched)
+    }
+
+    /// Mount kernel file system `fstype` (tracefs, …) at host path `target`.
+    pub fn mount(&self, fstype: &str, target: impl AsRef<Path>) -> io::Result<()> {
+        self.backend.mount(fstype, &self.path(target))
+    }
+
+    /// Lazily unmount what is mounted at host path `target`.
+    pub fn unmount(&self, target: impl AsRef<Path>) -> io::Result<()> {
+        self.backend.unmount(&self.path(target))
+    }
+
+    // Writes are the journal's: it records the previous value before it calls these.
+
+    pub(crate) fn write(&self, host_path: impl AsRef<Path>, data: &[u8]) -> io::Result<()> {
+        self.backend.write(&self.path(host_path), data)
+    }
+
+    /// Read without recording (the journal reading a previous value).
+    pub(crate) fn read_raw(&self, host_path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
+        self.backend.read(&self.path(host_path))
+    }
+
+    pub(crate) fn create_dir(&self, host_path: impl AsRef<Path>) -> io::Result<()> {
+        self.backend.create_dir(&self.path(host_path))
+    }
+
+    pub(crate) fn remove_dir(&self, host_path: impl AsRef<Path>) -> io::Result<()> {
+        self.backend.remove_dir(&self.path(host_path))
+    }
+
+    pub(crate) fn remove_file(&self, host_path: impl AsRef<Path>) -> io::Result<()> {
+        self.backend.remove_file(&self.path(host_path))
+    }
+
+    pub(crate) fn set_ownership(
+        &self,
+        host_path: impl AsRef<Path>,
+        ownership: Ownership,
+    ) -> io::Result<()> {
+        self.backend.set_ownership(&self.path(host_path), ownership)
     }
 }
 

@@ -3,8 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::ParseError;
 use crate::reader::Reader;
-use crate::CpuList;
+use crate::{CpuList, HostError, Root};
 
 pub const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
 pub const RT_PERIOD: &str = "/proc/sys/kernel/sched_rt_period_us";
@@ -113,4 +114,29 @@ fn read_fair_server(r: &mut Reader) -> FairServerInfo {
         }
     }
     info
+}
+
+/// RT throttling: real-time tasks may run `runtime_us` of every `period_us`
+/// (`runtime_us` -1: no limit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RtBandwidth {
+    pub runtime_us: i64,
+    pub period_us: u64,
+}
+
+impl Root {
+    /// `sched_rt_runtime_us` and `sched_rt_period_us`.
+    pub fn rt_bandwidth(&self) -> Result<RtBandwidth, HostError> {
+        let bad = |path: &str| ParseError::new(1, "not a number").at(path);
+        Ok(RtBandwidth {
+            runtime_us: self
+                .read_trimmed(RT_RUNTIME)?
+                .parse()
+                .map_err(|_| bad(RT_RUNTIME))?,
+            period_us: self
+                .read_trimmed(RT_PERIOD)?
+                .parse()
+                .map_err(|_| bad(RT_PERIOD))?,
+        })
+    }
 }

@@ -7,15 +7,15 @@ use tame_host::cgroup::{CgroupVersion, PartitionKind};
 use tame_host::irq::ManagedSource;
 use tame_host::kernel::PreemptModel;
 use tame_host::process::SchedPolicy;
-use tame_host::synthetic::SyntheticHost;
 use tame_host::{HostModel, Root};
+use tame_testing::synthetic::SyntheticHost;
 
 fn scratch() -> tempfile::TempDir {
-    tame_host::testing::scratch_dir("host-fixture-")
+    tame_testing::scratch_dir("host-fixture-")
 }
 
 fn fixture(name: &str) -> PathBuf {
-    tame_host::testing::committed_fixture(name)
+    tame_testing::committed_fixture(name)
 }
 
 fn read(name: &str) -> HostModel {

@@ -1,27 +1,31 @@
 //! `tame detach` / `tame attach`: move a running program's threads onto
 //! isolated CPUs and put them back exactly as they were.
 //!
-//! Before the first change, every selected thread's previous affinity,
-//! scheduling attributes and cpuset cgroup are written to a record file and
-//! fsynced (file and directory); attach — from any later invocation — restores
-//! them from it and removes the record only when every thread is restored.
-//! Threads created after detach inherit the detached placement; attach gives
-//! them the main thread's previous state.
+//! Every placed process has a host journal of its own (`<state dir>/placed/PID/`):
+//! a note says what was placed (what `tame ps` shows), and each thread's move is a
+//! placement record holding its previous affinity, scheduling attributes and
+//! cpuset, synced before the thread is touched. `attach` — from any later
+//! invocation — is a revert of that journal, which is removed only when every
+//! thread is restored. Threads created after detach inherit the detached
+//! placement; attach first journals them with the main thread's previous
+//! placement, so the revert gives it to them too.
 
-use std::fs::{self, File};
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use tame_host::cgroup::{CgroupModel, CgroupVersion};
+use tame_host::journal::{self, Change, Journal, PlaceStep, ThreadPlacement};
+use tame_host::reader::Reader;
 use tame_host::{CpuList, Root};
-use tame_rt::sched::{self, SchedSpec, ThreadSched};
+use tame_rt::sched::{SchedSpec, ThreadSched};
 
 use crate::error::{failed, invalid, LaunchError};
 use crate::proc::{self, ProcessInfo, ThreadCounters};
 
-pub const RECORD_VERSION: u32 = 1;
-/// Where cgroup v1's cpuset hierarchy is mounted.
-pub const CPUSET_MOUNT: &str = "/sys/fs/cgroup/cpuset";
+/// Version of the placement note's JSON.
+pub const RECORD_VERSION: u32 = 2;
+/// The journal note that says what was placed.
+const NOTE: &str = "placement";
 
 /// Which threads of the process to move.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,7 +61,8 @@ pub struct DetachRequest {
     pub cpus: CpuList,
     pub threads: ThreadSelection,
     pub sched: Option<SchedSpec>,
-    /// cgroup v1 cpuset path (e.g. `/tame/rt`) the threads join, if the target is a partition.
+    /// The cpuset (relative to the cpuset hierarchy, e.g. `/tame-rt`) the threads
+    /// join, if the target is a partition.
     pub cpuset: Option<String>,
 }
 
@@ -72,7 +77,7 @@ pub struct ThreadRecord {
     pub counters: ThreadCounters,
 }
 
-/// What `tame detach` changed (or `tame run` placed), kept until attach or exit.
+/// What `tame detach` changed: each selected thread's previous state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlacementRecord {
     pub version: u32,
@@ -87,10 +92,56 @@ pub struct PlacementRecord {
     pub threads: Vec<ThreadRecord>,
 }
 
-/// The directory of placement records (`<state dir>/placed/PID.json`).
+/// A placed process as `tame ps` lists it (the note of its journal).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placed {
+    pub version: u32,
+    /// "detach" or "run".
+    pub kind: String,
+    pub pid: u32,
+    /// With the pid, identifies the process across pid reuse.
+    pub start_time: u64,
+    pub comm: String,
+    pub cpus: CpuList,
+    pub cpuset: Option<String>,
+    /// Each thread's counters at placement.
+    pub counters: Vec<(u32, ThreadCounters)>,
+}
+
+impl Placed {
+    /// The counters of `tid` at placement (zero for a thread born since).
+    pub fn counters_of(&self, tid: u32) -> ThreadCounters {
+        self.counters
+            .iter()
+            .find(|(t, _)| *t == tid)
+            .map(|(_, c)| *c)
+            .unwrap_or_default()
+    }
+}
+
+impl From<&PlacementRecord> for Placed {
+    fn from(r: &PlacementRecord) -> Self {
+        Self {
+            version: r.version,
+            kind: r.kind.clone(),
+            pid: r.pid,
+            start_time: r.start_time,
+            comm: r.comm.clone(),
+            cpus: r.cpus.clone(),
+            cpuset: r.cpuset.clone(),
+            counters: r.threads.iter().map(|t| (t.tid, t.counters)).collect(),
+        }
+    }
+}
+
+/// The journals of placed processes: `<state dir>/placed/PID/`.
 #[derive(Clone, Debug)]
 pub struct Store {
     dir: PathBuf,
+}
+
+fn journal_failed(e: journal::JournalError) -> LaunchError {
+    failed(e.to_string())
 }
 
 impl Store {
@@ -100,54 +151,41 @@ impl Store {
         }
     }
 
-    fn path(&self, pid: u32) -> PathBuf {
-        self.dir.join(format!("{pid}.json"))
+    /// The journal directory of process `pid`.
+    pub fn journal_dir(&self, pid: u32) -> PathBuf {
+        self.dir.join(pid.to_string())
     }
 
-    /// Write durably: temp file, fsync, rename, fsync the directory.
-    pub fn save(&self, record: &PlacementRecord) -> Result<(), LaunchError> {
-        let io = |what: &str, e: std::io::Error| {
-            failed(format!(
-                "cannot {what} the placement record in {}: {e} — check the directory is writable (or pass --state-dir)",
-                self.dir.display()
-            ))
+    /// What was placed for `pid`; `None` when nothing (or when the journal was
+    /// torn before its note was written: then nothing was changed either).
+    pub fn load(&self, pid: u32) -> Result<Option<Placed>, LaunchError> {
+        let Some(rec) = journal::load(&self.journal_dir(pid)).map_err(journal_failed)? else {
+            return Ok(None);
         };
-        fs::create_dir_all(&self.dir).map_err(|e| io("create", e))?;
-        let tmp = self.dir.join(format!(".{}.json.tmp", record.pid));
-        let mut f = File::create(&tmp).map_err(|e| io("write", e))?;
-        let json = serde_json::to_vec_pretty(record).expect("records serialise");
-        f.write_all(&json)
-            .and_then(|_| f.sync_all())
-            .map_err(|e| io("write", e))?;
-        fs::rename(&tmp, self.path(record.pid)).map_err(|e| io("commit", e))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| io("sync", e))
+        let Some(note) = rec.note(NOTE) else {
+            return Ok(None);
+        };
+        serde_json::from_slice(note).map(Some).map_err(|e| {
+            failed(format!(
+                "the placement note in {} is unreadable: {e} — restore the threads by hand, then delete the directory",
+                self.journal_dir(pid).display()
+            ))
+        })
     }
 
-    pub fn load(&self, pid: u32) -> Result<Option<PlacementRecord>, LaunchError> {
-        match fs::read(self.path(pid)) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-                failed(format!(
-                    "placement record {} is unreadable: {e} — restore the threads by hand, then delete it",
-                    self.path(pid).display()
-                ))
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(failed(format!("cannot read {}: {e}", self.path(pid).display()))),
-        }
-    }
-
+    /// Forget `pid` without restoring anything (its process is gone).
     pub fn remove(&self, pid: u32) {
-        let _ = fs::remove_file(self.path(pid));
+        let _ = std::fs::remove_dir_all(self.journal_dir(pid));
+        // The parent goes when it is empty (remove_dir refuses otherwise).
+        let _ = std::fs::remove_dir(&self.dir);
     }
 
-    /// Every record, oldest pid first.
-    pub fn list(&self) -> Vec<PlacementRecord> {
-        let mut pids: Vec<u32> = fs::read_dir(&self.dir)
+    /// Every placed process, oldest pid first.
+    pub fn list(&self) -> Vec<Placed> {
+        let mut pids: Vec<u32> = std::fs::read_dir(&self.dir)
             .map(|rd| {
                 rd.flatten()
-                    .filter_map(|e| e.file_name().to_str()?.strip_suffix(".json")?.parse().ok())
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
                     .collect()
             })
             .unwrap_or_default();
@@ -155,6 +193,23 @@ impl Store {
         pids.into_iter()
             .filter_map(|p| self.load(p).ok().flatten())
             .collect()
+    }
+
+    /// Open a fresh journal for `record.pid` and note what is placed (synced).
+    fn start(&self, root: &Root, placed: &Placed) -> Result<Journal, LaunchError> {
+        let mut j = Journal::open(root, &self.journal_dir(placed.pid)).map_err(|e| {
+            failed(format!(
+                "{e} (the placement journal; pass --journal-dir to keep it elsewhere)"
+            ))
+        })?;
+        let note = serde_json::to_vec(placed).expect("placement notes serialise");
+        j.note(NOTE, &note).map_err(journal_failed)?;
+        Ok(j)
+    }
+
+    /// Note a program `tame run` placed (before exec, so nothing to restore): for `tame ps`.
+    pub fn record_run(&self, root: &Root, placed: &Placed) -> Result<(), LaunchError> {
+        self.start(root, placed).map(drop)
     }
 }
 
@@ -164,19 +219,57 @@ pub fn thread_state(root: &Root, pid: u32, tid: u32) -> Result<ThreadRecord, Lau
         |e: std::io::Error| failed(format!("cannot read thread {tid} of process {pid}: {e}"));
     Ok(ThreadRecord {
         tid,
-        affinity: CpuList::from_cpus(sched::get_affinity(tid as i32).map_err(gone)?),
-        sched: sched::get_thread_sched(tid as i32).map_err(gone)?,
+        affinity: root.affinity(tid).map_err(gone)?,
+        sched: root.thread_sched(tid).map_err(gone)?,
         cpuset: proc::cpuset_of(root, pid, tid),
         counters: proc::counters(root, pid, tid).unwrap_or_default(),
     })
 }
 
-fn join_cpuset(root: &Root, cpuset: &str, tid: u32) -> std::io::Result<()> {
-    let tasks = format!(
-        "{CPUSET_MOUNT}{}/tasks",
-        if cpuset == "/" { "" } else { cpuset }
-    );
-    fs::write(root.path(tasks), tid.to_string())
+/// Where the cpuset controller is mounted (from the mount table), and the file
+/// through which a thread joins a cpuset there: cgroup v1 `tasks` (one thread);
+/// v2 `cgroup.procs`, where the kernel moves the whole process, since a domain
+/// cgroup takes no single threads.
+struct CpusetHome {
+    mount: String,
+    join_file: &'static str,
+}
+
+impl CpusetHome {
+    fn read(root: &Root) -> Result<Self, LaunchError> {
+        let home = CgroupModel::read(&mut Reader::new(root))
+            .controller_home("cpuset")
+            .ok_or_else(|| {
+                failed("no cpuset controller is mounted (cgroup v1 cpuset or v2 with cpuset) — the partition's cpuset cannot be joined")
+            })?;
+        Ok(Self {
+            join_file: match home.version {
+                CgroupVersion::V1 => "tasks",
+                CgroupVersion::V2 => "cgroup.procs",
+            },
+            mount: home.mount,
+        })
+    }
+
+    /// A file of `cpuset` (relative to the hierarchy, `/` its root).
+    fn file(&self, cpuset: &str, file: &str) -> String {
+        let rel = if cpuset == "/" { "" } else { cpuset };
+        format!("{}{rel}/{file}", self.mount)
+    }
+
+    fn join_list(&self, cpuset: &str) -> String {
+        self.file(cpuset, self.join_file)
+    }
+}
+
+/// The file through which a thread joins `cpuset` (see [`CpusetHome`]), as a host path.
+pub fn cpuset_task_list(root: &Root, cpuset: &str) -> Result<String, LaunchError> {
+    Ok(CpusetHome::read(root)?.join_list(cpuset))
+}
+
+/// The `cgroup.procs` of `cpuset` (how `tame run` puts its child there), as a host path.
+pub fn cpuset_procs(root: &Root, cpuset: &str) -> Result<String, LaunchError> {
+    Ok(CpusetHome::read(root)?.file(cpuset, "cgroup.procs"))
 }
 
 /// The caller may touch this process: root may move any; others only their own.
@@ -190,8 +283,22 @@ pub fn check_owner(info: &ProcessInfo, caller_uid: u32) -> Result<(), LaunchErro
     Ok(())
 }
 
-/// Record, then move the selected threads. On any failure the threads moved so
-/// far are put back and the record removed: nothing is left half-done.
+/// The scheduling attributes `spec` gives a thread that now has `now`
+/// (what sched_setscheduler does: nice kept, reset-on-fork cleared).
+fn sched_after(spec: &SchedSpec, now: &ThreadSched) -> ThreadSched {
+    ThreadSched {
+        policy: spec.policy.raw(),
+        priority: spec.priority,
+        nice: now.nice,
+        reset_on_fork: false,
+        dl_runtime_ns: spec.dl_runtime_ns,
+        dl_deadline_ns: spec.dl_deadline_ns,
+        dl_period_ns: spec.dl_period_ns,
+    }
+}
+
+/// Journal, then move the selected threads. On any failure the threads moved so
+/// far are put back and the journal removed: nothing is left half-done.
 pub fn detach(
     root: &Root,
     store: &Store,
@@ -200,14 +307,15 @@ pub fn detach(
 ) -> Result<PlacementRecord, LaunchError> {
     let info = proc::inspect(root, req.pid)?;
     check_owner(&info, caller_uid)?;
-    if let Some(existing) = store.load(req.pid)? {
-        if existing.start_time == info.start_time {
+    match store.load(req.pid)? {
+        Some(existing) if existing.start_time == info.start_time => {
             return Err(invalid(format!(
                 "process {} is already placed by tame ({}) on CPUs {} — tame attach {} first",
                 req.pid, existing.kind, existing.cpus, req.pid
             )));
         }
-        store.remove(req.pid); // left by an earlier process with the same pid
+        // Left by an earlier process with the same pid, or torn before its note.
+        _ => store.remove(req.pid),
     }
     let tids: Vec<u32> = match &req.threads {
         ThreadSelection::All => info.tids.clone(),
@@ -226,6 +334,17 @@ pub fn detach(
         .iter()
         .map(|&tid| thread_state(root, req.pid, tid))
         .collect::<Result<Vec<_>, _>>()?;
+    let lists = match &req.cpuset {
+        Some(cpuset) => {
+            let home = CpusetHome::read(root)?;
+            let from: Vec<Option<String>> = threads
+                .iter()
+                .map(|t| t.cpuset.as_deref().map(|c| home.join_list(c)))
+                .collect();
+            Some((home.join_list(cpuset), from))
+        }
+        None => None,
+    };
     let record = PlacementRecord {
         version: RECORD_VERSION,
         kind: "detach".into(),
@@ -236,68 +355,39 @@ pub fn detach(
         cpuset: req.cpuset.clone(),
         threads,
     };
-    store.save(&record)?;
-    for (done, t) in record.threads.iter().enumerate() {
-        if let Err(e) = place_thread(root, req, t.tid) {
-            // Undo what was done, newest first, then forget the record.
-            for prev in record.threads[..=done].iter().rev() {
-                let _ = restore_thread(root, prev.tid, prev);
-            }
+    let mut journal = store.start(root, &Placed::from(&record))?;
+    for (i, t) in record.threads.iter().enumerate() {
+        let new = ThreadPlacement {
+            affinity: Some(req.cpus.clone()),
+            sched: req.sched.as_ref().map(|s| sched_after(s, &t.sched)),
+            cgroup: lists.as_ref().map(|(to, _)| to.clone()),
+        };
+        let from = lists.as_ref().and_then(|(_, from)| from[i].as_deref());
+        let placed = journal
+            .place(req.pid, t.tid, &new, from)
+            .map_err(journal_failed)?;
+        if let Err(e) = placed {
+            // Undo what was done, newest first, then forget the journal.
+            drop(journal);
+            let _ = journal::revert(root, &store.journal_dir(req.pid));
             store.remove(req.pid);
-            return Err(e);
+            return Err(place_failure(&e, &req.cpus));
         }
     }
     Ok(record)
 }
 
-fn place_thread(root: &Root, req: &DetachRequest, tid: u32) -> Result<(), LaunchError> {
-    let why = |what: &str, e: std::io::Error| failed(format!("cannot {what} thread {tid}: {e}"));
-    if let Some(cpuset) = &req.cpuset {
-        join_cpuset(root, cpuset, tid).map_err(|e| why("move into the partition's cpuset", e))?;
-    }
-    sched::set_affinity(tid as i32, req.cpus.iter()).map_err(|e| {
-        if e.raw_os_error() == Some(libc::EINVAL) {
-            failed(format!(
-                "cannot set the affinity of thread {tid} to CPUs {}: its cpuset does not include them — use -p PARTITION to move it into a cpuset that does",
-                req.cpus
-            ))
-        } else {
-            why("set the affinity of", e)
-        }
-    })?;
-    if let Some(spec) = &req.sched {
-        match sched::apply_raw(tid as i32, spec, false) {
-            0 => {}
-            errno => {
-                return Err(why(
-                    "set the policy of",
-                    std::io::Error::from_raw_os_error(errno),
-                ))
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Policy first (so a real-time thread never runs on the system CPUs at its
-/// real-time priority), then cgroup and affinity.
-fn restore_thread(root: &Root, tid: u32, prev: &ThreadRecord) -> Result<(), String> {
-    let mut problems = Vec::new();
-    if let Err(e) = sched::set_thread_sched(tid as i32, &prev.sched) {
-        problems.push(format!("policy: {e}"));
-    }
-    if let Some(cpuset) = &prev.cpuset {
-        if let Err(e) = join_cpuset(root, cpuset, tid) {
-            problems.push(format!("cpuset {cpuset}: {e}"));
-        }
-    }
-    if let Err(e) = sched::set_affinity(tid as i32, prev.affinity.iter()) {
-        problems.push(format!("affinity {}: {e}", prev.affinity));
-    }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
+fn place_failure(e: &journal::PlaceError, cpus: &CpuList) -> LaunchError {
+    let tid = e.tid;
+    match e.step {
+        PlaceStep::Affinity if e.raw_os_error() == Some(libc::EINVAL) => failed(format!(
+            "cannot set the affinity of thread {tid} to CPUs {cpus}: its cpuset does not include them — use -p PARTITION to move it into a cpuset that does"
+        )),
+        PlaceStep::Cgroup => failed(format!(
+            "cannot move thread {tid} into the partition's cpuset: {}",
+            e.source
+        )),
+        _ => failed(e.to_string()),
     }
 }
 
@@ -309,9 +399,9 @@ pub struct AttachReport {
     pub restored: Vec<u32>,
     /// Threads created after detach, given the main thread's previous state.
     pub adopted: Vec<u32>,
-    /// Threads that could not be restored, with why; the record is kept.
+    /// Threads that could not be restored, with why; the journal is kept.
     pub failed: Vec<(u32, String)>,
-    /// The process had exited: nothing to restore, the record was removed.
+    /// The process had exited: nothing to restore, the journal was removed.
     pub exited: bool,
 }
 
@@ -321,10 +411,11 @@ pub fn attach(
     pid: u32,
     caller_uid: u32,
 ) -> Result<AttachReport, LaunchError> {
-    let record = store.load(pid)?.ok_or_else(|| {
+    let dir = store.journal_dir(pid);
+    let placed = store.load(pid)?.ok_or_else(|| {
         invalid(format!(
-            "process {pid} was not detached by tame (no record in {}) — nothing to attach",
-            store.dir.display()
+            "process {pid} was not detached by tame (no journal in {}) — nothing to attach",
+            dir.display()
         ))
     })?;
     let mut report = AttachReport {
@@ -332,7 +423,7 @@ pub fn attach(
         ..Default::default()
     };
     let info = match proc::inspect(root, pid) {
-        Ok(info) if info.start_time == record.start_time => info,
+        Ok(info) if info.start_time == placed.start_time => info,
         _ => {
             store.remove(pid);
             report.exited = true;
@@ -340,28 +431,62 @@ pub fn attach(
         }
     };
     check_owner(&info, caller_uid)?;
-    let main = record
-        .threads
+    let entries = journal::load(&dir)
+        .map_err(journal_failed)?
+        .map(|rec| rec.entries)
+        .unwrap_or_default();
+    // (sequence number, thread, its previous placement) of every placement record.
+    let placements: Vec<(u64, u32, ThreadPlacement)> = entries
         .iter()
-        .find(|t| t.tid == pid)
-        .or_else(|| record.threads.first())
-        .cloned();
-    for tid in info.tids {
-        let (prev, adopted) = match record.threads.iter().find(|t| t.tid == tid) {
-            Some(t) => (t.clone(), false),
-            None => match (&record.cpuset, &main) {
-                // Only threads the detach could have affected (they inherit from a moved thread).
-                (_, Some(m)) => (m.clone(), true),
-                _ => continue,
-            },
-        };
-        match restore_thread(root, tid, &prev) {
-            Ok(()) if adopted => report.adopted.push(tid),
-            Ok(()) => report.restored.push(tid),
-            Err(e) => report.failed.push((tid, e)),
+        .filter_map(|e| match &e.change {
+            Change::Placement { tid, old, .. } => Some((e.seq, *tid, old.clone())),
+            _ => None,
+        })
+        .collect();
+    let main = placements
+        .iter()
+        .find(|(_, tid, _)| *tid == pid)
+        .or_else(|| placements.first())
+        .map(|(_, _, old)| old.clone());
+    let born: Vec<u32> = info
+        .tids
+        .iter()
+        .copied()
+        .filter(|t| !placements.iter().any(|(_, tid, _)| tid == t))
+        .collect();
+    if let (Some(main), false) = (&main, born.is_empty()) {
+        let mut j = Journal::open(root, &dir).map_err(journal_failed)?;
+        for &tid in &born {
+            j.adopt(pid, tid, main).map_err(journal_failed)?;
         }
     }
-    if report.failed.is_empty() {
+    let reverted = journal::revert(root, &dir).map_err(journal_failed)?;
+    let entries = journal::load(&dir)
+        .map_err(journal_failed)?
+        .map(|rec| rec.entries)
+        .unwrap_or_default();
+    for n in &reverted.not_restored {
+        let tid = entries
+            .iter()
+            .find(|e| e.seq == n.seq)
+            .and_then(|e| match &e.change {
+                Change::Placement { tid, .. } => Some(*tid),
+                _ => None,
+            });
+        report
+            .failed
+            .push((tid.unwrap_or(0), format!("{}: {}", n.what, n.reason)));
+    }
+    let failed = |t: &u32| report.failed.iter().any(|(f, _)| f == t);
+    report.restored = placements
+        .iter()
+        .map(|(_, tid, _)| *tid)
+        .filter(|t| info.tids.contains(t) && !failed(t))
+        .collect();
+    if main.is_some() {
+        report.adopted = born.iter().copied().filter(|t| !failed(t)).collect();
+    }
+    if reverted.journal_removed {
         store.remove(pid);
     }
     Ok(report)
@@ -379,31 +504,6 @@ mod tests {
             ThreadSelection::Tids(vec![12, 13])
         );
         assert!(ThreadSelection::parse("12,x").is_err());
-    }
-
-    #[test]
-    fn records_survive_a_round_trip_and_list_in_pid_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        let rec = |pid| PlacementRecord {
-            version: RECORD_VERSION,
-            kind: "detach".into(),
-            pid,
-            start_time: 5,
-            comm: "x".into(),
-            cpus: CpuList::parse("1").unwrap(),
-            cpuset: None,
-            threads: vec![],
-        };
-        store.save(&rec(20)).unwrap();
-        store.save(&rec(3)).unwrap();
-        assert_eq!(store.load(20).unwrap(), Some(rec(20)));
-        assert_eq!(
-            store.list().iter().map(|r| r.pid).collect::<Vec<_>>(),
-            vec![3, 20]
-        );
-        store.remove(3);
-        assert_eq!(store.load(3).unwrap(), None);
     }
 
     #[test]

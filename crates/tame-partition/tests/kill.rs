@@ -8,7 +8,6 @@ use std::process::Command;
 
 use common::*;
 use tame_host::journal::Stage;
-use tame_host::Root;
 use tame_partition::{apply, revert, status, Spec};
 
 /// Set in the child: `ROOT\tJOURNAL\tSEQ\tSTAGE` (STAGE: journaled | made).
@@ -21,7 +20,10 @@ fn child_apply_killed_at() {
         return;
     };
     let f: Vec<&str> = arg.split('\t').collect();
-    let (root, journal) = (Root::new(f[0]), std::path::PathBuf::from(f[1]));
+    let (root, journal) = (
+        tame_testing::fixture_root(f[0]),
+        std::path::PathBuf::from(f[1]),
+    );
     let seq: u64 = f[2].parse().unwrap();
     let target = if f[3] == "made" {
         Stage::Made(seq)

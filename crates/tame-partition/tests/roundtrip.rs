@@ -6,8 +6,8 @@ mod common;
 use common::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use tame_host::synthetic::SyntheticHost;
 use tame_partition::{apply, revert, Spec};
+use tame_testing::synthetic::SyntheticHost;
 
 /// A random valid spec over CPUs 0..n: the system partition gets a non-empty set,
 /// every other CPU is isolated, shared or left out.

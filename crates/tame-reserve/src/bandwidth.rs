@@ -4,16 +4,12 @@
 //! reservations, and the online CPUs. These bound what any backend can guarantee.
 
 use serde::{Deserialize, Serialize};
-use tame_host::process::parse_stat;
-use tame_host::{CpuList, Root};
+pub use tame_host::sched::{RT_PERIOD, RT_RUNTIME};
+use tame_host::Root;
 
 use crate::error::{failed, Result};
 use crate::spec::{percent, PPM};
 
-pub const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
-pub const RT_PERIOD: &str = "/proc/sys/kernel/sched_rt_period_us";
-pub const ONLINE: &str = "/sys/devices/system/cpu/online";
-pub const OSRELEASE: &str = "/proc/sys/kernel/osrelease";
 /// The fair server's default: 50 ms of every second, per CPU.
 pub const FAIR_SERVER_PPM: u64 = 50_000;
 const SCHED_DEADLINE: u32 = 6;
@@ -32,21 +28,11 @@ pub struct Limits {
 
 impl Limits {
     pub fn read(root: &Root) -> Result<Self> {
-        let read = |p: &str| {
-            root.read_trimmed(p)
-                .map_err(|e| failed(format!("cannot read {p}: {e}")))
-        };
-        let rt_runtime_us = read(RT_RUNTIME)?
-            .parse()
-            .map_err(|_| failed(format!("{RT_RUNTIME} is not a number")))?;
-        let rt_period_us = read(RT_PERIOD)?
-            .parse()
-            .map_err(|_| failed(format!("{RT_PERIOD} is not a number")))?;
-        let online = CpuList::parse(&read(ONLINE)?)
-            .map_err(|e| failed(format!("{ONLINE}: {e}")))?
-            .iter()
-            .collect();
-        let kernel_release = read(OSRELEASE).unwrap_or_default();
+        let host = |e: tame_host::HostError| failed(e.to_string());
+        let rt = root.rt_bandwidth().map_err(host)?;
+        let (rt_runtime_us, rt_period_us) = (rt.runtime_us, rt.period_us);
+        let online = root.cpus_online().map_err(host)?.iter().collect();
+        let kernel_release = root.kernel_release().unwrap_or_default();
         let fair_server = kernel_at_least(&kernel_release, 6, 12);
         Ok(Self {
             rt_runtime_us,
@@ -130,12 +116,10 @@ pub fn deadline_threads(
     params: impl Fn(u32) -> Option<(u64, u64)>,
 ) -> Vec<DeadlineThread> {
     let mut found = Vec::new();
-    for pid in numeric_entries(root, "/proc") {
-        for tid in numeric_entries(root, &format!("/proc/{pid}/task")) {
-            let Ok(text) = root.read(format!("/proc/{pid}/task/{tid}/stat")) else {
-                continue;
-            };
-            let Ok(stat) = parse_stat(&text) else {
+    for pid in root.pids() {
+        let process = root.process(pid);
+        for tid in process.threads() {
+            let Ok(stat) = process.task(tid).stat() else {
                 continue;
             };
             if stat.policy != SCHED_DEADLINE {
@@ -158,14 +142,6 @@ pub fn deadline_threads(
 pub fn live_params(tid: u32) -> Option<(u64, u64)> {
     let s = tame_rt::sched::get_thread_sched(tid as libc::pid_t).ok()?;
     Some((s.dl_runtime_ns, s.dl_period_ns))
-}
-
-fn numeric_entries(root: &Root, dir: &str) -> Vec<u32> {
-    root.list_dir(dir)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|e| e.parse().ok())
-        .collect()
 }
 
 /// Deadline bandwidth free on the root domain, in ppm of one CPU (so 2 CPUs × 90 % = 1 800 000).
@@ -234,8 +210,8 @@ mod tests {
         let (_d, root) = fixture(&[
             (RT_RUNTIME, "950000\n"),
             (RT_PERIOD, "1000000\n"),
-            (ONLINE, "0-1\n"),
-            (OSRELEASE, "6.18.44-fc\n"),
+            ("/sys/devices/system/cpu/online", "0-1\n"),
+            ("/proc/sys/kernel/osrelease", "6.18.44-fc\n"),
             ("/proc/10/task/10/stat", &stat(10, "dl task", 6)),
             ("/proc/10/task/11/stat", &stat(11, "dl task", 0)),
             ("/proc/20/task/20/stat", &stat(20, "other", 1)),

@@ -455,11 +455,8 @@ fn stability_floor(o: &Options) -> Result<(f64, usize)> {
     Ok((coefficient_of_variation(&samples), samples.len()))
 }
 
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_string()
+fn loadavg(root: &Root) -> String {
+    root.loadavg().map(|l| l.line).unwrap_or_default()
 }
 
 /// Run the study. `progress` gets one line per step.
@@ -467,7 +464,7 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report> {
     let root = Root::system();
     let limits = crate::bandwidth::Limits::read(&root)?;
     let n_cpus = limits.online.len();
-    let loadavg_before = loadavg();
+    let loadavg_before = loadavg(&root);
     let (g_before, shared_rate_before) = measure_g(o, o.overhead_window_ns, 15)?;
     progress(&format!(
         "G = {g_before:.0} rounds/s on CPU {} ({shared_rate_before:.0} as an ordinary process beside the other jobs)",
@@ -580,7 +577,7 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report> {
         }
     }
     report.g_after = measure_g(o, o.overhead_window_ns, 15)?.0;
-    report.loadavg_after = loadavg();
+    report.loadavg_after = loadavg(&root);
     Ok(report)
 }
 

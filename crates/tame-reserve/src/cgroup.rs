@@ -92,7 +92,7 @@ pub fn reserve_pid(
 ) -> Result<CgroupReservation> {
     let home = controller(root)?;
     let (quota_us, period_us) = quota_period_us(req)?;
-    let info = tame_launch::proc::inspect(root, pid).map_err(|e| invalid(e.to_string()))?;
+    let info = tame_host::process::inspect(root, pid).map_err(|e| invalid(e.to_string()))?;
     let jdir = journal_dir(state_dir, pid);
     if journal::journal_path(&jdir).exists() {
         return Err(invalid(format!(
@@ -133,19 +133,12 @@ pub fn reserve_pid(
             )
         }
     };
-    let previous_affinity = match req.cpu {
-        Some(_) if root.is_system() => Some(
-            info.tids
-                .iter()
-                .filter_map(|&t| {
-                    tame_rt::sched::get_affinity(t as libc::pid_t)
-                        .ok()
-                        .map(|a| (t, a))
-                })
-                .collect(),
-        ),
-        _ => None,
-    };
+    let previous_affinity = req.cpu.map(|_| {
+        info.tids
+            .iter()
+            .filter_map(|&t| root.affinity(t).ok().map(|a| (t, a.iter().collect())))
+            .collect()
+    });
     let reservation = CgroupReservation {
         pid,
         group: group.clone(),
@@ -227,9 +220,9 @@ fn apply(
             }
         }
     }
-    if let (Some(cpu), true) = (cpu, root.is_system()) {
+    if let Some(cpu) = cpu {
         for &t in tids {
-            let _ = tame_rt::sched::set_affinity(t as libc::pid_t, [cpu]);
+            let _ = root.set_affinity(t, &tame_host::CpuList::from_cpus([cpu]));
         }
     }
     Ok(())
@@ -355,7 +348,7 @@ mod tests {
         put("/proc/42/status", "Uid:\t0\t0\t0\t0\n");
         put("/proc/42/task/42/stat", "");
         put("/proc/42/cgroup", "5:cpu:/\n");
-        let root = Root::new(&base);
+        let root = tame_testing::fixture_root(&base);
         let state = dir.path().join("state");
         let r = reserve_pid(&root, &state, 42, &req(250_000, 40_000_000)).unwrap();
         assert_eq!(r.group, "/sys/fs/cgroup/cpu/tame-reserve-42");

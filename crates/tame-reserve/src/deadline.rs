@@ -45,7 +45,7 @@ pub fn reserve_pid(root: &Root, pid: u32, req: &Request) -> Result<Applied> {
     if let Some(cpu) = req.cpu {
         return Err(invalid(pinning_refusal(cpu)));
     }
-    let info = tame_launch::proc::inspect(root, pid).map_err(|e| invalid(e.to_string()))?;
+    let info = tame_host::process::inspect(root, pid).map_err(|e| invalid(e.to_string()))?;
     let limits = Limits::read(root)?;
     let existing: Vec<_> = deadline_threads(root, live_params)
         .into_iter()
@@ -131,7 +131,7 @@ fn translate(
 
 /// Return every SCHED_DEADLINE thread of `pid` to SCHED_OTHER; how many were changed.
 pub fn release_pid(root: &Root, pid: u32) -> Result<usize> {
-    let info = tame_launch::proc::inspect(root, pid).map_err(|e| invalid(e.to_string()))?;
+    let info = tame_host::process::inspect(root, pid).map_err(|e| invalid(e.to_string()))?;
     let mut released = 0;
     for tid in info.tids {
         let Ok(now) = sched::get_thread_sched(tid as libc::pid_t) else {

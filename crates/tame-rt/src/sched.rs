@@ -38,7 +38,8 @@ impl Policy {
         self != Policy::Other
     }
 
-    fn raw(self) -> libc::c_int {
+    /// The kernel's policy number (SCHED_OTHER 0, FIFO 1, RR 2, DEADLINE 6).
+    pub fn raw(self) -> libc::c_int {
         match self {
             Policy::Other => libc::SCHED_OTHER,
             Policy::Fifo => libc::SCHED_FIFO,

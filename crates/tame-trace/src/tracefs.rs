@@ -23,7 +23,7 @@ use tame_host::Root;
 use crate::event::Timestamp;
 
 /// Where tracefs is mounted on current kernels.
-pub const TRACEFS_MOUNT: &str = "/sys/kernel/tracing";
+pub const TRACEFS_MOUNT: &str = tame_host::kernel::TRACEFS_MOUNT;
 /// Where it appears through debugfs on older ones.
 pub const DEBUGFS_TRACING: &str = tame_host::tracing::DEBUGFS_TRACING;
 /// Journals of running sessions, one directory per process.
@@ -137,22 +137,13 @@ pub fn locate(root: &Root) -> Result<Location, TraceError> {
         }
     }
     let known = root
-        .read("/proc/filesystems")
-        .map(|t| {
-            t.lines()
-                .any(|l| l.split_whitespace().last() == Some("tracefs"))
-        })
+        .filesystems()
+        .map(|fs| fs.iter().any(|f| f.name == "tracefs"))
         .unwrap_or(false);
     if !known {
         return Err(TraceError::Unavailable(
             "this kernel has no tracefs (CONFIG_TRACING off) — events cannot be captured; gaps are reported without causes".into(),
         ));
-    }
-    if !root.is_system() {
-        return Err(TraceError::Unavailable(format!(
-            "tracefs is not mounted under {} and a fixture root cannot be mounted — gaps only",
-            root.base().display()
-        )));
     }
     if !is_root_user() {
         return Err(TraceError::Unavailable(
@@ -177,8 +168,8 @@ pub struct TraceSession {
     restored: bool,
     /// What was undone of sessions killed earlier, before this one started.
     recovered: Vec<String>,
-    /// Held for the live system (see [`SYSTEM_SESSION`]); released after restoring.
-    _turn: Option<MutexGuard<'static, ()>>,
+    /// This process's turn (see [`SESSION_TURN`]); released after restoring.
+    _turn: MutexGuard<'static, ()>,
 }
 
 /// What restoring found.
@@ -203,9 +194,9 @@ fn session_id() -> String {
     )
 }
 
-/// Sessions on the live system take turns within a process: one may mount
-/// tracefs and unmount it at its end, under another's feet.
-static SYSTEM_SESSION: Mutex<()> = Mutex::new(());
+/// Sessions take turns within a process: one may mount tracefs and unmount it
+/// at its end, under another's feet.
+static SESSION_TURN: Mutex<()> = Mutex::new(());
 
 fn failed(what: &str, e: impl std::fmt::Display) -> TraceError {
     TraceError::Failed(format!("{what}: {e}"))
@@ -221,7 +212,7 @@ pub fn recover_stale(root: &Root) -> Vec<String> {
         let Ok(pid) = name.split('-').next().unwrap_or("").parse::<u32>() else {
             continue;
         };
-        if pid == std::process::id() || root.exists(format!("/proc/{pid}")) {
+        if pid == std::process::id() || root.process(pid).exists() {
             continue;
         }
         let dir = journal_dir(root, &name);
@@ -232,7 +223,7 @@ pub fn recover_stale(root: &Root) -> Vec<String> {
         match journal::revert(root, &dir) {
             Ok(r) if r.not_restored.is_empty() => {
                 if let Some(m) = mounted {
-                    unmount(root, &m);
+                    let _ = root.unmount(&m);
                 }
                 let _ = std::fs::remove_dir_all(&dir);
                 remove_empty_journal_base(root);
@@ -253,33 +244,11 @@ pub fn recover_stale(root: &Root) -> Vec<String> {
 }
 
 fn mount_tracefs(root: &Root, target: &str) -> Result<(), TraceError> {
-    let path = std::ffi::CString::new(root.path(target).as_os_str().as_encoded_bytes())
-        .map_err(|e| failed("bad mount path", e))?;
-    let fstype = c"tracefs";
-    // SAFETY: all pointers are valid NUL-terminated strings; data is null.
-    let rc = unsafe {
-        libc::mount(
-            fstype.as_ptr(),
-            path.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(TraceError::Unavailable(format!(
-            "cannot mount tracefs at {target}: {} — mount it by hand for attribution; gaps only",
-            std::io::Error::last_os_error()
-        )));
-    }
-    Ok(())
-}
-
-fn unmount(root: &Root, target: &str) {
-    if let Ok(path) = std::ffi::CString::new(root.path(target).as_os_str().as_encoded_bytes()) {
-        // SAFETY: path is a valid NUL-terminated string.
-        unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
-    }
+    root.mount("tracefs", target).map_err(|e| {
+        TraceError::Unavailable(format!(
+            "cannot mount tracefs at {target}: {e} — mount it by hand for attribution; gaps only"
+        ))
+    })
 }
 
 /// Remove `/run/tame/trace` and `/run/tame` when no journal is left in them
@@ -300,9 +269,7 @@ impl TraceSession {
     /// Set up capture (tracing stays off until [`TraceSession::begin`]).
     /// On any failure, whatever was changed is restored before the error returns.
     pub fn start(root: &Root, spec: &CaptureSpec) -> Result<Self, TraceError> {
-        let turn = root
-            .is_system()
-            .then(|| SYSTEM_SESSION.lock().unwrap_or_else(|p| p.into_inner()));
+        let turn = SESSION_TURN.lock().unwrap_or_else(|p| p.into_inner());
         let recovered = recover_stale(root);
         let location = locate(root)?;
         let id = session_id();
@@ -443,7 +410,8 @@ impl TraceSession {
     /// tracing_on was journaled (its original value) when it was first set to 0;
     /// toggling it afterwards needs no new record.
     fn write_unjournaled(&mut self, path: &str, value: &str) -> Result<(), TraceError> {
-        std::fs::write(self.root.path(path), value)
+        self.journal()
+            .rewrite(path, value.as_bytes())
             .map_err(|e| failed(&format!("cannot write {path}"), e))
     }
 
@@ -502,7 +470,7 @@ impl TraceSession {
         }
         if report.not_restored.is_empty() {
             if let Some(m) = self.mounted.take() {
-                unmount(&self.root, &m);
+                let _ = self.root.unmount(&m);
             }
             let _ = std::fs::remove_dir_all(&self.journal_dir);
             remove_empty_journal_base(&self.root);
@@ -559,7 +527,7 @@ mod tests {
 
     fn fixture(with_instances: bool) -> (tempfile::TempDir, Root) {
         let dir = tempfile::tempdir().unwrap();
-        let root = Root::new(dir.path());
+        let root = tame_testing::fixture_root(dir.path());
         let w = |p: &str, s: &str| {
             let path = root.path(p);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -590,9 +558,9 @@ mod tests {
     }
 
     /// The host files; the journals under /run are checked separately.
-    fn snapshot(dir: &Path) -> tame_host::testing::TreeSnapshot {
-        let mut out = tame_host::testing::snapshot_tree(&dir.join("sys"));
-        out.extend(tame_host::testing::snapshot_tree(&dir.join("proc")));
+    fn snapshot(dir: &Path) -> tame_testing::TreeSnapshot {
+        let mut out = tame_testing::snapshot_tree(&dir.join("sys"));
+        out.extend(tame_testing::snapshot_tree(&dir.join("proc")));
         out
     }
 
@@ -611,7 +579,10 @@ mod tests {
         let mut s = TraceSession::start(&root, &spec(true)).unwrap();
         let t = TRACEFS_MOUNT;
         assert_eq!(s.dir(), t, "no instances: the top level is used");
-        assert_eq!(root.read(format!("{t}/trace_clock")).unwrap(), "x86-tsc");
+        assert_eq!(
+            root.read(format!("{t}/trace_clock")).unwrap(),
+            "local global counter mono [x86-tsc]\n"
+        );
         assert_eq!(root.read(format!("{t}/tracing_cpumask")).unwrap(), "2");
         assert_eq!(
             root.read(format!("{t}/events/irq/softirq_entry/enable"))
@@ -684,12 +655,30 @@ mod tests {
     #[test]
     fn missing_tracefs_says_why() {
         let dir = tempfile::tempdir().unwrap();
-        let root = Root::new(dir.path());
+        let root = tame_testing::fixture_root(dir.path());
         let err = locate(&root).unwrap_err().to_string();
         assert!(err.contains("no tracefs"), "{err}");
         std::fs::create_dir_all(root.path("/proc")).unwrap();
         std::fs::write(root.path("/proc/filesystems"), "nodev\ttracefs\n").unwrap();
-        let err = locate(&root).unwrap_err().to_string();
-        assert!(err.contains("not mounted"), "{err}");
+        let before = snapshot(dir.path());
+        // The kernel has tracefs but it is not mounted: mounting it (as root) is
+        // refused here by the fixture, and the session says why and leaves nothing behind.
+        let err = TraceSession::start(&root, &spec(true))
+            .err()
+            .unwrap()
+            .to_string();
+        if is_root_user() {
+            assert!(
+                err.contains("cannot mount tracefs at /sys/kernel/tracing"),
+                "{err}"
+            );
+        } else {
+            assert!(
+                err.contains("not mounted and mounting it needs root"),
+                "{err}"
+            );
+        }
+        assert_eq!(snapshot(dir.path()), before);
+        assert!(!root.exists(JOURNAL_BASE));
     }
 }

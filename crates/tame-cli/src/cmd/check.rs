@@ -139,7 +139,7 @@ mod tests {
     use super::*;
 
     fn report(fixture: &str) -> CheckReport {
-        let dir = tame_host::testing::committed_fixture(fixture);
+        let dir = tame_testing::committed_fixture(fixture);
         let model = HostModel::read(&tame_host::Root::new(dir));
         tame_check::check(&model, &Target::default_for(&model))
     }

@@ -51,7 +51,7 @@ fn shm_dir(ctx: &Context) -> std::path::PathBuf {
 }
 
 fn proc_fs(ctx: &Context) -> ProcFs {
-    ProcFs::new(ctx.root.path("/proc"))
+    ProcFs::new(ctx.root.proc_dir())
 }
 
 fn list(ctx: &Context) -> anyhow::Result<Vec<SegmentInfo>> {

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 
 use tame_bench::units::parse_duration_ns;
 use tame_host::journal::DEFAULT_JOURNAL_DIR;
+use tame_host::kernel::BootIsolation;
 use tame_host::{CpuList, Root};
-use tame_launch::detach::{self, DetachRequest, PlacementRecord, Store, ThreadSelection};
+use tame_launch::detach::{self, DetachRequest, Placed, Store, ThreadSelection};
 use tame_launch::spawn::{self, Placement};
 use tame_launch::{proc, LaunchError};
 use tame_rt::sched::{self, SchedSpec};
@@ -36,7 +37,7 @@ pub struct Target {
     /// Place it even though the CPUs are not isolated (no partition or isolcpus covers them).
     #[arg(long)]
     shared_ok: bool,
-    /// Where `tame apply` keeps its journal and tame its placement records.
+    /// Where `tame apply` keeps its journal and tame its placement journals.
     #[arg(long, default_value = DEFAULT_JOURNAL_DIR)]
     journal_dir: PathBuf,
 }
@@ -108,7 +109,7 @@ struct Resolved {
 
 impl Target {
     fn resolve(&self, root: &Root) -> anyhow::Result<Resolved> {
-        let online = CpuList::parse(&root.read_trimmed("/sys/devices/system/cpu/online")?)?;
+        let online = root.cpus_online()?;
         let (cpus, cpuset, isolated) = if let Some(name) = &self.partition {
             let (cpus, cpuset, isolated) = applied_partition(root, &self.journal_dir, name)?;
             (cpus, Some(cpuset), isolated)
@@ -125,7 +126,7 @@ impl Target {
                         "no target — say where it goes with -p PARTITION, --cpus LIST or --cpu N",
                     )),
                 };
-            let isolated = boot_isolated(root).is_some_and(|iso| cpus.is_subset(&iso));
+            let isolated = boot_isolated(root, &online).is_some_and(|iso| cpus.is_subset(&iso));
             (cpus, None, isolated)
         };
         if cpuset.is_none() {
@@ -190,30 +191,21 @@ impl Target {
     }
 }
 
-/// CPUs isolated at boot (isolcpus= or nohz_full=), if any.
-fn boot_isolated(root: &Root) -> Option<CpuList> {
-    let cmdline = root.read_trimmed("/proc/cmdline").ok()?;
-    let mut all = CpuList::new();
-    for word in cmdline.split_whitespace() {
-        let value = word
-            .strip_prefix("isolcpus=")
-            .or_else(|| word.strip_prefix("nohz_full="));
-        if let Some(v) = value {
-            // isolcpus may lead with flags (managed_irq,domain,2-3): keep what parses as CPUs.
-            let cpus: Vec<&str> = v
-                .split(',')
-                .filter(|p| p.starts_with(|c: char| c.is_ascii_digit()))
-                .collect();
-            if let Ok(list) = CpuList::parse(&cpus.join(",")) {
-                all = all.union(&list);
-            }
-        }
-    }
+/// CPUs isolated at boot (isolcpus= or nohz_full=), if any; read with the host
+/// layer's command-line parser (quotes, flags, `N`, the last value of a key wins).
+fn boot_isolated(root: &Root, online: &CpuList) -> Option<CpuList> {
+    let cmdline = root.kernel_cmdline().ok()?;
+    let boot = BootIsolation::from_cmdline(&cmdline, online.last());
+    let all = boot
+        .isolcpus
+        .map(|i| i.cpus)
+        .unwrap_or_default()
+        .union(&boot.nohz_full.unwrap_or_default());
     (!all.is_empty()).then_some(all)
 }
 
-/// A partition from the applied spec: its CPUs, its cgroup v1 cpuset path,
-/// whether it is isolated. A caller that is not root must be the partition's
+/// A partition from the applied spec: its CPUs, its cpuset path (relative to
+/// the cpuset hierarchy), whether it is isolated. A caller that is not root must be the partition's
 /// `user` or in its `group`.
 fn applied_partition(
     root: &Root,
@@ -256,14 +248,12 @@ fn check_partition_access(
     if uid == 0 {
         return Ok(());
     }
-    use tame_partition::hostview::{group_id, user_id};
-    let passwd = root.read("/etc/passwd").unwrap_or_default();
-    let groups = root.read("/etc/group").unwrap_or_default();
-    let user_ok = p.user.as_deref().and_then(|u| user_id(&passwd, u)) == Some(uid);
+    let accounts = root.accounts().unwrap_or_default();
+    let user_ok = p.user.as_deref().and_then(|u| accounts.uid_of(u)) == Some(uid);
     let group_ok = p
         .group
         .as_deref()
-        .and_then(|g| group_id(&groups, g))
+        .and_then(|g| accounts.gid_of(g))
         .is_some_and(in_group);
     if user_ok || group_ok {
         return Ok(());
@@ -332,36 +322,40 @@ pub fn run_run(ctx: &Context, a: RunArgs) -> anyhow::Result<i32> {
         sched: target.sched,
         reset_on_fork: a.reset_on_fork,
         rttime_us,
-        cgroup_procs: target.cpuset.as_ref().map(|c| {
-            ctx.root
-                .path(format!("{}{c}/cgroup.procs", detach::CPUSET_MOUNT))
-                .display()
-                .to_string()
-        }),
+        cgroup_procs: target
+            .cpuset
+            .as_deref()
+            .map(|c| detach::cpuset_procs(&ctx.root, c))
+            .transpose()
+            .map_err(lift)?
+            .map(|procs| ctx.root.path(procs).display().to_string()),
         mlock: a.mlock || prefault.is_some(),
         prefault_bytes: prefault.unwrap_or(0),
     };
     let store = Store::new(&a.target.journal_dir);
     let mut launched = spawn::spawn(&placement, &a.command).map_err(lift)?;
     let pid = launched.child.id();
-    // A record for `tame ps`; best effort, removed when the program ends.
+    // A note for `tame ps`; best effort, removed when the program ends.
     let recorded = proc::inspect(&ctx.root, pid).ok().and_then(|info| {
-        let threads = info
+        let counters = info
             .tids
             .iter()
-            .filter_map(|&t| detach::thread_state(&ctx.root, pid, t).ok())
+            .map(|&t| (t, proc::counters(&ctx.root, pid, t).unwrap_or_default()))
             .collect();
         store
-            .save(&PlacementRecord {
-                version: detach::RECORD_VERSION,
-                kind: "run".into(),
-                pid,
-                start_time: info.start_time,
-                comm: info.comm,
-                cpus: target.cpus.clone(),
-                cpuset: target.cpuset.clone(),
-                threads,
-            })
+            .record_run(
+                &ctx.root,
+                &Placed {
+                    version: detach::RECORD_VERSION,
+                    kind: "run".into(),
+                    pid,
+                    start_time: info.start_time,
+                    comm: info.comm,
+                    cpus: target.cpus.clone(),
+                    cpuset: target.cpuset.clone(),
+                    counters,
+                },
+            )
             .ok()
     });
     let status = spawn::wait_forwarding(&mut launched).map_err(lift)?;
@@ -418,7 +412,7 @@ pub fn run_attach(ctx: &Context, a: AttachArgs) -> anyhow::Result<i32> {
     let report = detach::attach(&ctx.root, &store, a.pid, caller_uid()).map_err(lift)?;
     if report.exited {
         println!(
-            "process {} has exited; its placement record was removed",
+            "process {} has exited; its placement journal was removed",
             a.pid
         );
         return Ok(0);
@@ -478,20 +472,14 @@ pub fn run_ps(ctx: &Context, a: PsArgs) -> anyhow::Result<i32> {
         }
         for tid in info.tids {
             let now = proc::counters(&ctx.root, record.pid, tid).unwrap_or_default();
-            let base = record
-                .threads
-                .iter()
-                .find(|t| t.tid == tid)
-                .map(|t| t.counters)
-                .unwrap_or_default();
-            let sched = sched::get_thread_sched(tid as i32).ok();
-            let stat = ctx
+            let base = record.counters_of(tid);
+            let sched = ctx.root.thread_sched(tid).ok();
+            let comm = ctx
                 .root
-                .read(format!("/proc/{}/task/{tid}/stat", record.pid))
-                .ok();
-            let comm = stat
-                .as_deref()
-                .and_then(|s| tame_host::process::parse_stat(s).ok())
+                .process(record.pid)
+                .task(tid)
+                .stat()
+                .ok()
                 .map(|s| (s.comm, s.last_cpu));
             rows.push(PsRow {
                 partition_cpus: record.cpus.to_string(),

@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use tame_host::synthetic::{CgroupLayout, SyntheticHost};
 use tame_host::{CpuList, Root};
+use tame_testing::synthetic::{CgroupLayout, SyntheticHost};
 
 pub struct Fixture {
     _dir: tempfile::TempDir,
@@ -15,11 +15,11 @@ pub struct Fixture {
 
 /// Write `host` below a fresh temporary directory.
 pub fn fixture(host: &SyntheticHost) -> Fixture {
-    let dir = tame_host::testing::scratch_dir("partfx");
+    let dir = tame_testing::scratch_dir("partfx");
     let base = dir.path().join("root");
     host.write(&base).unwrap();
     Fixture {
-        root: Root::new(&base),
+        root: tame_testing::fixture_root(&base),
         journal: dir.path().join("journal"),
         _dir: dir,
     }
@@ -42,7 +42,7 @@ pub fn v1_host() -> SyntheticHost {
 
 /// Add the files a live v1 cpuset root has that the synthetic tree leaves out.
 pub fn add_v1_cpuset_files(root: &Root) {
-    // Kept in numeric order, as the journal's fixture emulation of task moves keeps it.
+    // Kept in numeric order, as the fixture backend keeps task lists (as the kernel shows them).
     let mut tids: Vec<u32> = root
         .list_dir("/proc")
         .unwrap()
@@ -86,11 +86,11 @@ pub fn put(root: &Root, path: &str, text: &str) {
     std::fs::write(p, text).unwrap();
 }
 
-pub use tame_host::testing::tree_differences as differences;
+pub use tame_testing::tree_differences as differences;
 
 /// Every directory and file below the root with its bytes.
-pub fn snapshot(root: &Root) -> tame_host::testing::TreeSnapshot {
-    tame_host::testing::snapshot_tree(root.base())
+pub fn snapshot(root: &Root) -> tame_testing::TreeSnapshot {
+    tame_testing::snapshot_tree(root.base())
 }
 
 pub const MINIMAL_8: &str = r#"

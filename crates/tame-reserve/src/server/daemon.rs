@@ -264,7 +264,7 @@ impl Server {
             backend: Backend::Server,
         };
         request.validate(self.config.cap_ppm, &self.limits.online)?;
-        let info = tame_launch::proc::inspect(&self.config.root, pid)
+        let info = tame_host::process::inspect(&self.config.root, pid)
             .map_err(|e| invalid(e.to_string()))?;
         if let Some(uid) = uid {
             if uid != 0 && uid != info.uid {
@@ -443,7 +443,7 @@ impl Server {
             .position(|c| c.info.pid == pid)
             .expect("found above");
         if let Some(uid) = uid {
-            let owner = tame_launch::proc::inspect(&self.config.root, pid)
+            let owner = tame_host::process::inspect(&self.config.root, pid)
                 .map(|i| i.uid)
                 .ok();
             if uid != 0 && owner.is_some_and(|o| o != uid) {
@@ -506,10 +506,9 @@ fn restore(watchdog: &Watchdog, saved: &[Saved]) {
 
 /// The same process is still there (pid not reused) and has not exited.
 fn alive(root: &Root, pid: u32, start_time: u64) -> bool {
-    root.read(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|text| tame_host::process::parse_stat(&text).ok())
-        .is_some_and(|st| !matches!(st.state, 'Z' | 'X') && st.start_time == start_time)
+    root.process(pid)
+        .stat()
+        .is_ok_and(|st| !matches!(st.state, 'Z' | 'X') && st.start_time == start_time)
 }
 
 fn scheduler_thread(
@@ -643,13 +642,9 @@ fn cpu_time_ns(root: &Root, client: &Client) -> u64 {
         .info
         .tids
         .iter()
-        .filter_map(|tid| {
-            root.read(format!("/proc/{}/task/{tid}/schedstat", client.info.pid))
-                .ok()?
-                .split_whitespace()
-                .next()?
-                .parse::<u64>()
-                .ok()
+        .filter_map(|&tid| {
+            let task = root.process(client.info.pid).task(tid);
+            task.schedstat().ok().map(|s| s.run_ns)
         })
         .sum()
 }

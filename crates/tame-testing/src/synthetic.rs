@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::irq::{render_interrupts, InterruptLine, InterruptsTable};
-use crate::kernel::render_config;
-use crate::CpuList;
+use tame_host::irq::{render_interrupts, InterruptLine, InterruptsTable};
+use tame_host::kernel::render_config;
+use tame_host::CpuList;
 
 /// How a cgroup tree is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]

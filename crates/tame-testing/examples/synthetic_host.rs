@@ -1,8 +1,8 @@
-//! Write a synthetic host tree: `cargo run -p tame-host --example synthetic_host -- PRESET DIR`
+//! Write a synthetic host tree: `cargo run -p tame-testing --example synthetic_host -- PRESET DIR`
 //! with PRESET one of two-socket-smt, rt-8cpu, big-256. The committed fixtures
 //! under fixtures/hosts/ were made with this.
 
-use tame_host::synthetic::SyntheticHost;
+use tame_testing::synthetic::SyntheticHost;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -1,0 +1,180 @@
+//! The one door to the host: every file operation tame makes on host files and
+//! every thread-placement system call goes through a [`HostBackend`].
+//!
+//! [`RealBackend`] performs them (plain files below the root's base, the
+//! kernel's sched_* calls). Tests use the fixture backend of the `tame-testing`
+//! crate, which does on a fixture tree what the kernel would do on a write
+//! (moving a task between cgroup task lists, enabling a controller) and keeps
+//! thread placement in memory. So production code needs no "is this a fixture?"
+//! branch: it calls the backend and the backend behaves like a kernel.
+//!
+//! Paths handed to a backend are already resolved below the root's base.
+
+use std::fmt;
+use std::io;
+use std::path::Path;
+
+use tame_rt::sched::ThreadSched;
+
+use crate::CpuList;
+
+/// Owner, group and permission bits of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ownership {
+    pub uid: u32,
+    pub gid: u32,
+    /// Permission bits (`0o7777` at most).
+    pub mode: u32,
+}
+
+impl Ownership {
+    /// Read a real file's ownership (what [`RealBackend`] does).
+    pub fn of(path: &Path) -> io::Result<Self> {
+        use std::os::unix::fs::MetadataExt as _;
+        let m = std::fs::metadata(path)?;
+        Ok(Self {
+            uid: m.uid(),
+            gid: m.gid(),
+            mode: m.mode() & 0o7777,
+        })
+    }
+
+    /// Give a real file this ownership.
+    pub fn apply(&self, path: &Path) -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt as _;
+        nix::unistd::chown(
+            path,
+            Some(nix::unistd::Uid::from_raw(self.uid)),
+            Some(nix::unistd::Gid::from_raw(self.gid)),
+        )
+        .map_err(io::Error::from)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(self.mode))
+    }
+}
+
+/// Everything tame does to the host, one method per operation.
+pub trait HostBackend: Send + Sync + fmt::Debug {
+    /// The whole content of a file.
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
+    /// Write a file (one write, as `echo value > file`).
+    fn write(&self, path: &Path, data: &[u8]) -> io::Result<()>;
+    /// Names of a directory's entries, in any order.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    fn exists(&self, path: &Path) -> bool;
+    /// True for a directory (following symlinks, as sysfs needs).
+    fn is_dir(&self, path: &Path) -> bool;
+    fn create_dir(&self, path: &Path) -> io::Result<()>;
+    fn remove_dir(&self, path: &Path) -> io::Result<()>;
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    fn ownership(&self, path: &Path) -> io::Result<Ownership>;
+    fn set_ownership(&self, path: &Path, ownership: Ownership) -> io::Result<()>;
+    /// Mount a kernel file system (no device, no options) at `target`.
+    fn mount(&self, fstype: &str, target: &Path) -> io::Result<()>;
+    /// Detach the mount at `target` (lazily: users keep what they opened).
+    fn unmount(&self, target: &Path) -> io::Result<()>;
+    /// The CPUs thread `tid` may run on.
+    fn affinity(&self, tid: u32) -> io::Result<CpuList>;
+    fn set_affinity(&self, tid: u32, cpus: &CpuList) -> io::Result<()>;
+    /// Thread `tid`'s scheduling attributes, exactly enough to restore them.
+    fn thread_sched(&self, tid: u32) -> io::Result<ThreadSched>;
+    fn set_thread_sched(&self, tid: u32, sched: &ThreadSched) -> io::Result<()>;
+}
+
+/// The machine itself: plain file operations and the kernel's system calls.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RealBackend;
+
+impl HostBackend for RealBackend {
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        read_file(path)
+    }
+
+    fn write(&self, path: &Path, data: &[u8]) -> io::Result<()> {
+        std::fs::write(path, data)
+    }
+
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            names.push(entry?.file_name().to_string_lossy().into_owned());
+        }
+        Ok(names)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        path.is_dir()
+    }
+
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        std::fs::create_dir(path)
+    }
+
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_dir(path)
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    fn ownership(&self, path: &Path) -> io::Result<Ownership> {
+        Ownership::of(path)
+    }
+
+    fn set_ownership(&self, path: &Path, ownership: Ownership) -> io::Result<()> {
+        ownership.apply(path)
+    }
+
+    fn mount(&self, fstype: &str, target: &Path) -> io::Result<()> {
+        nix::mount::mount(
+            Some(fstype),
+            target,
+            Some(fstype),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        )
+        .map_err(io::Error::from)
+    }
+
+    fn unmount(&self, target: &Path) -> io::Result<()> {
+        nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH).map_err(io::Error::from)
+    }
+
+    fn affinity(&self, tid: u32) -> io::Result<CpuList> {
+        tame_rt::sched::get_affinity(tid as i32).map(CpuList::from_cpus)
+    }
+
+    fn set_affinity(&self, tid: u32, cpus: &CpuList) -> io::Result<()> {
+        tame_rt::sched::set_affinity(tid as i32, cpus.iter())
+    }
+
+    fn thread_sched(&self, tid: u32) -> io::Result<ThreadSched> {
+        tame_rt::sched::get_thread_sched(tid as i32)
+    }
+
+    fn set_thread_sched(&self, tid: u32, sched: &ThreadSched) -> io::Result<()> {
+        tame_rt::sched::set_thread_sched(tid as i32, sched)
+    }
+}
+
+/// open, read until EOF, close: unlike `std::fs::read` no stat for a size hint,
+/// which for sysfs and procfs is meaningless (4096 or 0) and costs a system call
+/// per file — a fifth of the time of reading a large machine.
+pub fn read_file(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}

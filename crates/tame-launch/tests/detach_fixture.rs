@@ -1,0 +1,156 @@
+//! detach / attach on a fixture tree through the fixture backend: threads join a
+//! partition's cpuset, take the CPUs and policy, and attach — a revert of the
+//! process's journal — gives every thread, and one born since, its old placement.
+
+use std::sync::Arc;
+
+use tame_host::CpuList;
+use tame_launch::detach::{self, DetachRequest, Store, ThreadSelection};
+use tame_rt::sched::SchedSpec;
+use tame_rt::Policy;
+use tame_testing::{snapshot_tree, FixtureBackend};
+
+fn stat(tid: u32) -> String {
+    format!("{tid} (worker) S 1 40 40 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 3 0 777 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
+}
+
+#[test]
+fn detach_then_attach_on_a_fixture_restores_every_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("root");
+    let backend = Arc::new(FixtureBackend::new());
+    let root = backend.root(&base);
+    let put = |p: &str, t: &str| {
+        let f = root.path(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, t).unwrap();
+    };
+    put(
+        "/proc/mounts",
+        "cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n",
+    );
+    put("/sys/fs/cgroup/cpuset/tasks", "1\n40\n41\n");
+    put("/sys/fs/cgroup/cpuset/cpuset.cpus", "0-3\n");
+    put("/sys/fs/cgroup/cpuset/tame-rt/tasks", "");
+    put("/sys/fs/cgroup/cpuset/tame-rt/cpuset.cpus", "2-3\n");
+    put("/proc/40/stat", &stat(40));
+    put("/proc/40/status", "Uid:\t0\t0\t0\t0\n");
+    for tid in [40, 41] {
+        put(&format!("/proc/40/task/{tid}/stat"), &stat(tid));
+        put(&format!("/proc/40/task/{tid}/cpuset"), "/\n");
+        backend.add_thread(tid, CpuList::parse("0-3").unwrap());
+    }
+    backend.set_thread(
+        41,
+        tame_testing::FixtureThread {
+            affinity: CpuList::parse("1").unwrap(),
+            sched: tame_testing::fixture::default_sched(),
+        },
+    );
+    let before = snapshot_tree(&base);
+    let state = dir.path().join("state");
+    let store = Store::new(&state);
+    let req = DetachRequest {
+        pid: 40,
+        cpus: CpuList::parse("3").unwrap(),
+        threads: ThreadSelection::All,
+        sched: Some(SchedSpec::static_priority(Policy::Fifo, 5)),
+        cpuset: Some("/tame-rt".into()),
+    };
+    let record = detach::detach(&root, &store, &req, 0).unwrap();
+    assert_eq!(record.threads.len(), 2);
+    assert_eq!(record.threads[1].affinity.to_string(), "1");
+    assert_eq!(
+        root.read("/sys/fs/cgroup/cpuset/tame-rt/tasks").unwrap(),
+        "40\n41\n"
+    );
+    for tid in [40, 41] {
+        let t = backend.thread(tid).unwrap();
+        assert_eq!(t.affinity.to_string(), "3");
+        assert_eq!((t.sched.policy, t.sched.priority), (libc::SCHED_FIFO, 5));
+    }
+    let listed = store.list();
+    assert_eq!(listed.len(), 1);
+    assert_eq!((listed[0].pid, listed[0].kind.as_str()), (40, "detach"));
+    // Placed again while placed: refused, nothing changed.
+    let again = detach::detach(&root, &store, &req, 0).unwrap_err();
+    assert!(again.to_string().contains("already placed"), "{again}");
+
+    // Thread 42 is born in the partition with the detached placement.
+    put("/proc/40/task/42/stat", &stat(42));
+    backend.set_thread(42, backend.thread(40).unwrap());
+    put("/sys/fs/cgroup/cpuset/tame-rt/tasks", "40\n41\n42\n");
+    let report = detach::attach(&root, &store, 40, 0).unwrap();
+    assert!(report.failed.is_empty(), "{report:?}");
+    assert_eq!(report.restored, vec![40, 41]);
+    assert_eq!(report.adopted, vec![42]);
+    assert_eq!(backend.thread(40).unwrap().affinity.to_string(), "0-3");
+    assert_eq!(backend.thread(41).unwrap().affinity.to_string(), "1");
+    assert_eq!(backend.thread(42).unwrap().affinity.to_string(), "0-3");
+    assert!([40, 41, 42]
+        .iter()
+        .all(|&t| backend.thread(t).unwrap().sched.policy == libc::SCHED_OTHER));
+    assert_eq!(
+        root.read("/sys/fs/cgroup/cpuset/tasks").unwrap(),
+        "1\n40\n41\n42\n"
+    );
+    assert!(store.list().is_empty());
+    assert!(!state.join("placed").exists());
+    std::fs::remove_dir_all(root.path("/proc/40/task/42")).unwrap();
+    put("/sys/fs/cgroup/cpuset/tasks", "1\n40\n41\n");
+    assert_eq!(snapshot_tree(&base), before);
+    // Nothing left to attach.
+    assert!(detach::attach(&root, &store, 40, 0).is_err());
+}
+
+#[test]
+fn a_refused_placement_puts_back_the_threads_already_moved() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("root");
+    let backend = Arc::new(FixtureBackend::new());
+    let root = backend.root(&base);
+    let put = |p: &str, t: &str| {
+        let f = root.path(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, t).unwrap();
+    };
+    put(
+        "/proc/mounts",
+        "cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n",
+    );
+    // Thread 41 is in no task list: the kernel refuses to move it (ESRCH).
+    put("/sys/fs/cgroup/cpuset/tasks", "1\n40\n");
+    put("/sys/fs/cgroup/cpuset/cpuset.cpus", "0-3\n");
+    put("/sys/fs/cgroup/cpuset/tame-rt/tasks", "");
+    put("/sys/fs/cgroup/cpuset/tame-rt/cpuset.cpus", "2-3\n");
+    put("/proc/40/stat", &stat(40));
+    put("/proc/40/status", "Uid:\t0\t0\t0\t0\n");
+    for tid in [40, 41] {
+        put(&format!("/proc/40/task/{tid}/stat"), &stat(tid));
+        put(&format!("/proc/40/task/{tid}/cpuset"), "/\n");
+        backend.add_thread(tid, CpuList::parse("0-3").unwrap());
+    }
+    let before = snapshot_tree(&base);
+    let store = Store::new(&dir.path().join("state"));
+    let req = DetachRequest {
+        pid: 40,
+        cpus: CpuList::parse("3").unwrap(),
+        threads: ThreadSelection::All,
+        sched: None,
+        cpuset: Some("/tame-rt".into()),
+    };
+    let err = detach::detach(&root, &store, &req, 0).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("cannot move thread 41 into the partition's cpuset"),
+        "{err}"
+    );
+    assert_eq!(backend.thread(40).unwrap().affinity.to_string(), "0-3");
+    assert_eq!(
+        snapshot_tree(&base),
+        before,
+        "thread 40 is back in the root cpuset"
+    );
+    assert!(store.list().is_empty());
+    assert!(!dir.path().join("state/placed").exists());
+}

@@ -1,0 +1,18 @@
+//! Test tooling for tame's crates, used as a dev-dependency only:
+//!
+//! - [`fixture`]: a [`tame_host::backend::HostBackend`] for fixture trees that does
+//!   on a write what the kernel would (moving a task between cgroup task lists,
+//!   creating a new cgroup's task lists, enabling a controller, selecting a
+//!   `[choice]`), and keeps thread placement in memory;
+//! - [`synthetic`]: machines we do not have, written as the files the host layer reads;
+//! - [`tree`]: the committed fixture hosts, tmpfs scratch directories, tree snapshots.
+
+pub mod fixture;
+pub mod synthetic;
+pub mod tree;
+
+pub use fixture::{fixture_root, FixtureBackend, FixtureThread};
+pub use tree::{
+    committed_fixture, fixture_hosts_dir, scratch_dir, snapshot_tree, tree_differences,
+    TreeSnapshot,
+};
