@@ -90,7 +90,19 @@ impl HostBackend for RealBackend {
     }
 
     fn write(&self, path: &Path, data: &[u8]) -> io::Result<()> {
-        std::fs::write(path, data)
+        // Kernel files exist or the write is wrong: never create one (O_CREAT on a bare
+        // mount point — an unmounted cgroup hierarchy — would make a plain file that
+        // "took" the value), never truncate, and hand the kernel the value in one write.
+        use std::io::Write as _;
+        let mut file = std::fs::OpenOptions::new().write(true).open(path)?;
+        let written = file.write(data)?;
+        if written != data.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("the kernel took {written} of {} bytes", data.len()),
+            ));
+        }
+        Ok(())
     }
 
     fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
