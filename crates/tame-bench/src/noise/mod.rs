@@ -45,7 +45,40 @@ pub struct NoiseSettings {
     pub attribute: bool,
 }
 
+/// The detector's static priority at fifo/rr unless asked: the lowest, so that any other
+/// real-time work shows as noise.
+pub const DETECTOR_PRIORITY: i32 = 1;
+
 impl NoiseSettings {
+    /// Validated settings: the duration and threshold in range.
+    pub fn new(
+        cpus: CpuList,
+        duration_ns: u64,
+        threshold_ns: Option<u64>,
+        threads: ThreadSettings,
+        attribute: bool,
+    ) -> Result<Self> {
+        Self::validate_shape(duration_ns, threshold_ns)?;
+        Ok(NoiseSettings {
+            cpus,
+            duration_ns,
+            threshold_ns,
+            threads,
+            attribute,
+        })
+    }
+
+    /// The heading of the report.
+    pub fn title(&self) -> String {
+        format!(
+            "tame bench noise: {} CPU(s) {}, {}, detector {}",
+            self.cpus.len(),
+            self.cpus,
+            crate::output::human_ns(self.duration_ns),
+            self.threads.label()
+        )
+    }
+
     pub fn validate_shape(duration_ns: u64, threshold_ns: Option<u64>) -> Result<()> {
         if !(10_000_000..=86_400_000_000_000).contains(&duration_ns) {
             return Err(invalid(format!(

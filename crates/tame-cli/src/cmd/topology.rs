@@ -3,6 +3,9 @@ use std::fmt::Write as _;
 
 use tame_host::{CpuList, HostModel};
 
+use crate::output::print_json;
+// `tame ipc` prints through this path.
+pub(crate) use crate::output::print_out;
 use crate::Context;
 
 #[derive(clap::Args)]
@@ -13,36 +16,14 @@ pub struct TopologyArgs {
 }
 
 pub fn run(ctx: &Context, args: TopologyArgs) -> anyhow::Result<i32> {
-    require_root_dir(ctx)?;
+    ctx.require_root_dir()?;
     let model = HostModel::read(&ctx.root);
     if args.json {
-        print_out(&(serde_json::to_string_pretty(&model)? + "\n"))?;
+        print_json(&model)?;
     } else {
         print_out(&summary(&model))?;
     }
     Ok(0)
-}
-
-/// `--root` must be a directory (a fixture tree); a typo would otherwise read as an empty machine.
-pub(crate) fn require_root_dir(ctx: &Context) -> anyhow::Result<()> {
-    let base = ctx.root.base();
-    if base.is_dir() {
-        return Ok(());
-    }
-    Err(crate::bad_input(format!(
-        "--root {}: not a directory — it must be a host tree such as one written by `tame host capture` — check the path",
-        base.display()
-    )))
-}
-
-/// Write to stdout; a closed pipe (`| head`) is not an error.
-pub(crate) fn print_out(text: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
-    }
 }
 
 /// Rows of per-core output before the summary is cut short.
