@@ -104,6 +104,7 @@ mod tests {
             ))
             .into(),
             LaunchError::Failed(tame_launch::error::Failure::Message("cannot fork".into())).into(),
+            ReserveError::Failed(tame_reserve::error::Failure::Message("no server".into())).into(),
         ];
         for e in failed {
             assert_eq!(exit_code(Err(e)), EXIT_FAILED);
