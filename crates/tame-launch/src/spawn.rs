@@ -117,18 +117,16 @@ pub fn spawn_held(placement: &Placement, argv: &[OsString]) -> Result<Held, Laun
         drop((placed_write, go_read));
         child
     });
+    let sent = read_pid(&placed_read, &spawning);
     let mut held = Held {
-        pid: 0,
+        pid: sent.unwrap_or(0),
         go: Some(go_write),
         spawning: Some(spawning),
         program,
         preload,
     };
-    match read_pid(&placed_read) {
-        Some(pid) => {
-            held.pid = pid;
-            Ok(held)
-        }
+    match sent {
+        Some(_) => Ok(held),
         // The child ended before it was placed: the spawn says why.
         None => Err(match held.finish() {
             // Not sent, yet started: never leave a program running unplaced.
@@ -183,10 +181,23 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if self.spawning.is_some() {
-            // EOF on the go pipe: the child returns an error instead of exec'ing, std reaps it.
-            self.go.take();
-            let _ = self.finish();
+        if self.spawning.is_none() {
+            return;
+        }
+        // The child waits in read() for the go and has run none of the program. Killed before
+        // the go pipe closes, it cannot have been reaped yet, so the pid is still its own.
+        // (EOF alone would do, but a held child forked meanwhile may hold a copy of our end.)
+        // Never 0 or negative: kill() would then signal a whole process group.
+        if let Ok(pid) = libc::pid_t::try_from(self.pid) {
+            if pid > 0 {
+                // SAFETY: signalling our own child, which is not reaped before `finish` below.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        self.go.take();
+        // Killed before it could report an error, std sees it as started: reap it here.
+        if let Ok(mut child) = self.finish() {
+            let _ = child.wait();
         }
     }
 }
@@ -222,12 +233,28 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// The held child's pid from the placed pipe; None when it ended without sending it.
-fn read_pid(placed: &OwnedFd) -> Option<u32> {
-    let mut bytes = [0u8; 4];
-    let mut file = std::fs::File::from(placed.try_clone().ok()?);
-    std::io::Read::read_exact(&mut file, &mut bytes).ok()?;
-    Some(u32::from_ne_bytes(bytes))
+/// The held child's pid from the placed pipe; None when the spawn ended without it. The
+/// spawn is watched too, not only the pipe: a child another thread forks meanwhile inherits
+/// our write end until it execs, so EOF alone could come late.
+fn read_pid(placed: &OwnedFd, spawning: &JoinHandle<io::Result<Child>>) -> Option<u32> {
+    loop {
+        let mut poll = libc::pollfd {
+            fd: placed.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, for a descriptor we own, for the duration of the call.
+        let ready = unsafe { libc::poll(&mut poll, 1, 20) };
+        if ready > 0 {
+            let mut bytes = [0u8; 4];
+            let mut file = std::fs::File::from(placed.try_clone().ok()?);
+            std::io::Read::read_exact(&mut file, &mut bytes).ok()?;
+            return Some(u32::from_ne_bytes(bytes));
+        }
+        if spawning.is_finished() {
+            return None;
+        }
+    }
 }
 
 /// The kernel's or std's refusal to start `program`, as bad input where the user can fix it.
@@ -534,5 +561,30 @@ mod tests {
         let held = spawn_held(&placement("0"), &sh("exit 7")).unwrap();
         let mut launched = held.go().unwrap();
         assert_eq!(exit_code(wait_forwarding(&mut launched).unwrap()), 7);
+    }
+
+    #[test]
+    fn a_held_child_whose_placement_is_refused_reports_it() {
+        // No such CPU: the kernel refuses the affinity before the child could report.
+        let err = spawn_held(&placement("1000"), &sh("exit 0")).err().unwrap();
+        assert!(!err.is_bad_input(), "{err}");
+        assert!(
+            err.to_string().starts_with("cannot start sh placed: "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn held_children_abandoned_in_any_order_do_not_wait_on_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let mark = dir.path().join("ran");
+        let argv = sh(&format!("touch {}", mark.display()));
+        // The second child is forked while the first one's go pipe is open: it holds a copy.
+        let first = spawn_held(&placement("0"), &argv).unwrap();
+        let second = spawn_held(&placement("0"), &argv).unwrap();
+        first.abandon();
+        let mut launched = second.go().unwrap();
+        assert_eq!(exit_code(wait_forwarding(&mut launched).unwrap()), 0);
+        assert!(mark.exists());
     }
 }

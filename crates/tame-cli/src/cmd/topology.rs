@@ -29,9 +29,30 @@ pub fn run(ctx: &Context, args: TopologyArgs) -> anyhow::Result<i32> {
 /// Rows of per-core output before the summary is cut short.
 const MAX_ROWS: usize = 64;
 
-/// The human view of the model.
+/// The human view of the model: one section after another.
 pub fn summary(m: &HostModel) -> String {
     let mut s = String::new();
+    machine(&mut s, m);
+    numa_nodes(&mut s, m);
+    cores(&mut s, m);
+    caches(&mut s, m);
+    irqs(&mut s, m);
+    cgroups(&mut s, m);
+    if let Some(r) = &m.tracing.resctrl {
+        let names: Vec<&str> = r.resources.iter().map(|r| r.name.as_str()).collect();
+        let _ = writeln!(s, "\nresctrl   {} ({})", r.mount, names.join(", "));
+    }
+    if !m.problems.is_empty() {
+        let _ = writeln!(s, "\n{} file(s) could not be read:", m.problems.len());
+        for p in m.problems.iter().take(10) {
+            let _ = writeln!(s, "  {p}");
+        }
+    }
+    s
+}
+
+/// CPU model and counts, kernel, hypervisor.
+fn machine(s: &mut String, m: &HostModel) {
     let c = &m.cpus;
     let _ = writeln!(
         s,
@@ -58,8 +79,11 @@ pub fn summary(m: &HostModel) -> String {
     } else if m.virt.hypervisor {
         let _ = writeln!(s, "hypervisor (unknown vendor)");
     }
+}
+
+fn numa_nodes(s: &mut String, m: &HostModel) {
     let _ = writeln!(s, "\nNUMA nodes");
-    for n in &c.nodes {
+    for n in &m.cpus.nodes {
         let _ = writeln!(
             s,
             "  node{:<3} cpus {:<16} memory {} MiB",
@@ -69,10 +93,14 @@ pub fn summary(m: &HostModel) -> String {
                 .map_or("?".into(), |k| (k / 1024).to_string())
         );
     }
+}
+
+/// One line per core (its SMT siblings), at most [`MAX_ROWS`].
+fn cores(s: &mut String, m: &HostModel) {
     let _ = writeln!(s, "\nCores (SMT siblings)");
     let mut seen = CpuList::new();
     let mut shown = 0;
-    for cpu in &c.cpus {
+    for cpu in &m.cpus.cpus {
         if seen.contains(cpu.id) {
             continue;
         }
@@ -93,11 +121,14 @@ pub fn summary(m: &HostModel) -> String {
     if shown > MAX_ROWS {
         let _ = writeln!(s, "  … {} more cores (see --json)", shown - MAX_ROWS);
     }
+}
+
+/// One line per kind of cache: how many there are and how many CPUs share each.
+fn caches(s: &mut String, m: &HostModel) {
     let _ = writeln!(s, "\nCaches");
-    // One line per kind of cache: how many there are and how many CPUs share each.
     // Key: level, kind, size, ways, CPUs sharing each; value: how many such caches.
     let mut kinds = std::collections::BTreeMap::new();
-    for cache in &c.caches {
+    for cache in &m.cpus.caches {
         let key = (
             cache.level,
             cache.kind.as_str(),
@@ -115,6 +146,10 @@ pub fn summary(m: &HostModel) -> String {
             ways.unwrap_or(0),
         );
     }
+}
+
+/// Device IRQs, and where the kernel-managed ones fire.
+fn irqs(s: &mut String, m: &HostModel) {
     let managed = m.irqs.irqs.iter().filter(|i| i.managed).count();
     let _ = writeln!(
         s,
@@ -135,6 +170,10 @@ pub fn summary(m: &HostModel) -> String {
             irq.fires_on().map_or("?".into(), |a| a.to_string())
         );
     }
+}
+
+/// The cpuset controller and the cpuset partitions.
+fn cgroups(s: &mut String, m: &HostModel) {
     let _ = writeln!(s, "\ncgroups");
     match &m.cgroups.cpuset {
         Some(h) => {
@@ -157,15 +196,4 @@ pub fn summary(m: &HostModel) -> String {
             p.cpus.as_ref().map_or("?".into(), |c| c.to_string())
         );
     }
-    if let Some(r) = &m.tracing.resctrl {
-        let names: Vec<&str> = r.resources.iter().map(|r| r.name.as_str()).collect();
-        let _ = writeln!(s, "\nresctrl   {} ({})", r.mount, names.join(", "));
-    }
-    if !m.problems.is_empty() {
-        let _ = writeln!(s, "\n{} file(s) could not be read:", m.problems.len());
-        for p in m.problems.iter().take(10) {
-            let _ = writeln!(s, "  {p}");
-        }
-    }
-    s
 }
