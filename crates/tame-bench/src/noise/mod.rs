@@ -377,6 +377,15 @@ fn cpu_findings(
     (summary, attributed)
 }
 
+/// The CPU's noise share and what is left available, as derived figures of its group.
+fn add_shares(group: &mut crate::result::GroupResult, out: &DetectorOutput) {
+    let share = out.noise_share_percent();
+    group.derived.insert("noise_share_percent".into(), share);
+    group
+        .derived
+        .insert("cpu_available_percent".into(), 100.0 - share);
+}
+
 /// Run the whole bench: validate, start capture and load, detect, restore, attribute.
 pub fn run(
     root: &Root,
@@ -411,15 +420,8 @@ pub fn run(
         sched: prepared.sched,
         prefault: settings.threads.mlock,
     };
-    let baseline = match detector::run(&plan, prepared.clock, control, |_| {}) {
-        Ok(b) => b,
-        Err(e) => {
-            if let Some(r) = running {
-                r.stop();
-            }
-            return Err(e);
-        }
-    };
+    // On an error the load stops when `running` is dropped.
+    let baseline = detector::run(&plan, prepared.clock, control, |_| {})?;
     let mut status = AttributionStatus::default();
     let trace_clock = trace_clock_for(prepared.clock.kind());
     let tracing = if settings.attribute {
@@ -432,16 +434,7 @@ pub fn run(
     plan.gap_capacity = gap_capacity(settings.duration_ns);
     let measured = detector::run(&plan, prepared.clock, control, tick);
     let captured = tracing.map(|t| stop_tracing(t, &mut status));
-    let measured = match measured {
-        Ok(m) => m,
-        Err(e) => {
-            if let Some(r) = running {
-                r.stop();
-            }
-            return Err(e);
-        }
-    };
-    let clock = prepared.clock;
+    let measured = measured?;
     let mut result = session::assemble(
         "noise",
         &prepared,
@@ -459,13 +452,9 @@ pub fn run(
         .zip(&measured.outputs)
         .zip(&baseline.outputs)
     {
-        let share = out.noise_share_percent();
-        group.derived.insert("noise_share_percent".into(), share);
-        group
-            .derived
-            .insert("cpu_available_percent".into(), 100.0 - share);
         let (cpu_noise, attributed) =
-            cpu_findings(out, base, captured.as_ref(), &clock, trace_clock);
+            cpu_findings(out, base, captured.as_ref(), &prepared.clock, trace_clock);
+        add_shares(group, out);
         all_gaps.push((cpu_noise.cpu, attributed));
         per_cpu.push(cpu_noise);
     }
