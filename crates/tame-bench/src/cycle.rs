@@ -14,6 +14,8 @@ use tame_rt::Clock;
 use crate::engine::{self, RunControl, ThreadSettings};
 use crate::error::{invalid, Result};
 use crate::measure::{Measured, Sample, SampleBuffer};
+use crate::output::human_ns;
+use crate::session::{self, Bench, Prepared};
 use crate::stats::Recorder;
 
 pub const MIN_INTERVAL_NS: u64 = 50_000;
@@ -33,6 +35,28 @@ pub struct CycleSettings {
 }
 
 impl CycleSettings {
+    /// Validated settings: the interval in range; `loops` periods, or as many as fit in
+    /// `duration_ns` (default 10 s), at least one.
+    pub fn new(
+        cpus: CpuList,
+        interval_ns: u64,
+        duration_ns: Option<u64>,
+        loops: Option<u64>,
+        threads: ThreadSettings,
+        busy_wait: bool,
+        dma_latency_us: Option<u32>,
+    ) -> Result<Self> {
+        Self::validate_interval(interval_ns)?;
+        Ok(CycleSettings {
+            loops: session::periods(duration_ns, loops, interval_ns)?,
+            cpus,
+            interval_ns,
+            threads,
+            busy_wait,
+            dma_latency_us,
+        })
+    }
+
     pub fn validate_interval(interval_ns: u64) -> Result<()> {
         if !(MIN_INTERVAL_NS..=MAX_INTERVAL_NS).contains(&interval_ns) {
             return Err(invalid(format!(
@@ -40,6 +64,61 @@ impl CycleSettings {
             )));
         }
         Ok(())
+    }
+}
+
+impl Bench for CycleSettings {
+    type Output = CycleOutput;
+    const NAME: &'static str = "cycle";
+    const LABEL_BY_CPU: bool = true;
+
+    fn threads(&self) -> &ThreadSettings {
+        &self.threads
+    }
+    fn cpus(&self) -> Option<&CpuList> {
+        Some(&self.cpus)
+    }
+    fn deadline_period_ns(&self) -> u64 {
+        self.interval_ns
+    }
+    fn expected_ns(&self) -> u64 {
+        self.loops * self.interval_ns
+    }
+    fn thread_count(&self) -> usize {
+        self.cpus.len()
+    }
+    fn per_thread(&self) -> u64 {
+        self.loops
+    }
+    fn dma_latency_us(&self) -> Option<u32> {
+        self.dma_latency_us
+    }
+    fn title(&self) -> String {
+        format!(
+            "tame bench cycle: {} CPU(s) {}, interval {}, {} periods each, {}{}",
+            self.cpus.len(),
+            self.cpus,
+            human_ns(self.interval_ns),
+            self.loops,
+            self.threads.label(),
+            if self.busy_wait { ", busy-wait" } else { "" }
+        )
+    }
+    fn measure(
+        &self,
+        prepared: &Prepared,
+        control: &RunControl,
+        sample_capacity: usize,
+        tick: impl FnMut(u64),
+    ) -> Result<Measured<CycleOutput>> {
+        run(
+            self,
+            prepared.sched,
+            prepared.clock,
+            control,
+            sample_capacity,
+            tick,
+        )
     }
 }
 

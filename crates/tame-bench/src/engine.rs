@@ -12,7 +12,7 @@ use tame_rt::memory::PREFAULT_STACK_BYTES;
 use tame_rt::sched::{self, SchedSpec};
 use tame_rt::{Clock, ClockKind, Policy, TscCalibration};
 
-use crate::error::{invalid, BenchError, Result};
+use crate::error::{failed, invalid, io_failed, BenchError, Failure, Result};
 use crate::result::Calibration;
 
 /// How measuring threads are scheduled; shared by every bench.
@@ -23,6 +23,52 @@ pub struct ThreadSettings {
     /// Lock all memory and prefault stacks before measuring.
     pub mlock: bool,
     pub clock: ClockKind,
+}
+
+/// The static priority of measuring threads at fifo/rr unless asked otherwise: above
+/// nearly everything, below the kernel's own priority-99 threads.
+pub const MEASURING_PRIORITY: i32 = 95;
+
+impl ThreadSettings {
+    /// Settings with `priority`, or when it is not given `realtime_priority` for the
+    /// policies with a static priority (fifo, rr) and 0 for the others.
+    pub fn new(
+        policy: Policy,
+        priority: Option<i32>,
+        realtime_priority: i32,
+        mlock: bool,
+        clock: ClockKind,
+    ) -> Self {
+        let priority = priority.unwrap_or(match policy {
+            Policy::Fifo | Policy::Rr => realtime_priority,
+            _ => 0,
+        });
+        ThreadSettings {
+            policy,
+            priority,
+            mlock,
+            clock,
+        }
+    }
+
+    /// The policy, and the priority where the policy has one: `fifo 95`, `other`.
+    pub fn label(&self) -> String {
+        match self.policy {
+            Policy::Fifo | Policy::Rr => format!("{} {}", self.policy, self.priority),
+            p => p.to_string(),
+        }
+    }
+}
+
+/// The clock to measure with unless asked: the TSC where it is invariant (cheapest to read,
+/// cycles come free), else CLOCK_MONOTONIC.
+pub fn preferred_clock(root: &tame_host::Root) -> ClockKind {
+    let invariant = tame_host::environment::RunEnvironment::capture(root).invariant_tsc;
+    if invariant && tame_rt::clock::TSC_AVAILABLE {
+        ClockKind::Tsc
+    } else {
+        ClockKind::Monotonic
+    }
 }
 
 /// Stop flag and progress, shared between the measuring threads and whoever waits for them.
@@ -241,7 +287,7 @@ where
         done: (0..n).map(|_| AtomicU64::new(0)).collect(),
     });
     let body = Arc::new(body);
-    let setup_failed = Arc::new(std::sync::Mutex::new(None::<String>));
+    let setup_failed = Arc::new(std::sync::Mutex::new(None::<sched::SchedError>));
     let mut handles = Vec::with_capacity(n);
     for (index, plan) in plans.iter().copied().enumerate() {
         let (gate, progress, body, setup_failed) = (
@@ -259,14 +305,14 @@ where
                     .map_or(Ok(()), sched::pin_current_thread)
                     .and_then(|_| sched::set_current_thread(&plan.sched));
                 if let Err(e) = setup {
-                    *setup_failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                    *setup_failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                 }
                 if plan.prefault {
                     tame_rt::memory::prefault_stack();
                 }
                 body(index, &gate, &progress)
             })
-            .map_err(|e| BenchError::Failed(format!("cannot start a measuring thread: {e}")))?;
+            .map_err(|e| io_failed("cannot start a measuring thread", e))?;
         handles.push(handle);
     }
     gate.ready.wait();
@@ -281,9 +327,10 @@ where
         for h in handles {
             let _ = h.join();
         }
-        return Err(BenchError::Failed(format!(
-            "measuring thread setup failed: {e}"
-        )));
+        return Err(BenchError::Failed(Failure::Sched {
+            what: "measuring thread setup failed".into(),
+            source: e,
+        }));
     }
     gate.start_ns
         .store(tame_rt::clock::monotonic_ns() + lead_ns, Ordering::Release);
@@ -295,10 +342,7 @@ where
     tick(progress.total_done());
     handles
         .into_iter()
-        .map(|h| {
-            h.join()
-                .map_err(|_| BenchError::Failed("a measuring thread panicked".into()))
-        })
+        .map(|h| h.join().map_err(|_| failed("a measuring thread panicked")))
         .collect()
 }
 
@@ -381,6 +425,34 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("no static priority"));
+    }
+
+    #[test]
+    fn priority_defaults_by_policy_and_labels_name_it() {
+        let t = ThreadSettings::new(
+            Policy::Fifo,
+            None,
+            MEASURING_PRIORITY,
+            true,
+            ClockKind::Monotonic,
+        );
+        assert_eq!((t.priority, t.label().as_str()), (95, "fifo 95"));
+        let t = ThreadSettings::new(
+            Policy::Rr,
+            Some(7),
+            MEASURING_PRIORITY,
+            true,
+            ClockKind::Monotonic,
+        );
+        assert_eq!(t.label(), "rr 7");
+        let t = ThreadSettings::new(
+            Policy::Other,
+            None,
+            MEASURING_PRIORITY,
+            false,
+            ClockKind::Tsc,
+        );
+        assert_eq!((t.priority, t.label().as_str()), (0, "other"));
     }
 
     #[test]

@@ -1,16 +1,95 @@
-/// Why a bench could not run.
+//! Why a bench could not run: the user's to fix ([`BenchError::Invalid`], nothing was
+//! started), or a failure that keeps its cause.
+
+use std::io;
+
+/// The two outcomes callers act on differently (the CLI: exit 2 or 1).
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     /// The command must change (what, why, what to do). Nothing was started.
     #[error("{0}")]
     Invalid(String),
-    /// Something failed while setting up or running.
+    /// Something failed while setting up or running; [`Failure`] keeps what failed underneath.
+    #[error(transparent)]
+    Failed(#[from] Failure),
+}
+
+/// What failed, with the error underneath where there is one. The message names what was
+/// being done; the cause stays reachable through `source()`.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// Described in words alone: there is no error underneath (e.g. a thread panicked).
     #[error("{0}")]
-    Failed(String),
+    Message(String),
+    /// A system call or file operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A host file could not be read or understood.
+    #[error("{what}: {source}")]
+    Host {
+        what: String,
+        #[source]
+        source: tame_host::HostError,
+    },
+    /// A thread could not be placed or scheduled as planned.
+    #[error("{what}: {source}")]
+    Sched {
+        what: String,
+        #[source]
+        source: tame_rt::sched::SchedError,
+    },
+}
+
+impl BenchError {
+    /// True when the command has to change (the CLI exits 2).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, BenchError::Invalid(_))
+    }
 }
 
 pub type Result<T, E = BenchError> = std::result::Result<T, E>;
 
+/// The user's mistake, in words: what, why, what to do.
 pub(crate) fn invalid(message: impl Into<String>) -> BenchError {
     BenchError::Invalid(message.into())
+}
+
+/// A failure with nothing underneath.
+pub(crate) fn failed(message: impl Into<String>) -> BenchError {
+    BenchError::Failed(Failure::Message(message.into()))
+}
+
+/// `what` failed with the OS error `source`.
+pub(crate) fn io_failed(what: impl Into<String>, source: io::Error) -> BenchError {
+    BenchError::Failed(Failure::Io {
+        what: what.into(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_failure_keeps_its_cause_and_says_what_failed() {
+        let e = io_failed(
+            "cannot start stress-ng",
+            io::Error::from(io::ErrorKind::NotFound),
+        );
+        assert!(!e.is_bad_input());
+        assert!(e.to_string().starts_with("cannot start stress-ng: "), "{e}");
+        let cause = e.source().expect("the OS error is kept");
+        assert_eq!(
+            cause.downcast_ref::<io::Error>().unwrap().kind(),
+            io::ErrorKind::NotFound
+        );
+        assert!(invalid("--cpus names no CPU").is_bad_input());
+        assert!(failed("a measuring thread panicked").source().is_none());
+    }
 }

@@ -13,6 +13,10 @@ use tame_rt::{Clock, ClockKind};
 use crate::engine::{self, RunControl, ThreadSettings};
 use crate::error::{invalid, Result};
 use crate::measure::{Measured, Sample, SampleBuffer};
+use crate::output::human_ns;
+use crate::report;
+use crate::result::BenchResult;
+use crate::session::{Bench, Prepared};
 use crate::stats::Recorder;
 
 pub const MAX_SAMPLES: u64 = 100_000_000;
@@ -26,6 +30,22 @@ pub struct FwqSettings {
 }
 
 impl FwqSettings {
+    /// Validated settings: the quantum and the sample count in range.
+    pub fn new(
+        cpus: CpuList,
+        quantum_ns: u64,
+        samples: u64,
+        threads: ThreadSettings,
+    ) -> Result<Self> {
+        Self::validate_shape(quantum_ns, samples)?;
+        Ok(FwqSettings {
+            cpus,
+            quantum_ns,
+            samples,
+            threads,
+        })
+    }
+
     pub fn validate_shape(quantum_ns: u64, samples: u64) -> Result<()> {
         if !(1_000..=1_000_000_000).contains(&quantum_ns) {
             return Err(invalid(format!(
@@ -38,6 +58,68 @@ impl FwqSettings {
             )));
         }
         Ok(())
+    }
+}
+
+impl Bench for FwqSettings {
+    type Output = FwqOutput;
+    const NAME: &'static str = "fwq";
+    const LABEL_BY_CPU: bool = true;
+
+    fn threads(&self) -> &ThreadSettings {
+        &self.threads
+    }
+    fn cpus(&self) -> Option<&CpuList> {
+        Some(&self.cpus)
+    }
+    fn deadline_period_ns(&self) -> u64 {
+        self.quantum_ns.max(1_000_000)
+    }
+    fn expected_ns(&self) -> u64 {
+        self.samples * self.quantum_ns
+    }
+    /// Sizing the work quantum takes a while before the first sample.
+    fn load_runtime_ns(&self) -> u64 {
+        self.expected_ns() + 5_000_000_000
+    }
+    fn thread_count(&self) -> usize {
+        self.cpus.len()
+    }
+    fn per_thread(&self) -> u64 {
+        self.samples
+    }
+    fn title(&self) -> String {
+        format!(
+            "tame bench fwq: {} CPU(s) {}, quantum {}, {} samples each, {}",
+            self.cpus.len(),
+            self.cpus,
+            human_ns(self.quantum_ns),
+            self.samples,
+            self.threads.label()
+        )
+    }
+    fn measure(
+        &self,
+        prepared: &Prepared,
+        control: &RunControl,
+        sample_capacity: usize,
+        tick: impl FnMut(u64),
+    ) -> Result<Measured<FwqOutput>> {
+        run(
+            self,
+            prepared.sched,
+            prepared.clock,
+            control,
+            sample_capacity,
+            tick,
+        )
+    }
+    /// The busy-loop noise share per CPU, and the worst of each figure over all CPUs.
+    fn derive(result: &mut BenchResult<Self>, measured: &Measured<FwqOutput>) {
+        for (group, out) in result.groups.iter_mut().zip(&measured.outputs) {
+            report::fwq_derived(group, Some(out.noise_share_ppm));
+        }
+        report::worst_derived(&result.groups, &mut result.merged);
     }
 }
 

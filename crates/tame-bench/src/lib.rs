@@ -5,6 +5,7 @@
 //! and clock reads: recorders and sample buffers are sized before the common
 //! start, and progress is an atomic store.
 
+pub mod compare;
 pub mod cycle;
 pub mod engine;
 pub mod error;
@@ -19,6 +20,7 @@ pub mod result;
 pub mod session;
 pub mod sleep;
 pub mod stats;
+pub mod target;
 pub mod units;
 
 pub use error::{BenchError, Result};

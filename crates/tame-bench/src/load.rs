@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tame_host::CpuList;
 
-use crate::error::{invalid, BenchError, Result};
+use crate::error::{invalid, io_failed, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -123,11 +123,7 @@ impl RunningLoad {
         let workdir = tempfile::Builder::new()
             .prefix("tame-load.")
             .tempdir()
-            .map_err(|e| {
-                BenchError::Failed(format!(
-                    "cannot create a temporary directory for the load: {e}"
-                ))
-            })?;
+            .map_err(|e| io_failed("cannot create a temporary directory for the load", e))?;
         let mut load = RunningLoad {
             children: Vec::new(),
             workdir: None,
@@ -167,9 +163,8 @@ impl RunningLoad {
         }
         if spec.kinds.contains(&LoadKind::Build) {
             let source = workdir.path().join("load.c");
-            std::fs::write(&source, generated_c_source()).map_err(|e| {
-                BenchError::Failed(format!("cannot write {}: {e}", source.display()))
-            })?;
+            std::fs::write(&source, generated_c_source())
+                .map_err(|e| io_failed(format!("cannot write {}", source.display()), e))?;
             for cpu in spec.cpus.iter() {
                 let object = workdir.path().join(format!("load{cpu}.o"));
                 let script = format!(
@@ -205,7 +200,7 @@ impl RunningLoad {
         }
         let child = cmd
             .spawn()
-            .map_err(|e| BenchError::Failed(format!("cannot start {program}: {e}")))?;
+            .map_err(|e| io_failed(format!("cannot start {program}"), e))?;
         let shown = match pin {
             Some(cpu) => format!("taskset -c {cpu} {program} {}", args.join(" ")),
             None => format!("{program} {}", args.join(" ")),
@@ -333,6 +328,12 @@ mod tests {
         std::thread::sleep(Duration::from_millis(300));
         load.stop();
         for pid in pids {
+            // SIGKILL reaches a straggler (a gcc mid-compile, not our child) asynchronously:
+            // give the kernel a moment before calling it left running.
+            let until = Instant::now() + Duration::from_secs(2);
+            while !group_members(pid).is_empty() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(10));
+            }
             assert_eq!(
                 group_members(pid),
                 Vec::<u32>::new(),

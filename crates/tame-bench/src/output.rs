@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::measure::SampleBuffer;
+use crate::report::GroupSource;
 use crate::result::{BenchResult, GroupResult};
 use crate::stats::Recorder;
 
@@ -215,6 +216,29 @@ pub fn write_cyclictest_histogram(
         writeln!(w, "# Thread {t}:")?;
     }
     Ok(())
+}
+
+/// The histogram of each thread's primary metric (a cycle's latency, a sleep's jitter, an
+/// fwq's excess) in cyclictest's layout, with rows up to the worst value (100 µs .. 100 ms).
+pub fn write_primary_histogram<T: GroupSource>(
+    w: &mut impl Write,
+    outputs: &[T],
+) -> std::io::Result<()> {
+    let primary: Vec<&Recorder> = outputs
+        .iter()
+        .filter_map(|o| o.recorders().first().map(|r| r.2))
+        .collect();
+    let max_us = primary.iter().filter_map(|r| r.max()).max().unwrap_or(0) / 1000;
+    let rows = (max_us as usize + 1).clamp(100, 100_000);
+    write_cyclictest_histogram(w, &primary, rows)
+}
+
+/// Raw samples of every thread as CSV (see [`write_samples_csv`]).
+pub fn write_all_samples_csv<T: GroupSource>(
+    w: &mut impl Write,
+    outputs: &[T],
+) -> std::io::Result<()> {
+    write_samples_csv(w, outputs.iter().map(|o| (o.cpu(), o.samples())))
 }
 
 /// Raw samples as CSV: timestamp_ns,cpu,value_ns (cpu empty for unpinned tasks).

@@ -10,6 +10,8 @@ use tame_rt::Clock;
 use crate::engine::{self, RunControl, ThreadSettings};
 use crate::error::{invalid, Result};
 use crate::measure::{Measured, Sample, SampleBuffer};
+use crate::output::human_ns;
+use crate::session::{self, Bench, Prepared};
 use crate::stats::Recorder;
 
 pub const MAX_TASKS: usize = 1024;
@@ -26,6 +28,26 @@ pub struct SleepSettings {
 }
 
 impl SleepSettings {
+    /// Validated settings: `tasks` and the sleep in range; `loops` sleeps per task, or as
+    /// many as fit in `duration_ns` (default 10 s), at least one.
+    pub fn new(
+        cpus: Option<CpuList>,
+        tasks: usize,
+        sleep_ns: u64,
+        duration_ns: Option<u64>,
+        loops: Option<u64>,
+        threads: ThreadSettings,
+    ) -> Result<Self> {
+        Self::validate_shape(tasks, sleep_ns)?;
+        Ok(SleepSettings {
+            loops: session::periods(duration_ns, loops, sleep_ns)?,
+            cpus,
+            tasks,
+            sleep_ns,
+            threads,
+        })
+    }
+
     pub fn validate_shape(tasks: usize, sleep_ns: u64) -> Result<()> {
         if tasks == 0 || tasks > MAX_TASKS {
             return Err(invalid(format!(
@@ -38,6 +60,59 @@ impl SleepSettings {
             )));
         }
         Ok(())
+    }
+}
+
+impl Bench for SleepSettings {
+    type Output = SleepOutput;
+    const NAME: &'static str = "sleep";
+    const LABEL_BY_CPU: bool = false;
+
+    fn threads(&self) -> &ThreadSettings {
+        &self.threads
+    }
+    fn cpus(&self) -> Option<&CpuList> {
+        self.cpus.as_ref()
+    }
+    fn deadline_period_ns(&self) -> u64 {
+        self.sleep_ns.max(1_000_000)
+    }
+    fn expected_ns(&self) -> u64 {
+        self.loops * self.sleep_ns
+    }
+    fn thread_count(&self) -> usize {
+        self.tasks
+    }
+    fn per_thread(&self) -> u64 {
+        self.loops
+    }
+    fn title(&self) -> String {
+        format!(
+            "tame bench sleep: {} task(s) on {}, nanosleep {}, {} sleeps each, {}",
+            self.tasks,
+            self.cpus
+                .as_ref()
+                .map_or("any CPU".to_string(), |c| format!("CPUs {c}")),
+            human_ns(self.sleep_ns),
+            self.loops,
+            self.threads.label()
+        )
+    }
+    fn measure(
+        &self,
+        prepared: &Prepared,
+        control: &RunControl,
+        sample_capacity: usize,
+        tick: impl FnMut(u64),
+    ) -> Result<Measured<SleepOutput>> {
+        run(
+            self,
+            prepared.sched,
+            prepared.clock,
+            control,
+            sample_capacity,
+            tick,
+        )
     }
 }
 

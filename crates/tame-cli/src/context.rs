@@ -16,4 +16,16 @@ impl Context {
             command_line: std::env::args().collect(),
         }
     }
+
+    /// `--root` must be a directory (a fixture tree); a typo would otherwise read as an empty machine.
+    pub fn require_root_dir(&self) -> anyhow::Result<()> {
+        let base = self.root.base();
+        if base.is_dir() {
+            return Ok(());
+        }
+        Err(crate::bad_input(format!(
+            "--root {}: not a directory — it must be a host tree such as one written by `tame host capture` — check the path",
+            base.display()
+        )))
+    }
 }

@@ -1,11 +1,13 @@
 //! `tame`: predictable real-time execution beside an ordinary Linux system.
 //!
 //! This binary only parses arguments, dispatches to one module per command,
-//! and maps errors to exit codes; the work lives in the library crates.
+//! and maps errors to exit codes (once, in `error::exit_code`); the work lives in
+//! the library crates.
 
 mod cmd;
 mod context;
 mod error;
+mod output;
 
 use clap::{Parser, Subcommand};
 

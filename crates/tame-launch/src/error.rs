@@ -1,18 +1,91 @@
-/// Why a launch, detach or attach did not happen.
+//! Why a launch, detach or attach did not happen: the caller's to fix
+//! ([`LaunchError::Invalid`], nothing was changed), or a failure that keeps its cause.
+
+use std::io;
+
+use tame_host::HostError;
+
+/// The two outcomes callers act on differently (the CLI: exit 2 or 1).
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
     /// The request must change (what, why, what to do). Nothing was changed.
     #[error("{0}")]
     Invalid(String),
-    /// Something failed while doing it.
-    #[error("{0}")]
-    Failed(String),
+    /// Something failed while doing it; [`Failure`] keeps what failed underneath.
+    #[error(transparent)]
+    Failed(#[from] Failure),
 }
 
+/// What failed, with the error underneath where there is one. The message names what was
+/// being done; the cause stays reachable through `source()`.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// Described in words alone: there is no error underneath.
+    #[error("{0}")]
+    Message(String),
+    /// A system call or file operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A host file could not be read or understood.
+    #[error("{what}: {source}")]
+    Host {
+        what: String,
+        #[source]
+        source: HostError,
+    },
+}
+
+impl LaunchError {
+    /// True when the caller has to change the request (the CLI exits 2).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, LaunchError::Invalid(_))
+    }
+}
+
+/// The caller's mistake, in words: what, why, what to do.
 pub(crate) fn invalid(message: impl Into<String>) -> LaunchError {
     LaunchError::Invalid(message.into())
 }
 
+/// A failure with nothing underneath.
 pub(crate) fn failed(message: impl Into<String>) -> LaunchError {
-    LaunchError::Failed(message.into())
+    LaunchError::Failed(Failure::Message(message.into()))
+}
+
+/// `what` failed with the OS error `source`.
+pub(crate) fn io_failed(what: impl Into<String>, source: io::Error) -> LaunchError {
+    LaunchError::Failed(Failure::Io {
+        what: what.into(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_failure_keeps_its_cause_and_says_what_failed() {
+        let e = io_failed(
+            "cannot wait for the program",
+            io::Error::from_raw_os_error(libc::ECHILD),
+        );
+        assert!(!e.is_bad_input());
+        assert!(
+            e.to_string().starts_with("cannot wait for the program: "),
+            "{e}"
+        );
+        let cause = e.source().expect("the OS error is kept");
+        assert_eq!(
+            cause.downcast_ref::<io::Error>().unwrap().raw_os_error(),
+            Some(libc::ECHILD)
+        );
+        assert!(invalid("no program given").is_bad_input());
+        assert!(failed("it broke").source().is_none());
+    }
 }

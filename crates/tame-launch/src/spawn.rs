@@ -4,14 +4,20 @@
 //! all of these survive execve. Memory locking does not survive exec, so the
 //! preload library does it inside the new program.
 
-use std::ffi::{CString, OsString};
+use std::ffi::{CString, OsStr, OsString};
+use std::io::{self, Write as _};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
+use std::thread::JoinHandle;
 
 use tame_host::CpuList;
 use tame_rt::sched::{self, SchedSpec};
 
-use crate::error::{failed, invalid, LaunchError};
+use crate::error::{invalid, io_failed, LaunchError};
 use crate::preload::Preload;
 
 /// Where and how the program runs.
@@ -30,6 +36,21 @@ pub struct Placement {
     pub prefault_bytes: u64,
 }
 
+impl Placement {
+    /// Only CPU affinity; the caller's policy, no cgroup, no limits, no memory locking.
+    pub fn on_cpus(cpus: CpuList) -> Self {
+        Placement {
+            cpus,
+            sched: None,
+            reset_on_fork: false,
+            rttime_us: None,
+            cgroup_procs: None,
+            mlock: false,
+            prefault_bytes: 0,
+        }
+    }
+}
+
 /// A running, placed program.
 pub struct Launched {
     pub child: Child,
@@ -40,9 +61,228 @@ pub struct Launched {
 /// Fork, place, exec. Everything that can be checked was checked by the caller;
 /// a refusal by the kernel here still leaves nothing behind (the child never runs the program).
 pub fn spawn(placement: &Placement, argv: &[OsString]) -> Result<Launched, LaunchError> {
-    let (program, args) = argv.split_first().ok_or_else(|| {
-        invalid("no program given — write it after `--`, e.g. tame run --cpus 1 -- ./loop")
-    })?;
+    let (mut cmd, preload) = placed_command(placement, argv, None)?;
+    let child = cmd.spawn().map_err(|e| start_error(&argv[0], e))?;
+    Ok(Launched {
+        child,
+        _preload: preload,
+    })
+}
+
+/// A program forked and placed (cgroup, affinity, limits, policy) that waits before exec
+/// until [`Held::go`]: whatever the caller sets up for its pid in between (a reservation)
+/// holds from the program's first instruction. Dropped without `go`, it never runs.
+pub struct Held {
+    pid: u32,
+    /// Our end of the go pipe: one byte lets the child exec; closing it makes the child give up.
+    go: Option<OwnedFd>,
+    /// std's spawn returns only once the child has exec'd, so it runs on a thread of its own.
+    spawning: Option<JoinHandle<io::Result<Child>>>,
+    program: OsString,
+    preload: Option<Preload>,
+}
+
+/// The pipe ends the held child uses between fork and exec.
+#[derive(Clone, Copy)]
+struct HoldFds {
+    /// The child writes its pid here once placed.
+    placed: RawFd,
+    /// The child waits here for the parent's go.
+    go: RawFd,
+    /// The parent's end of the go pipe: the child closes its copy, or it would never see EOF.
+    go_parent: RawFd,
+}
+
+/// Like [`spawn`], but the child stops before exec until [`Held::go`]. The program is
+/// looked up first, so a name that cannot run is refused before anything is set up for it.
+pub fn spawn_held(placement: &Placement, argv: &[OsString]) -> Result<Held, LaunchError> {
+    let program = argv.first().ok_or_else(no_program)?.clone();
+    if resolve(&program).is_none() {
+        return Err(invalid(format!(
+            "cannot run {}: no such executable program — check the name or give its path",
+            program.to_string_lossy()
+        )));
+    }
+    let (placed_read, placed_write) = pipe()?;
+    let (go_read, go_write) = pipe()?;
+    let fds = HoldFds {
+        placed: placed_write.as_raw_fd(),
+        go: go_read.as_raw_fd(),
+        go_parent: go_write.as_raw_fd(),
+    };
+    let (mut cmd, preload) = placed_command(placement, argv, Some(fds))?;
+    let spawning = std::thread::spawn(move || {
+        let child = cmd.spawn();
+        // The child has exec'd or failed: our copies of its ends can go.
+        drop((placed_write, go_read));
+        child
+    });
+    let sent = read_pid(&placed_read, &spawning);
+    let mut held = Held {
+        pid: sent.unwrap_or(0),
+        go: Some(go_write),
+        spawning: Some(spawning),
+        program,
+        preload,
+    };
+    match sent {
+        Some(_) => Ok(held),
+        // The child ended before it was placed: the spawn says why.
+        None => Err(match held.finish() {
+            // Not sent, yet started: never leave a program running unplaced.
+            Ok(mut child) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                io_failed(
+                    format!("cannot start {} placed", held.program.to_string_lossy()),
+                    io::Error::other("the child did not report its placement"),
+                )
+            }
+            Err(e) => e,
+        }),
+    }
+}
+
+impl Held {
+    /// The held child's pid (the program's, once it runs).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Let the program run (exec) and return it running.
+    pub fn go(mut self) -> Result<Launched, LaunchError> {
+        if let Some(fd) = self.go.take() {
+            // A failed write means the child is gone; the spawn then says why.
+            let _ = std::fs::File::from(fd).write_all(b"g");
+        }
+        let child = self.finish()?;
+        Ok(Launched {
+            child,
+            _preload: self.preload.take(),
+        })
+    }
+
+    /// Never run the program: the child gives up before exec and is reaped.
+    pub fn abandon(self) {
+        drop(self);
+    }
+
+    /// Wait for std's spawn to return (after exec, or the child's failure).
+    fn finish(&mut self) -> Result<Child, LaunchError> {
+        let result = match self.spawning.take() {
+            Some(thread) => thread
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("the spawning thread panicked"))),
+            None => Err(io::Error::other("the program was already started")),
+        };
+        result.map_err(|e| start_error(&self.program, e))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.spawning.is_none() {
+            return;
+        }
+        // The child waits in read() for the go and has run none of the program. Killed before
+        // the go pipe closes, it cannot have been reaped yet, so the pid is still its own.
+        // (EOF alone would do, but a held child forked meanwhile may hold a copy of our end.)
+        // Never 0 or negative: kill() would then signal a whole process group.
+        if let Ok(pid) = libc::pid_t::try_from(self.pid) {
+            if pid > 0 {
+                // SAFETY: signalling our own child, which is not reaped before `finish` below.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        self.go.take();
+        // Killed before it could report an error, std sees it as started: reap it here.
+        if let Ok(mut child) = self.finish() {
+            let _ = child.wait();
+        }
+    }
+}
+
+fn no_program() -> LaunchError {
+    invalid("no program given — write it after `--`, e.g. tame run --cpus 1 -- ./loop")
+}
+
+/// The executable `program` names: a path, or the first match on PATH.
+fn resolve(program: &OsStr) -> Option<PathBuf> {
+    let p = Path::new(program);
+    let executable = |c: &Path| {
+        std::fs::metadata(c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.as_bytes().contains(&b'/') {
+        return executable(p).then(|| p.to_path_buf());
+    }
+    std::env::var_os("PATH")?
+        .as_bytes()
+        .split(|&b| b == b':')
+        .map(|dir| Path::new(OsStr::from_bytes(dir)).join(p))
+        .find(|c| executable(c))
+}
+
+/// A close-on-exec pipe: (read end, write end).
+fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is a writable array of two ints, as pipe2 requires.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io_failed("cannot make a pipe", io::Error::last_os_error()));
+    }
+    // SAFETY: pipe2 just returned these two descriptors; nothing else owns them.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// The held child's pid from the placed pipe; None when the spawn ended without it. The
+/// spawn is watched too, not only the pipe: a child another thread forks meanwhile inherits
+/// our write end until it execs, so EOF alone could come late.
+fn read_pid(placed: &OwnedFd, spawning: &JoinHandle<io::Result<Child>>) -> Option<u32> {
+    loop {
+        let mut poll = libc::pollfd {
+            fd: placed.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, for a descriptor we own, for the duration of the call.
+        let ready = unsafe { libc::poll(&mut poll, 1, 20) };
+        if ready > 0 {
+            let mut bytes = [0u8; 4];
+            let mut file = std::fs::File::from(placed.try_clone().ok()?);
+            std::io::Read::read_exact(&mut file, &mut bytes).ok()?;
+            return Some(u32::from_ne_bytes(bytes));
+        }
+        if spawning.is_finished() {
+            return None;
+        }
+    }
+}
+
+/// The kernel's or std's refusal to start `program`, as bad input where the user can fix it.
+fn start_error(program: &OsStr, e: io::Error) -> LaunchError {
+    match e.kind() {
+        io::ErrorKind::NotFound => invalid(format!(
+            "cannot run {}: no such program — check the name or give its path",
+            program.to_string_lossy()
+        )),
+        io::ErrorKind::PermissionDenied => invalid(format!(
+            "cannot run {}: {e} — the program is not executable by you, or the placement was refused",
+            program.to_string_lossy()
+        )),
+        _ => io_failed(
+            format!("cannot start {} placed", program.to_string_lossy()),
+            e,
+        ),
+    }
+}
+
+/// The program as a `Command` that places itself between fork and exec (and, held, then
+/// waits for the go), with the preload library when memory is to be locked.
+fn placed_command(
+    placement: &Placement,
+    argv: &[OsString],
+    hold: Option<HoldFds>,
+) -> Result<(Command, Option<Preload>), LaunchError> {
+    let (program, args) = argv.split_first().ok_or_else(no_program)?;
     let mut cmd = Command::new(program);
     cmd.args(args);
     let preload = if placement.mlock {
@@ -79,18 +319,18 @@ pub fn spawn(placement: &Placement, argv: &[OsString]) -> Result<Launched, Launc
             if let Some(path) = &cgroup {
                 let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
                 if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
+                    return Err(io::Error::last_os_error());
                 }
                 // "0" attaches the writing task itself.
                 let n = libc::write(fd, b"0".as_ptr().cast(), 1);
-                let err = std::io::Error::last_os_error();
+                let err = io::Error::last_os_error();
                 libc::close(fd);
                 if n != 1 {
                     return Err(err);
                 }
             }
             if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &cpu_set) != 0 {
-                return Err(std::io::Error::last_os_error());
+                return Err(io::Error::last_os_error());
             }
             if let Some(us) = rttime {
                 let limit = libc::rlimit {
@@ -98,33 +338,56 @@ pub fn spawn(placement: &Placement, argv: &[OsString]) -> Result<Launched, Launc
                     rlim_max: us,
                 };
                 if libc::setrlimit(libc::RLIMIT_RTTIME, &limit) != 0 {
-                    return Err(std::io::Error::last_os_error());
+                    return Err(io::Error::last_os_error());
                 }
             }
             if let Some(spec) = &sched_spec {
                 let errno = sched::apply_raw(0, spec, reset);
                 if errno != 0 {
-                    return Err(std::io::Error::from_raw_os_error(errno));
+                    return Err(io::Error::from_raw_os_error(errno));
                 }
             }
-            Ok(())
+            match hold {
+                Some(fds) => wait_for_go(fds),
+                None => Ok(()),
+            }
         });
     }
-    let child = cmd.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => invalid(format!(
-            "cannot run {}: no such program — check the name or give its path",
-            program.to_string_lossy()
-        )),
-        std::io::ErrorKind::PermissionDenied => invalid(format!(
-            "cannot run {}: {e} — the program is not executable by you, or the placement was refused",
-            program.to_string_lossy()
-        )),
-        _ => failed(format!("cannot start {} placed: {e}", program.to_string_lossy())),
-    })?;
-    Ok(Launched {
-        child,
-        _preload: preload,
-    })
+    Ok((cmd, preload))
+}
+
+/// In the held child, placed: tell the parent our pid, then wait for its go. EOF means the
+/// parent gave up; the error makes std report the spawn as failed and reap us.
+///
+/// # Safety
+/// Runs between fork and exec: only async-signal-safe calls, on descriptors this child owns.
+unsafe fn wait_for_go(fds: HoldFds) -> io::Result<()> {
+    // SAFETY: closing a descriptor number this child inherited; no other code uses it here.
+    unsafe { libc::close(fds.go_parent) };
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u32;
+    let bytes = pid.to_ne_bytes();
+    // SAFETY: writing 4 bytes from a live stack buffer to an open pipe.
+    if unsafe { libc::write(fds.placed, bytes.as_ptr().cast(), bytes.len()) }
+        != bytes.len() as isize
+    {
+        return Err(io::Error::last_os_error());
+    }
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: reading 1 byte into a live stack variable from an open pipe.
+        let n = unsafe { libc::read(fds.go, (&mut byte as *mut u8).cast(), 1) };
+        match n {
+            1 => return Ok(()),
+            0 => return Err(io::Error::from_raw_os_error(libc::ECANCELED)),
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EINTR) {
+                    return Err(e);
+                }
+            }
+        }
+    }
 }
 
 /// Signals forwarded to the program when they come from another process
@@ -146,7 +409,7 @@ pub fn wait_forwarding(launched: &mut Launched) -> Result<ExitStatus, LaunchErro
 
     let pid = launched.child.id() as libc::pid_t;
     let mut signals = SignalsInfo::<WithOrigin>::new(FORWARDED)
-        .map_err(|e| failed(format!("cannot install signal forwarding: {e}")))?;
+        .map_err(|e| io_failed("cannot install signal forwarding", e))?;
     let handle = signals.handle();
     let forwarder = std::thread::spawn(move || {
         for info in signals.forever() {
@@ -160,7 +423,7 @@ pub fn wait_forwarding(launched: &mut Launched) -> Result<ExitStatus, LaunchErro
     let status = launched
         .child
         .wait()
-        .map_err(|e| failed(format!("cannot wait for the program: {e}")));
+        .map_err(|e| io_failed("cannot wait for the program", e));
     handle.close();
     let _ = forwarder.join();
     status
@@ -178,15 +441,11 @@ mod tests {
     use super::*;
 
     fn placement(cpus: &str) -> Placement {
-        Placement {
-            cpus: CpuList::parse(cpus).unwrap(),
-            sched: None,
-            reset_on_fork: false,
-            rttime_us: None,
-            cgroup_procs: None,
-            mlock: false,
-            prefault_bytes: 0,
-        }
+        Placement::on_cpus(CpuList::parse(cpus).unwrap())
+    }
+
+    fn sh(script: &str) -> Vec<OsString> {
+        ["sh", "-c", script].iter().map(OsString::from).collect()
     }
 
     fn run_capture(p: &Placement, script: &str) -> (i32, String) {
@@ -247,5 +506,85 @@ mod tests {
         let argv = vec![OsString::from("/nonexistent/program")];
         let err = spawn(&placement("0"), &argv).err().unwrap();
         assert!(matches!(err, LaunchError::Invalid(_)), "{err}");
+    }
+
+    #[test]
+    fn a_held_program_is_placed_but_runs_only_after_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let mark = dir.path().join("ran");
+        let argv = sh(&format!("touch {}", mark.display()));
+        let held = spawn_held(&placement("0"), &argv).unwrap();
+        // Placed already: the waiting child is on CPU 0 before the program has run.
+        let status = std::fs::read_to_string(format!("/proc/{}/status", held.pid())).unwrap();
+        let allowed = status
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list"))
+            .unwrap();
+        assert!(allowed.ends_with("\t0"), "{allowed}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!mark.exists(), "ran before go");
+        let pid = held.pid();
+        let mut launched = held.go().unwrap();
+        assert_eq!(launched.child.id(), pid, "the held child is the program");
+        assert_eq!(exit_code(wait_forwarding(&mut launched).unwrap()), 0);
+        assert!(mark.exists());
+    }
+
+    #[test]
+    fn an_abandoned_held_program_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mark = dir.path().join("ran");
+        let held = spawn_held(&placement("0"), &sh(&format!("touch {}", mark.display()))).unwrap();
+        let pid = held.pid();
+        held.abandon();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!mark.exists());
+        // Reaped, not left a zombie.
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+    }
+
+    #[test]
+    fn a_held_program_that_cannot_run_is_refused_before_anything_starts() {
+        let argv = vec![OsString::from("/nonexistent/program")];
+        let err = spawn_held(&placement("0"), &argv).err().unwrap();
+        assert!(err.is_bad_input(), "{err}");
+        assert!(
+            err.to_string().contains("no such executable program"),
+            "{err}"
+        );
+        let err = spawn_held(&placement("0"), &[]).err().unwrap();
+        assert!(err.is_bad_input(), "{err}");
+    }
+
+    #[test]
+    fn a_held_program_keeps_its_exit_status() {
+        let held = spawn_held(&placement("0"), &sh("exit 7")).unwrap();
+        let mut launched = held.go().unwrap();
+        assert_eq!(exit_code(wait_forwarding(&mut launched).unwrap()), 7);
+    }
+
+    #[test]
+    fn a_held_child_whose_placement_is_refused_reports_it() {
+        // No such CPU: the kernel refuses the affinity before the child could report.
+        let err = spawn_held(&placement("1000"), &sh("exit 0")).err().unwrap();
+        assert!(!err.is_bad_input(), "{err}");
+        assert!(
+            err.to_string().starts_with("cannot start sh placed: "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn held_children_abandoned_in_any_order_do_not_wait_on_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let mark = dir.path().join("ran");
+        let argv = sh(&format!("touch {}", mark.display()));
+        // The second child is forked while the first one's go pipe is open: it holds a copy.
+        let first = spawn_held(&placement("0"), &argv).unwrap();
+        let second = spawn_held(&placement("0"), &argv).unwrap();
+        first.abandon();
+        let mut launched = second.go().unwrap();
+        assert_eq!(exit_code(wait_forwarding(&mut launched).unwrap()), 0);
+        assert!(mark.exists());
     }
 }

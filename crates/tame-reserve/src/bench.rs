@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use tame_host::Root;
 use tame_rt::clock::{monotonic_ns, sleep_until};
 
-use crate::error::{failed, Result};
+use crate::error::{failed, io_failed, Result};
 use crate::server::protocol::Request as WireRequest;
 use crate::spec::{Backend, Request, PPM};
 use crate::work::Counter;
@@ -167,7 +167,7 @@ impl Worker {
         }
         let child = cmd
             .spawn()
-            .map_err(|e| failed(format!("cannot start the work kernel: {e}")))?;
+            .map_err(|e| io_failed("cannot start the work kernel", e))?;
         let w = Self { child, counter };
         let deadline = monotonic_ns() + 5_000_000_000;
         while w.counter.get() == 0 {
@@ -210,7 +210,7 @@ impl ServerProcess {
         }
         let child = cmd
             .spawn()
-            .map_err(|e| failed(format!("cannot start the server: {e}")))?;
+            .map_err(|e| io_failed("cannot start the server", e))?;
         let s = Self {
             child,
             socket: socket.to_path_buf(),
@@ -277,11 +277,9 @@ impl Load {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0);
-        let child = cmd.spawn().map_err(|e| {
-            failed(format!(
-                "cannot start stress-ng (apt-get install stress-ng): {e}"
-            ))
-        })?;
+        let child = cmd
+            .spawn()
+            .map_err(|e| io_failed("cannot start stress-ng (apt-get install stress-ng)", e))?;
         self.groups.push(child);
         Ok(())
     }
@@ -603,7 +601,7 @@ fn stability(
     let mut samples = Vec::new();
     let mut step_cpu = Vec::new();
     let mut bg = Load::new();
-    let result = (|| {
+    let result: Result<()> = (|| {
         if load == "none" {
             for _ in 0..o.unloaded_windows {
                 samples.push(rate(&client.counter, o.stability_window_ns));

@@ -9,7 +9,7 @@ use tame_rt::sched::{self, Policy, SchedSpec, ThreadSched};
 use crate::bandwidth::{
     deadline_threads, exhausted_message, free_deadline_ppm, live_params, Limits,
 };
-use crate::error::{failed, invalid, refused, Result};
+use crate::error::{invalid, io_failed, refused, Result};
 use crate::spec::Request;
 
 const SCHED_DEADLINE: i32 = 6;
@@ -67,7 +67,7 @@ pub fn reserve_pid(root: &Root, pid: u32, req: &Request) -> Result<Applied> {
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
             Err(e) => {
                 undo(&applied);
-                return Err(failed(format!("cannot read thread {tid}'s policy: {e}")));
+                return Err(io_failed(format!("cannot read thread {tid}'s policy"), e));
             }
         };
         match sched::apply_raw(tid as libc::pid_t, &spec, true) {
@@ -122,10 +122,10 @@ fn translate(
             req.runtime_ns(),
             req.period_ns
         )),
-        e => failed(format!(
-            "cannot set SCHED_DEADLINE on thread {tid}: {}",
-            std::io::Error::from_raw_os_error(e)
-        )),
+        e => io_failed(
+            format!("cannot set SCHED_DEADLINE on thread {tid}"),
+            std::io::Error::from_raw_os_error(e),
+        ),
     }
 }
 
@@ -141,10 +141,10 @@ pub fn release_pid(root: &Root, pid: u32) -> Result<usize> {
             match sched::apply_raw(tid as libc::pid_t, &SchedSpec::other(), false) {
                 0 | libc::ESRCH => released += 1,
                 e => {
-                    return Err(failed(format!(
-                        "cannot return thread {tid} to SCHED_OTHER: {}",
-                        std::io::Error::from_raw_os_error(e)
-                    )))
+                    return Err(io_failed(
+                        format!("cannot return thread {tid} to SCHED_OTHER"),
+                        std::io::Error::from_raw_os_error(e),
+                    ))
                 }
             }
         }

@@ -1,7 +1,13 @@
-//! Why a reservation could not be made or released.
+//! Why a reservation could not be made or released: the user's to change (`Invalid`,
+//! `Refused`: nothing was changed), or a failure that keeps its cause.
+
+use std::io;
+
+use tame_host::journal::JournalError;
+use tame_host::HostError;
 
 /// `Invalid` and `Refused` mean the user must change the request (exit 2); nothing was changed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum ReserveError {
     /// The request is malformed or names something that is not there (what, why, what to do).
     #[error("{0}")]
@@ -9,9 +15,42 @@ pub enum ReserveError {
     /// Well-formed, but admission control (ours or the kernel's) said no.
     #[error("{0}")]
     Refused(String),
-    /// Something failed while applying or releasing.
+    /// Something failed while applying or releasing; [`Failure`] keeps what failed underneath.
+    #[error(transparent)]
+    Failed(#[from] Failure),
+}
+
+/// What failed, with the error underneath where there is one. The message names what was
+/// being done; the cause stays reachable through `source()`.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// Described in words alone: there is no error underneath (or it came over the wire).
     #[error("{0}")]
-    Failed(String),
+    Message(String),
+    /// A system call, socket or file operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A host file could not be read or understood.
+    #[error("{what}: {source}")]
+    Host {
+        what: String,
+        #[source]
+        source: HostError,
+    },
+    /// The journal that makes a change reversible failed.
+    #[error("{what}: {source}")]
+    Journal {
+        what: String,
+        #[source]
+        source: JournalError,
+    },
+    /// Starting or waiting for the reserved program failed.
+    #[error(transparent)]
+    Launch(tame_launch::error::Failure),
 }
 
 impl ReserveError {
@@ -21,16 +60,77 @@ impl ReserveError {
     }
 }
 
+/// A launch refused as bad input stays bad input; a launch failure is kept as the cause.
+impl From<tame_launch::LaunchError> for ReserveError {
+    fn from(e: tame_launch::LaunchError) -> Self {
+        match e {
+            tame_launch::LaunchError::Invalid(m) => ReserveError::Invalid(m),
+            tame_launch::LaunchError::Failed(f) => ReserveError::Failed(Failure::Launch(f)),
+        }
+    }
+}
+
 pub type Result<T, E = ReserveError> = std::result::Result<T, E>;
 
+/// The user's mistake, in words: what, why, what to do.
 pub(crate) fn invalid(message: impl Into<String>) -> ReserveError {
     ReserveError::Invalid(message.into())
 }
 
+/// Admission control said no: how much was asked, how much is free, what to do.
 pub(crate) fn refused(message: impl Into<String>) -> ReserveError {
     ReserveError::Refused(message.into())
 }
 
+/// A failure with nothing underneath.
 pub(crate) fn failed(message: impl Into<String>) -> ReserveError {
-    ReserveError::Failed(message.into())
+    ReserveError::Failed(Failure::Message(message.into()))
+}
+
+/// `what` failed with the OS error `source`.
+pub(crate) fn io_failed(what: impl Into<String>, source: io::Error) -> ReserveError {
+    ReserveError::Failed(Failure::Io {
+        what: what.into(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn failures_keep_their_cause_and_refusals_are_bad_input() {
+        let e = io_failed(
+            "cannot listen on /run/tame/serve.sock",
+            io::Error::from_raw_os_error(libc::EADDRINUSE),
+        );
+        assert!(!e.is_bad_input());
+        assert!(
+            e.to_string()
+                .starts_with("cannot listen on /run/tame/serve.sock: "),
+            "{e}"
+        );
+        let cause = e.source().expect("the OS error is kept");
+        assert_eq!(
+            cause.downcast_ref::<io::Error>().unwrap().raw_os_error(),
+            Some(libc::EADDRINUSE)
+        );
+        assert!(refused("CPU bandwidth exhausted").is_bad_input());
+        assert!(invalid("share must be above 0 %").is_bad_input());
+        assert!(failed("no server running").source().is_none());
+    }
+
+    #[test]
+    fn launch_errors_keep_their_class() {
+        let bad: ReserveError = tame_launch::LaunchError::Invalid("no such program".into()).into();
+        assert!(matches!(bad, ReserveError::Invalid(ref m) if m == "no such program"));
+        let failed: ReserveError = tame_launch::LaunchError::Failed(
+            tame_launch::error::Failure::Message("cannot fork".into()),
+        )
+        .into();
+        assert!(!failed.is_bad_input());
+        assert_eq!(failed.to_string(), "cannot fork");
+    }
 }

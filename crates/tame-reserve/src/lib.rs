@@ -4,12 +4,13 @@
 //! periodic task sets (`tame reserve --check`) and the benchmark harness of the proof.
 
 pub mod admission;
+pub mod backend;
 pub mod bandwidth;
 pub mod bench;
 pub mod cgroup;
 pub mod deadline;
 pub mod error;
-pub mod gate;
+pub mod reservation;
 pub mod server;
 pub mod spec;
 pub mod work;

@@ -21,7 +21,7 @@ mod run;
 
 pub use endpoint::STALL_TIMEOUT;
 pub use goals::{evaluate, GoalCheck};
-pub use run::{run, summary_text, IpcRun};
+pub use run::{check, run, summary_text, IpcRun};
 
 use serde::{Deserialize, Serialize};
 use tame_rt::ClockKind;
@@ -72,10 +72,63 @@ impl Transport {
         Transport::ALL.into_iter().find(|t| t.name() == name)
     }
 
+    /// `all`, or a comma-separated list of names (repeats count once).
+    pub fn parse_list(text: &str) -> crate::Result<Vec<Transport>> {
+        if text.trim() == "all" {
+            return Ok(Transport::ALL.to_vec());
+        }
+        let mut transports = Vec::new();
+        for name in text.split(',').map(str::trim) {
+            let transport = Transport::parse(name).ok_or_else(|| {
+                let known: Vec<&str> = Transport::ALL.iter().map(|t| t.name()).collect();
+                crate::error::invalid(format!(
+                    "--transports: unknown transport {name:?} — use all or any of {}",
+                    known.join(", ")
+                ))
+            })?;
+            if !transports.contains(&transport) {
+                transports.push(transport);
+            }
+        }
+        Ok(transports)
+    }
+
     /// Whether it queues messages (throughput is measured only for queues; the floor
     /// and the register hold one value).
     pub fn is_queue(self) -> bool {
         !matches!(self, Transport::Floor | Transport::TameRegister)
+    }
+}
+
+/// Message sizes from a comma-separated list (repeats count once); only [`SIZES`].
+pub fn parse_sizes(text: &str) -> crate::Result<Vec<usize>> {
+    let mut sizes = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let size = part
+            .parse()
+            .ok()
+            .filter(|s| SIZES.contains(s))
+            .ok_or_else(|| {
+                crate::error::invalid(format!(
+                    "--sizes: {part:?} is not a supported size — use 8, 64 or 8,64"
+                ))
+            })?;
+        if !sizes.contains(&size) {
+            sizes.push(size);
+        }
+    }
+    Ok(sizes)
+}
+
+/// The two CPUs `A,B`: the timing (sending) thread's, then the echoing thread's.
+pub fn parse_cpu_pair(text: &str) -> crate::Result<[u32; 2]> {
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    let cpus: Option<Vec<u32>> = parts.iter().map(|p| p.parse().ok()).collect();
+    match cpus.as_deref() {
+        Some([a, b]) => Ok([*a, *b]),
+        _ => Err(crate::error::invalid(format!(
+            "--cpus {text:?}: expected two CPU numbers A,B (e.g. 0,1) — the bench runs one thread on each"
+        ))),
     }
 }
 
@@ -235,5 +288,31 @@ mod tests {
             assert_eq!(Transport::parse(t.name()), Some(t));
         }
         assert_eq!(Transport::parse("carrier-pigeon"), None);
+    }
+
+    #[test]
+    fn argument_lists_parse_and_refuse_with_the_flag_named() {
+        assert_eq!(
+            Transport::parse_list("all").unwrap(),
+            Transport::ALL.to_vec()
+        );
+        assert_eq!(
+            Transport::parse_list("pipe, mq,pipe").unwrap(),
+            vec![Transport::Pipe, Transport::Mq]
+        );
+        let e = Transport::parse_list("pipe,smoke").unwrap_err();
+        assert!(
+            e.is_bad_input() && e.to_string().contains("--transports"),
+            "{e}"
+        );
+        assert_eq!(parse_sizes("64,8,64").unwrap(), vec![64, 8]);
+        assert!(parse_sizes("16")
+            .unwrap_err()
+            .to_string()
+            .contains("--sizes"));
+        assert_eq!(parse_cpu_pair("2, 3").unwrap(), [2, 3]);
+        for bad in ["1", "1,2,3", "a,b"] {
+            assert!(parse_cpu_pair(bad).unwrap_err().is_bad_input(), "{bad}");
+        }
     }
 }

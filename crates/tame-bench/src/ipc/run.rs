@@ -19,7 +19,7 @@ use super::endpoint::{self, Endpoint};
 use super::goals::{self, GoalCheck};
 use super::{IpcSettings, Transport, BLOCK};
 use crate::engine::{self, RunControl};
-use crate::error::BenchError;
+use crate::error::io_failed;
 use crate::result::{unix_now_ns, BenchResult, GroupResult, Metric, SCHEMA_VERSION};
 use crate::stats::Recorder;
 
@@ -66,14 +66,9 @@ impl Tally {
     }
 }
 
-/// Validates, measures and assembles the result. Stops between segments when
-/// `control` is stopped (the result then says `interrupted`).
-pub fn run(
-    root: &Root,
-    settings: IpcSettings,
-    command_line: Vec<String>,
-    control: &RunControl,
-) -> crate::Result<IpcRun> {
+/// Everything that can refuse `settings` on this host before anything starts: the settings'
+/// own rules, and both CPUs online and allowed to this process. Returns the environment read.
+pub fn check(root: &Root, settings: &IpcSettings) -> crate::Result<RunEnvironment> {
     let environment = RunEnvironment::capture(root);
     settings.validate(&environment.online_cpus)?;
     let allowed = tame_rt::sched::allowed_cpus();
@@ -82,6 +77,18 @@ pub fn run(
             "CPU {cpu} is online but outside this process's allowed CPUs {allowed:?} (a cpuset confines it) — pick allowed CPUs with --cpus, or run tame outside that cpuset"
         )));
     }
+    Ok(environment)
+}
+
+/// Validates, measures and assembles the result. Stops between segments when
+/// `control` is stopped (the result then says `interrupted`).
+pub fn run(
+    root: &Root,
+    settings: IpcSettings,
+    command_line: Vec<String>,
+    control: &RunControl,
+) -> crate::Result<IpcRun> {
+    let environment = check(root, &settings)?;
     let clock = engine::make_clock(settings.clock, environment.invariant_tsc)?;
     let calibration = engine::calibrate(&clock);
     let plan = Plan {
@@ -116,7 +123,7 @@ pub fn run(
                     .get_mut(&(size, transport))
                     .expect("tally for every pair");
                 let failed = |what: &str, e: io::Error| {
-                    BenchError::Failed(format!("{} {size} B {what} failed: {e}", transport.name()))
+                    io_failed(format!("{} {size} B {what} failed", transport.name()), e)
                 };
                 measure_latency(
                     size,

@@ -45,7 +45,40 @@ pub struct NoiseSettings {
     pub attribute: bool,
 }
 
+/// The detector's static priority at fifo/rr unless asked: the lowest, so that any other
+/// real-time work shows as noise.
+pub const DETECTOR_PRIORITY: i32 = 1;
+
 impl NoiseSettings {
+    /// Validated settings: the duration and threshold in range.
+    pub fn new(
+        cpus: CpuList,
+        duration_ns: u64,
+        threshold_ns: Option<u64>,
+        threads: ThreadSettings,
+        attribute: bool,
+    ) -> Result<Self> {
+        Self::validate_shape(duration_ns, threshold_ns)?;
+        Ok(NoiseSettings {
+            cpus,
+            duration_ns,
+            threshold_ns,
+            threads,
+            attribute,
+        })
+    }
+
+    /// The heading of the report.
+    pub fn title(&self) -> String {
+        format!(
+            "tame bench noise: {} CPU(s) {}, {}, detector {}",
+            self.cpus.len(),
+            self.cpus,
+            crate::output::human_ns(self.duration_ns),
+            self.threads.label()
+        )
+    }
+
     pub fn validate_shape(duration_ns: u64, threshold_ns: Option<u64>) -> Result<()> {
         if !(10_000_000..=86_400_000_000_000).contains(&duration_ns) {
             return Err(invalid(format!(
@@ -344,6 +377,15 @@ fn cpu_findings(
     (summary, attributed)
 }
 
+/// The CPU's noise share and what is left available, as derived figures of its group.
+fn add_shares(group: &mut crate::result::GroupResult, out: &DetectorOutput) {
+    let share = out.noise_share_percent();
+    group.derived.insert("noise_share_percent".into(), share);
+    group
+        .derived
+        .insert("cpu_available_percent".into(), 100.0 - share);
+}
+
 /// Run the whole bench: validate, start capture and load, detect, restore, attribute.
 pub fn run(
     root: &Root,
@@ -378,15 +420,8 @@ pub fn run(
         sched: prepared.sched,
         prefault: settings.threads.mlock,
     };
-    let baseline = match detector::run(&plan, prepared.clock, control, |_| {}) {
-        Ok(b) => b,
-        Err(e) => {
-            if let Some(r) = running {
-                r.stop();
-            }
-            return Err(e);
-        }
-    };
+    // On an error the load stops when `running` is dropped.
+    let baseline = detector::run(&plan, prepared.clock, control, |_| {})?;
     let mut status = AttributionStatus::default();
     let trace_clock = trace_clock_for(prepared.clock.kind());
     let tracing = if settings.attribute {
@@ -399,16 +434,7 @@ pub fn run(
     plan.gap_capacity = gap_capacity(settings.duration_ns);
     let measured = detector::run(&plan, prepared.clock, control, tick);
     let captured = tracing.map(|t| stop_tracing(t, &mut status));
-    let measured = match measured {
-        Ok(m) => m,
-        Err(e) => {
-            if let Some(r) = running {
-                r.stop();
-            }
-            return Err(e);
-        }
-    };
-    let clock = prepared.clock;
+    let measured = measured?;
     let mut result = session::assemble(
         "noise",
         &prepared,
@@ -426,13 +452,9 @@ pub fn run(
         .zip(&measured.outputs)
         .zip(&baseline.outputs)
     {
-        let share = out.noise_share_percent();
-        group.derived.insert("noise_share_percent".into(), share);
-        group
-            .derived
-            .insert("cpu_available_percent".into(), 100.0 - share);
         let (cpu_noise, attributed) =
-            cpu_findings(out, base, captured.as_ref(), &clock, trace_clock);
+            cpu_findings(out, base, captured.as_ref(), &prepared.clock, trace_clock);
+        add_shares(group, out);
         all_gaps.push((cpu_noise.cpu, attributed));
         per_cpu.push(cpu_noise);
     }

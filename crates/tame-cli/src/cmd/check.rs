@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use tame_check::{Category, CheckReport, Severity, Target};
 use tame_host::{CpuList, HostModel};
 
-use super::topology::{print_out, require_root_dir};
+use crate::output::{print_json, print_out};
 use crate::Context;
 
 #[derive(clap::Args)]
@@ -50,7 +50,7 @@ fn parse_cpus(arg: Option<&str>) -> anyhow::Result<Asked> {
 }
 
 pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<i32> {
-    require_root_dir(ctx)?;
+    ctx.require_root_dir()?;
     let asked = parse_cpus(args.cpus.as_deref())?;
     let model = HostModel::read(&ctx.root);
     let target = match asked {
@@ -69,7 +69,7 @@ pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<i32> {
     };
     let report = tame_check::check(&model, &target);
     if args.json {
-        print_out(&(serde_json::to_string_pretty(&report)? + "\n"))?;
+        print_json(&report)?;
     } else {
         print_out(&human(&report))?;
     }

@@ -19,7 +19,7 @@ pub fn run(ctx: &Context, cmd: HostCommand) -> anyhow::Result<i32> {
 }
 
 fn capture(ctx: &Context, dir: &std::path::Path) -> anyhow::Result<i32> {
-    super::topology::require_root_dir(ctx)?;
+    ctx.require_root_dir()?;
     if dir.exists() {
         let empty = std::fs::read_dir(dir)
             .map(|mut d| d.next().is_none())

@@ -1,4 +1,5 @@
-//! One module per command: each owns its clap `Args` and a `run(&Context, Args) -> anyhow::Result<i32>`.
+//! One module per command: each owns its clap `Args` and a `run(&Context, Args) -> anyhow::Result<i32>`
+//! that turns the arguments into a library call and its result into output.
 
 pub mod bench;
 pub mod bench_ipc;
@@ -7,6 +8,7 @@ pub mod compare;
 pub mod host;
 pub mod ipc;
 pub mod launch;
+pub mod measuring;
 pub mod noise;
 pub mod partition;
 pub mod reserve;

@@ -5,16 +5,15 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use tame_bench::engine::ThreadSettings;
-use tame_bench::noise::{self, NoiseSettings};
-use tame_bench::output::human_ns;
+use tame_bench::engine::{self, ThreadSettings};
+use tame_bench::noise::{self, NoiseSettings, DETECTOR_PRIORITY};
+use tame_bench::target;
 use tame_bench::units::parse_duration_ns;
 use tame_rt::{ClockKind, Policy};
 
-use super::bench::{
-    cpu_list_arg, create, install_stop_handler, lift, load_spec, parse_clock, preferred_clock,
-};
-use crate::error::EXIT_INTERRUPTED;
+use super::measuring::{install_stop_handler, parse_clock};
+use crate::error::finished;
+use crate::output::{create, JsonOut};
 use crate::Context;
 
 #[derive(clap::Args)]
@@ -58,44 +57,20 @@ pub struct NoiseArgs {
 }
 
 pub fn run(ctx: &Context, a: NoiseArgs) -> anyhow::Result<i32> {
-    let cpus = cpu_list_arg(ctx, &a.cpus, "--cpus")?;
-    let duration_ns = parse_duration_ns(&a.duration).map_err(lift)?;
-    let threshold_ns = a
-        .threshold
-        .as_deref()
-        .map(parse_duration_ns)
-        .transpose()
-        .map_err(lift)?;
-    NoiseSettings::validate_shape(duration_ns, threshold_ns).map_err(lift)?;
-    let clock = a.clock.unwrap_or_else(|| preferred_clock(ctx));
-    let priority = a.priority.unwrap_or(match a.policy {
-        Policy::Fifo | Policy::Rr => 1,
-        _ => 0,
-    });
-    let settings = NoiseSettings {
-        cpus: cpus.clone(),
-        duration_ns,
-        threshold_ns,
-        threads: ThreadSettings {
-            policy: a.policy,
-            priority,
-            mlock: !a.no_mlock,
-            clock,
-        },
-        attribute: !a.no_trace,
-    };
-    let load = load_spec(ctx, a.load.as_deref(), a.load_cpus.as_deref())?;
+    let cpus = target::cpus(&ctx.root, &a.cpus, "--cpus")?;
+    let duration_ns = parse_duration_ns(&a.duration)?;
+    let threshold_ns = a.threshold.as_deref().map(parse_duration_ns).transpose()?;
+    let clock = a
+        .clock
+        .unwrap_or_else(|| engine::preferred_clock(&ctx.root));
+    let threads = ThreadSettings::new(a.policy, a.priority, DETECTOR_PRIORITY, !a.no_mlock, clock);
+    let settings = NoiseSettings::new(cpus, duration_ns, threshold_ns, threads, !a.no_trace)?;
+    let load = target::load(&ctx.root, a.load.as_deref(), a.load_cpus.as_deref())?;
     // Outputs are created before anything runs, so an unwritable path is bad input.
-    let (mut json, json_to_stdout): (Option<Box<dyn Write>>, bool) = match a.json.as_deref() {
-        None => (None, false),
-        Some("-") => (Some(Box::new(std::io::stdout())), true),
-        Some(p) => (
-            Some(Box::new(create(&PathBuf::from(p), "JSON result")?)),
-            false,
-        ),
-    };
+    let json = JsonOut::open(a.json.as_deref(), "JSON result")?;
     let gaps_file = a.gaps.as_ref().map(|p| create(p, "gaps CSV")).transpose()?;
     let control = install_stop_handler()?;
+    let title = settings.title();
     let run = noise::run(
         &ctx.root,
         settings,
@@ -103,36 +78,13 @@ pub fn run(ctx: &Context, a: NoiseArgs) -> anyhow::Result<i32> {
         &control,
         |_| {},
         ctx.command_line.clone(),
-    )
-    .map_err(lift)?;
-    let title = format!(
-        "tame bench noise: {} CPU(s) {}, {}, detector {}",
-        cpus.len(),
-        cpus,
-        human_ns(duration_ns),
-        match a.policy {
-            Policy::Fifo | Policy::Rr => format!("{} {priority}", a.policy),
-            p => p.to_string(),
-        }
-    );
+    )?;
     if let Some(f) = gaps_file {
         let mut w = std::io::BufWriter::new(f);
         noise::view::write_gaps_csv(&mut w, &run.gaps, run.result.noise.attribution.available)
             .and_then(|()| w.flush())
             .context("cannot write the gaps CSV")?;
     }
-    if let Some(w) = json.as_mut() {
-        writeln!(w, "{}", run.result.to_json()).context("cannot write the JSON result")?;
-    }
-    let text = noise::view::report(&run.result, &title);
-    if json_to_stdout {
-        eprint!("{text}");
-    } else {
-        print!("{text}");
-    }
-    Ok(if run.result.result.interrupted {
-        EXIT_INTERRUPTED
-    } else {
-        0
-    })
+    json.emit(&run.result, &noise::view::report(&run.result, &title))?;
+    Ok(finished(run.result.result.interrupted))
 }

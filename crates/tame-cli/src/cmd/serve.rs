@@ -30,10 +30,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<i32> {
         cap_ppm,
         root: ctx.root.clone(),
     };
-    // validate() runs inside serve before anything starts; bad input maps to exit 2.
-    match daemon::serve(config, stop) {
-        Ok(()) => Ok(0),
-        Err(e) if e.is_bad_input() => Err(bad_input(e.to_string())),
-        Err(e) => Err(anyhow::anyhow!(e.to_string())),
-    }
+    // The cap and socket are validated inside serve before anything starts.
+    daemon::serve(config, stop)?;
+    Ok(0)
 }

@@ -3,6 +3,9 @@ use std::fmt::Write as _;
 
 use tame_host::{CpuList, HostModel};
 
+use crate::output::print_json;
+// `tame ipc` prints through this path.
+pub(crate) use crate::output::print_out;
 use crate::Context;
 
 #[derive(clap::Args)]
@@ -13,44 +16,43 @@ pub struct TopologyArgs {
 }
 
 pub fn run(ctx: &Context, args: TopologyArgs) -> anyhow::Result<i32> {
-    require_root_dir(ctx)?;
+    ctx.require_root_dir()?;
     let model = HostModel::read(&ctx.root);
     if args.json {
-        print_out(&(serde_json::to_string_pretty(&model)? + "\n"))?;
+        print_json(&model)?;
     } else {
         print_out(&summary(&model))?;
     }
     Ok(0)
 }
 
-/// `--root` must be a directory (a fixture tree); a typo would otherwise read as an empty machine.
-pub(crate) fn require_root_dir(ctx: &Context) -> anyhow::Result<()> {
-    let base = ctx.root.base();
-    if base.is_dir() {
-        return Ok(());
-    }
-    Err(crate::bad_input(format!(
-        "--root {}: not a directory — it must be a host tree such as one written by `tame host capture` — check the path",
-        base.display()
-    )))
-}
-
-/// Write to stdout; a closed pipe (`| head`) is not an error.
-pub(crate) fn print_out(text: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
-    }
-}
-
 /// Rows of per-core output before the summary is cut short.
 const MAX_ROWS: usize = 64;
 
-/// The human view of the model.
+/// The human view of the model: one section after another.
 pub fn summary(m: &HostModel) -> String {
     let mut s = String::new();
+    machine(&mut s, m);
+    numa_nodes(&mut s, m);
+    cores(&mut s, m);
+    caches(&mut s, m);
+    irqs(&mut s, m);
+    cgroups(&mut s, m);
+    if let Some(r) = &m.tracing.resctrl {
+        let names: Vec<&str> = r.resources.iter().map(|r| r.name.as_str()).collect();
+        let _ = writeln!(s, "\nresctrl   {} ({})", r.mount, names.join(", "));
+    }
+    if !m.problems.is_empty() {
+        let _ = writeln!(s, "\n{} file(s) could not be read:", m.problems.len());
+        for p in m.problems.iter().take(10) {
+            let _ = writeln!(s, "  {p}");
+        }
+    }
+    s
+}
+
+/// CPU model and counts, kernel, hypervisor.
+fn machine(s: &mut String, m: &HostModel) {
     let c = &m.cpus;
     let _ = writeln!(
         s,
@@ -77,8 +79,11 @@ pub fn summary(m: &HostModel) -> String {
     } else if m.virt.hypervisor {
         let _ = writeln!(s, "hypervisor (unknown vendor)");
     }
+}
+
+fn numa_nodes(s: &mut String, m: &HostModel) {
     let _ = writeln!(s, "\nNUMA nodes");
-    for n in &c.nodes {
+    for n in &m.cpus.nodes {
         let _ = writeln!(
             s,
             "  node{:<3} cpus {:<16} memory {} MiB",
@@ -88,10 +93,14 @@ pub fn summary(m: &HostModel) -> String {
                 .map_or("?".into(), |k| (k / 1024).to_string())
         );
     }
+}
+
+/// One line per core (its SMT siblings), at most [`MAX_ROWS`].
+fn cores(s: &mut String, m: &HostModel) {
     let _ = writeln!(s, "\nCores (SMT siblings)");
     let mut seen = CpuList::new();
     let mut shown = 0;
-    for cpu in &c.cpus {
+    for cpu in &m.cpus.cpus {
         if seen.contains(cpu.id) {
             continue;
         }
@@ -112,11 +121,14 @@ pub fn summary(m: &HostModel) -> String {
     if shown > MAX_ROWS {
         let _ = writeln!(s, "  … {} more cores (see --json)", shown - MAX_ROWS);
     }
+}
+
+/// One line per kind of cache: how many there are and how many CPUs share each.
+fn caches(s: &mut String, m: &HostModel) {
     let _ = writeln!(s, "\nCaches");
-    // One line per kind of cache: how many there are and how many CPUs share each.
     // Key: level, kind, size, ways, CPUs sharing each; value: how many such caches.
     let mut kinds = std::collections::BTreeMap::new();
-    for cache in &c.caches {
+    for cache in &m.cpus.caches {
         let key = (
             cache.level,
             cache.kind.as_str(),
@@ -134,6 +146,10 @@ pub fn summary(m: &HostModel) -> String {
             ways.unwrap_or(0),
         );
     }
+}
+
+/// Device IRQs, and where the kernel-managed ones fire.
+fn irqs(s: &mut String, m: &HostModel) {
     let managed = m.irqs.irqs.iter().filter(|i| i.managed).count();
     let _ = writeln!(
         s,
@@ -154,6 +170,10 @@ pub fn summary(m: &HostModel) -> String {
             irq.fires_on().map_or("?".into(), |a| a.to_string())
         );
     }
+}
+
+/// The cpuset controller and the cpuset partitions.
+fn cgroups(s: &mut String, m: &HostModel) {
     let _ = writeln!(s, "\ncgroups");
     match &m.cgroups.cpuset {
         Some(h) => {
@@ -176,15 +196,4 @@ pub fn summary(m: &HostModel) -> String {
             p.cpus.as_ref().map_or("?".into(), |c| c.to_string())
         );
     }
-    if let Some(r) = &m.tracing.resctrl {
-        let names: Vec<&str> = r.resources.iter().map(|r| r.name.as_str()).collect();
-        let _ = writeln!(s, "\nresctrl   {} ({})", r.mount, names.join(", "));
-    }
-    if !m.problems.is_empty() {
-        let _ = writeln!(s, "\n{} file(s) could not be read:", m.problems.len());
-        for p in m.problems.iter().take(10) {
-            let _ = writeln!(s, "  {p}");
-        }
-    }
-    s
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::protocol::{ErrorKind, Request, Response, Status};
-use crate::error::{failed, invalid, refused, Result};
+use crate::error::{failed, invalid, io_failed, refused, Result};
 
 /// Send one request and return the server's status, or its refusal as an error.
 pub fn call(socket: &Path, request: &Request) -> Result<Status> {
@@ -21,11 +21,11 @@ pub fn call(socket: &Path, request: &Request) -> Result<Status> {
     text.push('\n');
     stream
         .write_all(text.as_bytes())
-        .map_err(|e| failed(format!("cannot send to the server: {e}")))?;
+        .map_err(|e| io_failed("cannot send to the server", e))?;
     let mut line = String::new();
     BufReader::new(&stream)
         .read_line(&mut line)
-        .map_err(|e| failed(format!("no answer from the server: {e}")))?;
+        .map_err(|e| io_failed("no answer from the server", e))?;
     match serde_json::from_str::<Response>(&line).map_err(|e| {
         failed(format!(
             "the server's answer is not understood ({e}): {line:?}"

@@ -24,7 +24,7 @@ use super::protocol::{ClientInfo, ErrorKind, Request, Response, Status, PROTOCOL
 use super::watchdog::{Watchdog, MAX_WATCHED};
 use super::{CLIENT_PRIORITY, SERVER_PRIORITY};
 use crate::bandwidth::Limits;
-use crate::error::{failed, invalid, refused, Result};
+use crate::error::{failed, invalid, io_failed, refused, Result};
 use crate::spec::{self, percent, Backend, PPM};
 
 const SCHED_OTHER: i32 = 0;
@@ -107,7 +107,7 @@ pub fn validate(config: &Config) -> Result<Limits> {
 pub fn serve(config: Config, stop: Arc<AtomicBool>) -> Result<()> {
     let limits = validate(&config)?;
     let watchdog =
-        Arc::new(Watchdog::spawn().map_err(|e| failed(format!("cannot start the watchdog: {e}")))?);
+        Arc::new(Watchdog::spawn().map_err(|e| io_failed("cannot start the watchdog", e))?);
     let listener = bind(&config.socket)?;
     let mut server = Server {
         config,
@@ -134,17 +134,17 @@ pub fn serve(config: Config, stop: Arc<AtomicBool>) -> Result<()> {
 fn bind(socket: &Path) -> Result<UnixListener> {
     if let Some(dir) = socket.parent() {
         std::fs::create_dir_all(dir)
-            .map_err(|e| failed(format!("cannot create {}: {e}", dir.display())))?;
+            .map_err(|e| io_failed(format!("cannot create {}", dir.display()), e))?;
     }
     // validate() found nobody listening: a file there is a stale socket.
     let _ = std::fs::remove_file(socket);
     let listener = UnixListener::bind(socket)
-        .map_err(|e| failed(format!("cannot listen on {}: {e}", socket.display())))?;
+        .map_err(|e| io_failed(format!("cannot listen on {}", socket.display()), e))?;
     // Anyone may ask; the server checks the asker may change the process (SO_PEERCRED).
     let _ = std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666));
     listener
         .set_nonblocking(true)
-        .map_err(|e| failed(format!("cannot set up {}: {e}", socket.display())))?;
+        .map_err(|e| io_failed(format!("cannot set up {}", socket.display()), e))?;
     Ok(listener)
 }
 
@@ -192,7 +192,7 @@ impl Server {
                 Ok(req) => self.dispatch(req, uid),
                 Err(e) => error_response(invalid(format!("not a tame serve request: {e}"))),
             },
-            Err(e) => error_response(failed(format!("cannot read the request: {e}"))),
+            Err(e) => error_response(io_failed("cannot read the request", e)),
         };
         let mut text = serde_json::to_string(&response).unwrap_or_default();
         text.push('\n');
@@ -324,7 +324,7 @@ impl Server {
         for s in &saved {
             if let Err(e) = self.watchdog.watch(s.tid) {
                 restore(&self.watchdog, &saved);
-                return Err(failed(format!("cannot reach the watchdog: {e}")));
+                return Err(io_failed("cannot reach the watchdog", e));
             }
         }
         let mut tids = Vec::new();
@@ -343,7 +343,7 @@ impl Server {
                         s.tid
                     ))
                 } else {
-                    failed(format!("cannot take over thread {}: {e}", s.tid))
+                    io_failed(format!("cannot take over thread {}", s.tid), e)
                 });
             }
             tids.push(s.tid);
@@ -393,7 +393,7 @@ impl Server {
         let handle = std::thread::Builder::new()
             .name(format!("tame-serve-cpu{cpu}"))
             .spawn(move || scheduler_thread(cpu, thread_shared, watchdog, stop, root, ready_tx))
-            .map_err(|e| failed(format!("cannot start the scheduler thread: {e}")))?;
+            .map_err(|e| io_failed("cannot start the scheduler thread", e))?;
         match ready_rx.recv() {
             Ok(Ok(())) => {
                 self.cpus.insert(cpu, (shared.clone(), handle));

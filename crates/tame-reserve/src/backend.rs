@@ -1,0 +1,298 @@
+//! The three ways to hold a reservation behind one interface: the scheduling server
+//! (`tame serve`), SCHED_DEADLINE and a cgroup bandwidth cap. What differs between them —
+//! which CPU a request runs on, its admission cap, extra checks, how a reservation is made,
+//! released and listed — is a [`Backend`] method; what they share lives in
+//! [`crate::reservation`].
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use tame_host::Root;
+
+use crate::bandwidth::{self, Limits};
+use crate::error::Result;
+use crate::server::client;
+use crate::server::protocol::Request as Wire;
+use crate::spec::{self, Request, DEFAULT_CAP_PPM, PPM};
+use crate::{cgroup, deadline};
+
+/// Where the backends find what they work with.
+#[derive(Clone, Debug)]
+pub struct Places {
+    /// The host (`/`, or a fixture tree).
+    pub root: Root,
+    /// The scheduling server's socket.
+    pub socket: PathBuf,
+    /// Where cgroup reservations keep their journals.
+    pub state_dir: PathBuf,
+}
+
+/// One reservation found by [`Backend::list`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Reservation {
+    pub backend: spec::Backend,
+    pub pid: u32,
+    pub share_ppm: u64,
+    pub period_ns: u64,
+    pub cpu: Option<u32>,
+    pub detail: String,
+}
+
+/// What listing found, and what it could not look at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listing {
+    pub reservations: Vec<Reservation>,
+    pub notes: Vec<String>,
+}
+
+/// One way to hold a reservation.
+pub trait Backend {
+    fn kind(&self) -> spec::Backend;
+
+    /// The CPU a request runs on, from the one asked for (`None`: any CPU), or why not.
+    fn cpu(&self, asked: Option<u32>, limits: &Limits) -> Result<Option<u32>> {
+        let _ = limits;
+        Ok(asked)
+    }
+
+    /// The most one reservation may ask for, in ppm of a CPU.
+    fn cap_ppm(&self, limits: &Limits) -> u64;
+
+    /// Checks of a request that only this backend needs; nothing is written.
+    fn check(&self, req: &Request) -> Result<()> {
+        let _ = req;
+        Ok(())
+    }
+
+    /// The CPUs a program started for `req` is placed on before it runs.
+    fn program_cpus(&self, req: &Request, limits: &Limits) -> Vec<u32> {
+        req.cpu.map_or_else(|| limits.online.clone(), |c| vec![c])
+    }
+
+    /// Hold `req` for every thread of the running process `pid`.
+    fn reserve(&self, pid: u32, req: &Request) -> Result<()>;
+
+    /// Give back `pid`'s reservation; `Ok(false)` when this backend holds none for it.
+    fn release(&self, pid: u32) -> Result<bool>;
+
+    /// Give back what outlives the program `pid`, which has exited.
+    fn release_exited(&self, pid: u32) -> Result<()>;
+
+    /// Add this backend's reservations (or why they could not be listed) to `into`.
+    fn list(&self, into: &mut Listing);
+
+    /// What the user should know about a reservation of this kind.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// The backend of `kind`.
+pub fn open(kind: spec::Backend, at: &Places) -> Box<dyn Backend> {
+    match kind {
+        spec::Backend::Server => Box::new(Server {
+            socket: at.socket.clone(),
+        }),
+        spec::Backend::Deadline => Box::new(Deadline {
+            root: at.root.clone(),
+        }),
+        spec::Backend::Cgroup => Box::new(Cgroup {
+            root: at.root.clone(),
+            state_dir: at.state_dir.clone(),
+        }),
+    }
+}
+
+/// The user-space scheduling server: pins, so it needs a CPU (default the highest online).
+struct Server {
+    socket: PathBuf,
+}
+
+impl Backend for Server {
+    fn kind(&self) -> spec::Backend {
+        spec::Backend::Server
+    }
+
+    fn cpu(&self, asked: Option<u32>, limits: &Limits) -> Result<Option<u32>> {
+        Ok(asked.or_else(|| limits.online.last().copied()))
+    }
+
+    fn cap_ppm(&self, _limits: &Limits) -> u64 {
+        DEFAULT_CAP_PPM
+    }
+
+    fn reserve(&self, pid: u32, req: &Request) -> Result<()> {
+        client::call(
+            &self.socket,
+            &Wire::Reserve {
+                pid,
+                share_ppm: req.share_ppm,
+                period_ns: req.period_ns,
+                cpu: req.cpu.unwrap_or(0),
+            },
+        )?;
+        Ok(())
+    }
+
+    fn release(&self, pid: u32) -> Result<bool> {
+        // No server, or not one of its clients: nothing held here.
+        let Ok(status) = client::call(&self.socket, &Wire::List) else {
+            return Ok(false);
+        };
+        if !status.clients.iter().any(|c| c.pid == pid) {
+            return Ok(false);
+        }
+        client::call(&self.socket, &Wire::Release { pid })?;
+        Ok(true)
+    }
+
+    fn release_exited(&self, pid: u32) -> Result<()> {
+        // The server also drops clients that exited; telling it is only sooner.
+        let _ = client::call(&self.socket, &Wire::Release { pid });
+        Ok(())
+    }
+
+    fn list(&self, into: &mut Listing) {
+        match client::call(&self.socket, &Wire::List) {
+            Ok(status) => {
+                into.reservations
+                    .extend(status.clients.into_iter().map(|c| Reservation {
+                        backend: spec::Backend::Server,
+                        pid: c.pid,
+                        share_ppm: c.share_ppm,
+                        period_ns: c.period_ns,
+                        cpu: Some(c.cpu),
+                        detail: format!("threads {:?}", c.tids),
+                    }));
+            }
+            Err(_) => into
+                .notes
+                .push(format!("no scheduling server at {}", self.socket.display())),
+        }
+    }
+}
+
+/// SCHED_DEADLINE: the kernel admits and enforces; it cannot pin outside an exclusive cpuset.
+struct Deadline {
+    root: Root,
+}
+
+impl Backend for Deadline {
+    fn kind(&self) -> spec::Backend {
+        spec::Backend::Deadline
+    }
+
+    fn cpu(&self, asked: Option<u32>, _limits: &Limits) -> Result<Option<u32>> {
+        match asked {
+            Some(cpu) => Err(crate::error::invalid(deadline::pinning_refusal(cpu))),
+            None => Ok(None),
+        }
+    }
+
+    fn cap_ppm(&self, limits: &Limits) -> u64 {
+        limits.deadline_cap_ppm()
+    }
+
+    fn program_cpus(&self, _req: &Request, limits: &Limits) -> Vec<u32> {
+        limits.online.clone()
+    }
+
+    fn reserve(&self, pid: u32, req: &Request) -> Result<()> {
+        deadline::reserve_pid(&self.root, pid, req)?;
+        Ok(())
+    }
+
+    fn release(&self, pid: u32) -> Result<bool> {
+        let held = bandwidth::deadline_threads(&self.root, |_| None)
+            .iter()
+            .any(|t| t.pid == pid);
+        if !held {
+            return Ok(false);
+        }
+        let info = tame_launch::proc::inspect(&self.root, pid)?;
+        tame_launch::detach::check_owner(&info, crate::reservation::caller_uid())?;
+        deadline::release_pid(&self.root, pid)?;
+        Ok(true)
+    }
+
+    fn release_exited(&self, _pid: u32) -> Result<()> {
+        // The kernel's reservation ends with the threads.
+        Ok(())
+    }
+
+    fn list(&self, into: &mut Listing) {
+        // Fixture trees have no live threads to ask for their parameters.
+        let live = if self.root.is_system() {
+            bandwidth::live_params
+        } else {
+            |_| None
+        };
+        into.reservations.extend(
+            bandwidth::deadline_threads(&self.root, live)
+                .into_iter()
+                .map(|t| Reservation {
+                    backend: spec::Backend::Deadline,
+                    pid: t.pid,
+                    share_ppm: t.share_ppm(),
+                    period_ns: t.period_ns,
+                    cpu: None,
+                    detail: format!("thread {} ({})", t.tid, t.comm),
+                }),
+        );
+    }
+}
+
+/// A cgroup CPU bandwidth cap, journaled: a cap, not a guarantee.
+struct Cgroup {
+    root: Root,
+    state_dir: PathBuf,
+}
+
+impl Backend for Cgroup {
+    fn kind(&self) -> spec::Backend {
+        spec::Backend::Cgroup
+    }
+
+    fn cap_ppm(&self, _limits: &Limits) -> u64 {
+        PPM
+    }
+
+    fn check(&self, req: &Request) -> Result<()> {
+        cgroup::quota_period_us(req)?;
+        cgroup::controller(&self.root)?;
+        Ok(())
+    }
+
+    fn reserve(&self, pid: u32, req: &Request) -> Result<()> {
+        cgroup::reserve_pid(&self.root, &self.state_dir, pid, req)?;
+        Ok(())
+    }
+
+    fn release(&self, pid: u32) -> Result<bool> {
+        cgroup::release_pid(&self.root, &self.state_dir, pid)
+    }
+
+    fn release_exited(&self, pid: u32) -> Result<()> {
+        cgroup::release_pid(&self.root, &self.state_dir, pid)?;
+        Ok(())
+    }
+
+    fn list(&self, into: &mut Listing) {
+        into.reservations.extend(
+            cgroup::list(&self.state_dir)
+                .into_iter()
+                .map(|r| Reservation {
+                    backend: spec::Backend::Cgroup,
+                    pid: r.pid,
+                    share_ppm: r.share_ppm,
+                    period_ns: r.period_us * 1_000,
+                    cpu: None,
+                    detail: r.group,
+                }),
+        );
+    }
+
+    fn notes(&self) -> Vec<String> {
+        vec!["cgroup bandwidth is a cap, not a guarantee: the process may use at most this share, but may get less".into()]
+    }
+}
