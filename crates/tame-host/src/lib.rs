@@ -4,6 +4,7 @@
 //! [`Root`], so logic can run on a fixture tree in tests and on `/` for real.
 //! Parsers take text and return models; they never touch the file system.
 
+pub mod accounts;
 pub mod capture;
 pub mod cgroup;
 pub mod cpu;
@@ -13,15 +14,20 @@ pub mod error;
 pub mod irq;
 pub mod journal;
 pub mod kernel;
+pub mod knobs;
 pub mod memory;
 pub mod model;
+pub mod mounts;
 pub mod power;
+pub mod privilege;
 pub mod process;
 pub mod reader;
+pub mod resctrl;
 pub mod root;
 pub mod sched;
 pub mod synthetic;
 pub mod testing;
+pub mod timer_list;
 pub mod tracing;
 pub mod virt;
 

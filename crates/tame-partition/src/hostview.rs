@@ -190,7 +190,7 @@ impl HostView {
     }
 }
 
-fn resctrl_view(r: &tame_host::tracing::Resctrl) -> Resctrl {
+fn resctrl_view(r: &tame_host::resctrl::Resctrl) -> Resctrl {
     let l3 = r.resources.iter().find(|x| x.name == "L3");
     let schemata = r.schemata.clone().unwrap_or_default();
     Resctrl {
