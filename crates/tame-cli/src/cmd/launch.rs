@@ -256,7 +256,7 @@ fn check_partition_access(
     if uid == 0 {
         return Ok(());
     }
-    use tame_partition::hostview::{group_id, user_id};
+    use tame_host::accounts::{group_id, user_id};
     let passwd = root.read("/etc/passwd").unwrap_or_default();
     let groups = root.read("/etc/group").unwrap_or_default();
     let user_ok = p.user.as_deref().and_then(|u| user_id(&passwd, u)) == Some(uid);
