@@ -78,6 +78,7 @@ pub(crate) fn keep_dir(r: &mut Reader, dir: &str, task_list: Option<&str>) {
 }
 
 /// Owner and mode of a file below the root; `None` when it does not exist.
+/// (`Root` reads contents only; this is the one metadata read of the model.)
 fn owner_of(r: &Reader, host_path: &str) -> Option<FileOwner> {
     use std::os::unix::fs::MetadataExt as _;
     let m = std::fs::metadata(r.root().path(host_path)).ok()?;
