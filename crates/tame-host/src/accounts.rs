@@ -1,13 +1,16 @@
 //! Users and groups from /etc/passwd and /etc/group: the uid of a name, the
 //! gid of a name, the groups a user is listed in.
 
+use serde::{Deserialize, Serialize};
+
+use crate::reader::Reader;
 use crate::{HostError, Root};
 
-const PASSWD: &str = "/etc/passwd";
-const GROUP: &str = "/etc/group";
+pub const PASSWD: &str = "/etc/passwd";
+pub const GROUP: &str = "/etc/group";
 
 /// `name:x:uid:gid:…` of /etc/passwd.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct User {
     pub name: String,
     pub uid: u32,
@@ -15,7 +18,7 @@ pub struct User {
 }
 
 /// `name:x:gid:member,member` of /etc/group.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Group {
     pub name: String,
     pub gid: u32,
@@ -24,7 +27,7 @@ pub struct Group {
 
 /// The local account database. Lines that do not parse are skipped, as
 /// getpwnam does.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Accounts {
     pub users: Vec<User>,
     pub groups: Vec<Group>,
@@ -68,7 +71,14 @@ impl Accounts {
         Self { users, groups }
     }
 
-    /// The uid of user `name` (the first entry of that name).
+    /// Read into the host model; missing files read as no accounts (fixture trees have none).
+    pub fn read(r: &mut Reader) -> Self {
+        let passwd = r.optional(PASSWD).unwrap_or_default();
+        let group = r.optional(GROUP).unwrap_or_default();
+        Self::parse(&passwd, &group)
+    }
+
+    /// The uid of user `name` (the first entry of that name with a numeric id, as getpwnam).
     pub fn uid_of(&self, name: &str) -> Option<u32> {
         self.users.iter().find(|u| u.name == name).map(|u| u.uid)
     }
@@ -123,5 +133,26 @@ mod tests {
         assert_eq!(a.gid_of("rtgrp"), Some(2000));
         assert_eq!(a.groups_of("rt"), vec![1001, 2000]);
         assert_eq!(a.groups_of("other"), vec![2000]);
+    }
+
+    #[test]
+    fn first_numeric_line_of_a_name_wins() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n# note\nme:x:bad:1\nme:x:1000:1000::/home/me:/bin/sh\nme:x:7:7::/:/bin/sh\n+nis\n";
+        let a = Accounts::parse(passwd, "root:x:0:\nteam:x:1000:me,you\n");
+        assert_eq!(a.uid_of("root"), Some(0));
+        assert_eq!(a.uid_of("me"), Some(1000));
+        assert_eq!(a.gid_of("team"), Some(1000));
+        assert_eq!(a.groups_of("you"), vec![1000]);
+    }
+
+    #[test]
+    fn a_tree_without_etc_has_no_accounts_and_no_problem() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hosts/rt-8cpu");
+        let root = crate::Root::new(dir);
+        let mut r = Reader::new(&root);
+        assert_eq!(Accounts::read(&mut r), Accounts::default());
+        assert!(r.problems.is_empty());
+        assert_eq!(root.accounts().unwrap(), Accounts::default());
     }
 }

@@ -9,10 +9,17 @@ use crate::reader::Reader;
 use crate::{CpuList, HostError, Root};
 
 pub const PROC_INTERRUPTS: &str = "/proc/interrupts";
+/// One directory per IRQ, plus the default affinity.
+pub const PROC_IRQ: &str = "/proc/irq";
 pub const DEFAULT_AFFINITY: &str = "/proc/irq/default_smp_affinity";
 /// Present only with CONFIG_GENERIC_IRQ_DEBUGFS and debugfs mounted; the one
 /// place that states the managed flag outright.
 pub const DEBUGFS_IRQS: &str = "/sys/kernel/debug/irq/irqs";
+
+/// Where an IRQ may fire, as a CPU list (writable, unless the kernel manages the IRQ).
+pub fn affinity_list_path(irq: u32) -> String {
+    format!("{PROC_IRQ}/{irq}/smp_affinity_list")
+}
 
 /// /proc/interrupts as text: the CPU columns and every line.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -224,7 +231,7 @@ impl IrqModel {
     /// per-IRQ file leaves that field `None`.
     pub fn read(r: &mut Reader) -> Self {
         let mut model = IrqModel {
-            default_affinity: r.optional(DEFAULT_AFFINITY).and_then(|t| {
+            default_affinity: r.knob(DEFAULT_AFFINITY).and_then(|t| {
                 CpuList::parse_mask(&t)
                     .map_err(|e| r.parse_problem(DEFAULT_AFFINITY, ParseError::new(1, e.reason)))
                     .ok()
@@ -253,7 +260,7 @@ impl IrqModel {
                 continue;
             };
             let (chip, hwirq, name) = split_device_text(&line.text);
-            let dir = format!("/proc/irq/{number}");
+            let dir = format!("{PROC_IRQ}/{number}");
             let debug_text = if debugfs {
                 let path = format!("{DEBUGFS_IRQS}/{number}");
                 match r.root().read(&path) {
@@ -278,7 +285,7 @@ impl IrqModel {
                 counts: line.counts,
                 chip,
                 hwirq,
-                affinity: r.cpu_list(&format!("{dir}/smp_affinity_list")),
+                affinity: r.knob_cpu_list(&affinity_list_path(number)),
                 effective_affinity: r.cpu_list(&format!("{dir}/effective_affinity_list")),
                 node: r.number(&format!("{dir}/node")),
                 name,

@@ -60,6 +60,26 @@ pub struct CpuResumeLatency {
     pub limit: ResumeLatency,
 }
 
+/// The cpufreq governor of a CPU (writable).
+pub fn governor_path(cpu: u32) -> String {
+    format!("{SYS_CPU}/cpu{cpu}/cpufreq/scaling_governor")
+}
+
+/// The governors a CPU's cpufreq driver offers.
+pub fn available_governors_path(cpu: u32) -> String {
+    format!("{SYS_CPU}/cpu{cpu}/cpufreq/scaling_available_governors")
+}
+
+/// A CPU's resume-latency limit (writable; see [`parse_resume_latency`]).
+pub fn pm_qos_path(cpu: u32) -> String {
+    format!("{SYS_CPU}/cpu{cpu}/power/pm_qos_resume_latency_us")
+}
+
+/// Whether an idle state of a CPU is disabled (writable, `0`/`1`).
+pub fn idle_disable_path(cpu: u32, state: u32) -> String {
+    format!("{SYS_CPU}/cpu{cpu}/cpuidle/state{state}/disable")
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Power {
     /// Empty when the machine has no cpufreq (typical of VMs).
@@ -103,7 +123,7 @@ impl Power {
                 p.cpufreq.push(CpuFreq {
                     cpu,
                     driver: r.value(&format!("{f}/scaling_driver")),
-                    governor: r.value(&format!("{f}/scaling_governor")),
+                    governor: r.knob_value(&governor_path(cpu)),
                     min_khz: r.number(&format!("{f}/scaling_min_freq")),
                     max_khz: r.number(&format!("{f}/scaling_max_freq")),
                     hw_max_khz: r.number(&format!("{f}/cpuinfo_max_freq")),
@@ -118,14 +138,16 @@ impl Power {
                     name: r.value(&format!("{d}/name")).unwrap_or_default(),
                     latency_us: r.number(&format!("{d}/latency")).unwrap_or(0),
                     residency_us: r.number(&format!("{d}/residency")).unwrap_or(0),
-                    disabled: r.flag(&format!("{d}/disable")).unwrap_or(false),
+                    disabled: r.knob_flag(&idle_disable_path(cpu, index)).unwrap_or(false),
                 });
             }
             if !states.is_empty() {
                 p.idle.push(CpuIdle { cpu, states });
             }
-            let q = format!("{base}/power/pm_qos_resume_latency_us");
-            if let Some(limit) = r.optional(&q).and_then(|t| parse_resume_latency(&t)) {
+            if let Some(limit) = r
+                .knob(&pm_qos_path(cpu))
+                .and_then(|t| parse_resume_latency(&t))
+            {
                 p.resume_latency.push(CpuResumeLatency { cpu, limit });
             }
         }

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use crate::error::{ParseError, Unreadable};
+use crate::knobs::Knobs;
 use crate::{CpuList, HostError, Root};
 
 /// A [`Root`] plus the list of files that could not be used so far.
@@ -11,6 +12,8 @@ pub struct Reader<'a> {
     root: &'a Root,
     /// Files that were expected but missing, unreadable or malformed.
     pub problems: Vec<Unreadable>,
+    /// The text of every file tame may write that was read through a `knob` method.
+    pub knobs: Knobs,
 }
 
 impl<'a> Reader<'a> {
@@ -18,6 +21,7 @@ impl<'a> Reader<'a> {
         Self {
             root,
             problems: Vec::new(),
+            knobs: Knobs::default(),
         }
     }
 
@@ -68,7 +72,53 @@ impl<'a> Reader<'a> {
 
     /// An optional file holding one number; a non-number is recorded.
     pub fn number<T: std::str::FromStr>(&mut self, host_path: &str) -> Option<T> {
-        let text = self.value(host_path)?;
+        let text = self.optional(host_path)?;
+        self.number_in(host_path, &text)
+    }
+
+    /// An optional `0`/`1` file.
+    pub fn flag(&mut self, host_path: &str) -> Option<bool> {
+        self.number::<i64>(host_path).map(|n| n != 0)
+    }
+
+    /// An optional CPU list file; a malformed list is recorded.
+    pub fn cpu_list(&mut self, host_path: &str) -> Option<CpuList> {
+        let text = self.optional(host_path)?;
+        self.cpu_list_in(host_path, &text)
+    }
+
+    /// An optional file tame may write: like [`Reader::optional`], and its text is
+    /// kept in [`Reader::knobs`] (the value a plan compares with and journals as old).
+    pub fn knob(&mut self, host_path: &str) -> Option<String> {
+        let text = self.optional(host_path)?;
+        self.knobs.keep(host_path, &text);
+        Some(text)
+    }
+
+    /// [`Reader::knob`], trimmed.
+    pub fn knob_value(&mut self, host_path: &str) -> Option<String> {
+        self.knob(host_path).map(|s| s.trim().to_string())
+    }
+
+    /// [`Reader::knob`] holding one number.
+    pub fn knob_number<T: std::str::FromStr>(&mut self, host_path: &str) -> Option<T> {
+        let text = self.knob(host_path)?;
+        self.number_in(host_path, &text)
+    }
+
+    /// [`Reader::knob`] holding `0`/`1`.
+    pub fn knob_flag(&mut self, host_path: &str) -> Option<bool> {
+        self.knob_number::<i64>(host_path).map(|n| n != 0)
+    }
+
+    /// [`Reader::knob`] holding a CPU list.
+    pub fn knob_cpu_list(&mut self, host_path: &str) -> Option<CpuList> {
+        let text = self.knob(host_path)?;
+        self.cpu_list_in(host_path, &text)
+    }
+
+    fn number_in<T: std::str::FromStr>(&mut self, host_path: &str, text: &str) -> Option<T> {
+        let text = text.trim();
         match text.parse() {
             Ok(n) => Some(n),
             Err(_) => {
@@ -81,19 +131,12 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// An optional `0`/`1` file.
-    pub fn flag(&mut self, host_path: &str) -> Option<bool> {
-        self.number::<i64>(host_path).map(|n| n != 0)
-    }
-
-    /// An optional CPU list file; a malformed list is recorded.
-    pub fn cpu_list(&mut self, host_path: &str) -> Option<CpuList> {
-        let text = self.optional(host_path)?;
+    fn cpu_list_in(&mut self, host_path: &str, text: &str) -> Option<CpuList> {
         // A cpumask the kernel never allocated prints as "(null)" (e.g. nohz_full without nohz_full=).
         if text.trim() == "(null)" {
             return Some(CpuList::new());
         }
-        match CpuList::parse(&text) {
+        match CpuList::parse(text) {
             Ok(l) => Some(l),
             Err(e) => {
                 self.parse_problem(host_path, ParseError::new(1, e.reason));
@@ -175,5 +218,12 @@ mod tests {
         assert_eq!(r.number::<u32>("/sys/n"), None);
         assert_eq!(r.problems[1].path, "/sys/n");
         assert!(r.problems[1].error.contains("line 1"));
+        // A knob keeps its exact text; a plain read keeps nothing.
+        std::fs::write(dir.path().join("sys/k"), "0-3\n").unwrap();
+        assert_eq!(r.knob_cpu_list("/sys/k").unwrap().to_string(), "0-3");
+        assert_eq!(r.knobs.text("/sys/k"), Some("0-3\n"));
+        assert_eq!(r.knob_value("/sys/absent"), None);
+        r.value("/sys/nohz_full");
+        assert_eq!(r.knobs.values.len(), 1);
     }
 }

@@ -64,9 +64,9 @@ impl SchedTimers {
     pub fn read(r: &mut Reader, debugfs_mounted: bool) -> Self {
         let watchdog_cpus = r.cpu_list(WATCHDOG_CPUMASK);
         let mut s = SchedTimers {
-            rt_runtime_us: r.number(RT_RUNTIME),
+            rt_runtime_us: r.knob_number(RT_RUNTIME),
             rt_period_us: r.number(RT_PERIOD),
-            timer_migration: r.flag(TIMER_MIGRATION),
+            timer_migration: r.knob_flag(TIMER_MIGRATION),
             nmi_watchdog: r.flag(NMI_WATCHDOG),
             watchdog: r.flag(WATCHDOG),
             soft_watchdog: r.flag(SOFT_WATCHDOG),

@@ -4,11 +4,11 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde::Serialize;
+use tame_host::cgroup::{members, Attach};
 use tame_host::journal::{self, Journal, JournalError, RevertReport, Stage, WriteRequest};
-use tame_host::Root;
+use tame_host::{HostModel, Root};
 
-use crate::hostview::{self, HostView, Task};
-use crate::plan::{self, Invalid, Plan, Step};
+use crate::plan::{self, split_movable, Invalid, Plan, Step, Task};
 use crate::spec::Spec;
 
 /// Version of the JSON shape of [`ApplyReport`].
@@ -86,22 +86,11 @@ pub fn apply(
     journal_dir: &Path,
     hook: Option<StageHook>,
 ) -> Result<ApplyReport, ApplyError> {
-    if root.is_system() && !nix::unistd::geteuid().is_root() {
+    if !tame_host::privilege::may_change(root) {
         return Err(ApplyError::NotRoot);
     }
-    let host = HostView::read(root);
-    let plan = plan::plan(spec, root, &host)?;
-    // A journal killed before its first change holds nothing applied.
-    if let Some(rec) = journal::load(journal_dir)?.filter(|r| !r.entries.is_empty()) {
-        let applied = rec
-            .note(SPEC_NOTE)
-            .and_then(|t| Spec::parse("journal", &String::from_utf8_lossy(t)).ok());
-        if applied.as_ref() != Some(spec) {
-            return Err(ApplyError::OtherSpecApplied {
-                journal: journal::journal_path(journal_dir).display().to_string(),
-            });
-        }
-    }
+    let plan = plan::plan(spec, &HostModel::read(root))?;
+    no_other_spec_applied(journal_dir, spec)?;
     let mut report = ApplyReport {
         schema: APPLY_SCHEMA,
         warnings: plan.warnings.clone(),
@@ -137,6 +126,22 @@ pub fn apply(
         )),
         Err(Failure::Step { step, reason }) => Err(rollback(root, journal_dir, step, reason)),
     }
+}
+
+/// Apply may run again with the spec it applied (to repair drift), not with another.
+fn no_other_spec_applied(journal_dir: &Path, spec: &Spec) -> Result<(), ApplyError> {
+    // A journal killed before its first change holds nothing applied.
+    if let Some(rec) = journal::load(journal_dir)?.filter(|r| !r.entries.is_empty()) {
+        let applied = rec
+            .note(SPEC_NOTE)
+            .and_then(|t| Spec::parse("journal", &String::from_utf8_lossy(t)).ok());
+        if applied.as_ref() != Some(spec) {
+            return Err(ApplyError::OtherSpecApplied {
+                journal: journal::journal_path(journal_dir).display().to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn rollback(root: &Root, dir: &Path, step: String, reason: String) -> ApplyError {
@@ -263,7 +268,7 @@ fn write_group(
 }
 
 fn refusal_reason(path: &str, e: &std::io::Error) -> String {
-    if e.raw_os_error() == Some(libc::EIO) && path.starts_with(hostview::PROC_IRQ) {
+    if e.raw_os_error() == Some(libc::EIO) && path.starts_with(tame_host::irq::PROC_IRQ) {
         "EIO: the kernel manages this IRQ's affinity (managed_irq); only isolcpus=managed_irq at boot keeps it off isolated CPUs".into()
     } else {
         e.to_string()
@@ -281,7 +286,8 @@ fn move_tasks(
     // Already reported (by the plan, or an earlier pass): each task once.
     let mut refused: BTreeSet<u32> = reported.clone();
     for _ in 0..MOVE_PASSES {
-        let (movable, pinned) = plan::tasks_in(&root, from);
+        // Read again: tasks fork and exit while apply runs.
+        let (movable, pinned) = split_movable(&members::read(&root, from));
         let candidates: Vec<Task> = movable
             .into_iter()
             .filter(|t| !refused.contains(&t.tid))
@@ -297,8 +303,12 @@ fn move_tasks(
         if candidates.is_empty() {
             break;
         }
-        let tids: Vec<u32> = candidates.iter().map(|t| t.tid).collect();
-        let results = journal.move_tasks(&tids, from, to)?;
+        let attach = Attach {
+            tids: candidates.iter().map(|t| t.tid).collect(),
+            from: from.to_string(),
+            to: to.to_string(),
+        };
+        let results = attach.run(journal)?;
         for (t, result) in candidates.iter().zip(results) {
             match result {
                 Ok(()) => report.tasks_moved += 1,
@@ -308,11 +318,7 @@ fn move_tasks(
                     refused.insert(t.tid);
                     report.refused.push(Refused {
                         what: task_name(t),
-                        reason: if e.raw_os_error() == Some(libc::EINVAL) {
-                            "EINVAL: the kernel keeps it on its CPU (a bound kernel thread)".into()
-                        } else {
-                            e.to_string()
-                        },
+                        reason: move_refusal_reason(&e),
                     });
                 }
             }
@@ -321,9 +327,17 @@ fn move_tasks(
     Ok(())
 }
 
+fn move_refusal_reason(e: &std::io::Error) -> String {
+    if e.raw_os_error() == Some(libc::EINVAL) {
+        "EINVAL: the kernel keeps it on its CPU (a bound kernel thread)".into()
+    } else {
+        e.to_string()
+    }
+}
+
 /// Revert whatever the journal in `dir` holds.
 pub fn revert(root: &Root, dir: &Path) -> Result<RevertReport, ApplyError> {
-    if root.is_system() && !nix::unistd::geteuid().is_root() {
+    if !tame_host::privilege::may_change(root) {
         return Err(ApplyError::NotRoot);
     }
     Ok(journal::revert(root, dir)?)

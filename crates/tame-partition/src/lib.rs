@@ -7,12 +7,11 @@
 //! [`status::status`] / [`apply::revert`].
 
 pub mod apply;
-pub mod hostview;
 pub mod plan;
 pub mod spec;
 pub mod status;
 
 pub use apply::{apply, revert, ApplyError, ApplyReport};
-pub use plan::{plan, Invalid, Plan, Step};
+pub use plan::{plan, Invalid, Plan, Step, Task};
 pub use spec::{Spec, SpecError};
 pub use status::{status, Status};

@@ -5,12 +5,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde::Serialize;
-use tame_host::journal::{self, Change, JournalError, Outcome};
-use tame_host::{CpuList, Root};
+use tame_host::cgroup::members::{kernel_places, read_ids};
+use tame_host::irq::IrqModel;
+use tame_host::journal::{self, Change, JournalError, Outcome, Recorded};
+use tame_host::timer_list::{read_armed, ArmedTimers};
+use tame_host::{CpuList, HostModel, Root};
 
 use crate::apply::SPEC_NOTE;
-use crate::hostview::{self, HostView};
-use crate::spec::Spec;
+use crate::spec::{Role, Spec};
 
 /// Version of the JSON shape of [`Status`].
 pub const STATUS_SCHEMA: u32 = 1;
@@ -28,7 +30,7 @@ pub struct AuditTask {
     pub tid: u32,
     pub comm: String,
     pub kernel_thread: bool,
-    /// A kernel thread the kernel places itself (see [`hostview::kernel_places`]): it cannot move.
+    /// A kernel thread the kernel places itself (see [`kernel_places`]): it cannot move.
     pub bound_by_kernel: bool,
     pub cpus_allowed: CpuList,
 }
@@ -54,7 +56,7 @@ pub struct Audit {
     pub timer_interrupts: BTreeMap<u32, u64>,
     /// Armed hrtimers per isolated CPU by callback, with how many (/proc/timer_list;
     /// empty when it is unreadable, e.g. not root).
-    pub timers: BTreeMap<u32, BTreeMap<String, u32>>,
+    pub timers: ArmedTimers,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -91,26 +93,36 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
     let spec = spec_text
         .as_deref()
         .and_then(|t| Spec::parse("journal", t).ok());
-    // The last value apply wrote to each path.
+    let isolated = spec.as_ref().map(Spec::isolated_cpus).unwrap_or_default();
+    let own = spec
+        .as_ref()
+        .map(|s| own_tasks(root, s, &rec))
+        .unwrap_or_default();
+    Ok(Status {
+        schema: STATUS_SCHEMA,
+        applied: true,
+        journal: path,
+        spec: spec_text,
+        changes: rec.entries.len(),
+        interrupted: rec
+            .entries
+            .iter()
+            .filter(|e| e.outcome == Outcome::Pending)
+            .count(),
+        drift: drift(root, &rec),
+        audit: audit(root, &isolated, &own),
+    })
+}
+
+/// The files whose value is no longer the last one apply wrote.
+fn drift(root: &Root, rec: &Recorded) -> Vec<Drift> {
     let mut last: BTreeMap<&str, &[u8]> = BTreeMap::new();
-    let mut members = Vec::new();
     for e in &rec.entries {
-        match (&e.change, &e.outcome) {
-            (Change::Write { path, new, .. }, Outcome::Done) => {
-                last.insert(path, new);
-            }
-            (
-                Change::CreateDir {
-                    members: Some((m, _)),
-                    ..
-                },
-                _,
-            ) => members.push(m.clone()),
-            _ => {}
+        if let (Change::Write { path, new, .. }, Outcome::Done) = (&e.change, &e.outcome) {
+            last.insert(path, new);
         }
     }
-    let drift = last
-        .into_iter()
+    last.into_iter()
         .filter_map(|(path, new)| {
             let applied = String::from_utf8_lossy(new).trim().to_string();
             let now = root.read(path).ok().map(|t| t.trim().to_string());
@@ -124,34 +136,34 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
                 now,
             })
         })
-        .collect();
-    let isolated = spec.as_ref().map(Spec::isolated_cpus).unwrap_or_default();
-    let own: BTreeSet<u32> = spec
+        .collect()
+}
+
+/// The tasks in the groups apply created for the non-system partitions.
+fn own_tasks(root: &Root, spec: &Spec, rec: &Recorded) -> BTreeSet<u32> {
+    let lists: Vec<&str> = rec
+        .entries
         .iter()
-        .flat_map(|s| s.partitions.iter())
-        .filter(|p| p.role != crate::spec::Role::System)
-        .flat_map(|p| {
-            members
-                .iter()
-                .filter(|m| m.contains(&format!("{}{}/", crate::plan::DIR_PREFIX, p.name)))
-                .flat_map(|m| hostview::read_ids(root, m))
-                .collect::<Vec<_>>()
+        .filter_map(|e| match &e.change {
+            Change::CreateDir {
+                members: Some((m, _)),
+                ..
+            } => Some(m.as_str()),
+            _ => None,
         })
         .collect();
-    Ok(Status {
-        schema: STATUS_SCHEMA,
-        applied: true,
-        journal: path,
-        spec: spec_text,
-        changes: rec.entries.len(),
-        interrupted: rec
-            .entries
-            .iter()
-            .filter(|e| e.outcome == Outcome::Pending)
-            .count(),
-        drift,
-        audit: audit(root, &isolated, &own),
-    })
+    spec.partitions
+        .iter()
+        .filter(|p| p.role != Role::System)
+        .flat_map(|p| {
+            let dir = format!("{}{}/", crate::plan::DIR_PREFIX, p.name);
+            lists
+                .iter()
+                .filter(|m| m.contains(&dir))
+                .flat_map(|m| read_ids(root, m))
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// What runs or fires on `isolated` that should not: every task allowed there
@@ -160,7 +172,7 @@ pub fn audit(root: &Root, isolated: &CpuList, own: &BTreeSet<u32>) -> Audit {
     if isolated.is_empty() {
         return Audit::default();
     }
-    let model = tame_host::HostModel::read(root);
+    let model = HostModel::read(root);
     let tasks = model
         .processes
         .tasks
@@ -170,16 +182,16 @@ pub fn audit(root: &Root, isolated: &CpuList, own: &BTreeSet<u32>) -> Audit {
             tid: t.tid,
             comm: t.comm.clone(),
             kernel_thread: t.kthread,
-            bound_by_kernel: hostview::kernel_places(t.kthread, t.affinity_locked, &t.comm),
+            bound_by_kernel: kernel_places(t.kthread, t.affinity_locked, &t.comm),
             cpus_allowed: t.affinity.clone(),
         })
         .collect();
-    let host = HostView::from_model(&model);
-    let irqs = host
+    let irqs = model
+        .irqs
         .irqs
         .iter()
         .filter_map(|i| {
-            let on = i.effective.clone().or(i.affinity.clone())?;
+            let on = i.fires_on()?.clone();
             let moving = i
                 .affinity
                 .as_ref()
@@ -197,62 +209,21 @@ pub fn audit(root: &Root, isolated: &CpuList, own: &BTreeSet<u32>) -> Audit {
         isolated_cpus: isolated.clone(),
         tasks,
         irqs,
-        timer_interrupts: local_timer_counts(
-            &root.read("/proc/interrupts").unwrap_or_default(),
-            isolated,
-        ),
-        timers: hrtimers(&root.read("/proc/timer_list").unwrap_or_default(), isolated),
+        timer_interrupts: local_timer_counts(&model.irqs, isolated),
+        timers: read_armed(root, isolated),
     }
 }
 
-/// The callbacks of the hrtimers armed on `cpus`, from /proc/timer_list
-/// (` #0: <ptr>, tick_nohz_handler, S:01` lines under `cpu: N`).
-pub fn hrtimers(timer_list: &str, cpus: &CpuList) -> BTreeMap<u32, BTreeMap<String, u32>> {
-    let mut out: BTreeMap<u32, BTreeMap<String, u32>> = BTreeMap::new();
-    let mut cpu = None;
-    for line in timer_list.lines() {
-        if let Some(n) = line.strip_prefix("cpu: ") {
-            cpu = n.trim().parse::<u32>().ok().filter(|c| cpus.contains(*c));
-            continue;
-        }
-        if line.starts_with("Tick Device") {
-            cpu = None;
-        }
-        let Some(c) = cpu else { continue };
-        let t = line.trim_start();
-        if !t.starts_with('#') || !t.contains(": <") {
-            continue;
-        }
-        if let Some(func) = t.split(", ").nth(1) {
-            *out.entry(c)
-                .or_default()
-                .entry(func.to_string())
-                .or_default() += 1;
-        }
-    }
-    out
-}
-
-/// LOC counts per CPU from /proc/interrupts, for the CPUs asked about.
-pub fn local_timer_counts(interrupts: &str, cpus: &CpuList) -> BTreeMap<u32, u64> {
-    let mut lines = interrupts.lines();
-    let columns: Vec<u32> = lines
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|c| c.strip_prefix("CPU")?.parse().ok())
-        .collect();
-    let Some(loc) = lines.find_map(|l| l.trim_start().strip_prefix("LOC:")) else {
+/// Local timer interrupts (the LOC vector of /proc/interrupts) per CPU, for the CPUs asked about.
+pub fn local_timer_counts(irqs: &IrqModel, cpus: &CpuList) -> BTreeMap<u32, u64> {
+    let Some(loc) = irqs.vector("LOC") else {
         return BTreeMap::new();
     };
-    columns
+    irqs.cpus
         .iter()
-        .zip(
-            loc.split_whitespace()
-                .map(|n| n.parse::<u64>().unwrap_or(0)),
-        )
+        .zip(&loc.counts)
         .filter(|(c, _)| cpus.contains(**c))
-        .map(|(c, n)| (*c, n))
+        .map(|(c, n)| (*c, *n))
         .collect()
 }
 
@@ -261,22 +232,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hrtimers_of_the_asked_cpus_by_callback() {
-        let text = "now at 1 nsecs\n\ncpu: 0\n clock 0:\nactive timers:\n #0: <00>, tick_nohz_handler, S:01\n\
-                    cpu: 1\n clock 0:\nactive timers:\n #0: <0a>, tick_nohz_handler, S:01\n # expires at 1-2 nsecs [in 1 to 2 nsecs]\n\
-                    \x20#1: <0b>, hrtimer_wakeup, S:01\n #2: <0c>, hrtimer_wakeup, S:01\n\
-                    Tick Device: mode:     1\n #9: <0d>, nothing, S:01\n";
-        let got = hrtimers(text, &CpuList::parse("1").unwrap());
-        assert_eq!(got.len(), 1);
-        assert_eq!(got[&1]["tick_nohz_handler"], 1);
-        assert_eq!(got[&1]["hrtimer_wakeup"], 2);
-        assert!(!got[&1].contains_key("nothing"));
-    }
-
-    #[test]
     fn local_timer_counts_by_column() {
         let text = "           CPU0       CPU1\n 24:  1  0  IO-APIC  ACPI\nLOC:      17147      20101   Local timer interrupts\n";
-        let got = local_timer_counts(text, &CpuList::parse("1").unwrap());
+        let table = tame_host::irq::parse_interrupts(text).unwrap();
+        let loc = table.lines.iter().find(|l| l.label == "LOC").unwrap();
+        let irqs = IrqModel {
+            cpus: table.cpus.clone(),
+            vectors: vec![tame_host::irq::CpuVector {
+                name: loc.label.clone(),
+                description: loc.text.clone(),
+                counts: loc.counts.clone(),
+            }],
+            ..Default::default()
+        };
+        let got = local_timer_counts(&irqs, &CpuList::parse("1").unwrap());
         assert_eq!(got, [(1, 20101)].into_iter().collect());
+        assert!(local_timer_counts(&IrqModel::default(), &CpuList::parse("1").unwrap()).is_empty());
     }
 }

@@ -3,8 +3,9 @@
 mod common;
 
 use common::*;
-use tame_host::{CpuList, Root};
-use tame_partition::hostview::{CgroupVersion, CpusetHome, HostView, IrqInfo};
+use tame_host::cgroup::{CgroupVersion, V1Hierarchy};
+use tame_host::irq::{Irq, ManagedSource};
+use tame_host::{CpuList, HostModel, Root};
 use tame_partition::{apply, plan, revert, status, ApplyError, Spec, Step};
 use tame_testing::synthetic::SyntheticHost;
 
@@ -29,8 +30,8 @@ fn v1_apply_status_second_apply_and_revert() {
     let f = v1_fixture();
     let before = snapshot(&f.root);
     let s = spec(MINIMAL_8);
-    let host = HostView::read(&f.root);
-    let p = plan(&s, &f.root, &host).unwrap();
+    let host = HostModel::read(&f.root);
+    let p = plan(&s, &host).unwrap();
     let paths = write_paths(&p);
     for want in [
         "/sys/fs/cgroup/cpuset/tame-rt",
@@ -83,12 +84,12 @@ fn v1_apply_status_second_apply_and_revert() {
     let system_tasks = r.read("/sys/fs/cgroup/cpuset/tame-system/tasks").unwrap();
     assert!(system_tasks.lines().count() >= 4);
     // Every task left in the root is one the kernel places itself.
-    for tid in root_tasks.split_whitespace() {
-        let t = tame_partition::hostview::read_task(r, tid.parse().unwrap());
-        assert!(t.pinned_by_kernel, "{t:?} was not moved");
+    assert!(!root_tasks.is_empty());
+    for t in tame_host::cgroup::members::read(r, "/sys/fs/cgroup/cpuset/tasks") {
+        assert!(t.kernel_places(), "{t:?} was not moved");
     }
     // Movable IRQs no longer allow isolated CPUs (managed ones are left alone).
-    for irq in HostView::read(r).irqs.iter().filter(|i| !i.managed) {
+    for irq in HostModel::read(r).irqs.irqs.iter().filter(|i| !i.managed) {
         let aff = irq.affinity.clone().unwrap();
         assert!(
             aff.intersection(&CpuList::parse("2-7").unwrap()).is_empty(),
@@ -173,9 +174,12 @@ cpus = "6-7,30-31"
 role = "shared"
 "#;
     let s = spec(text);
-    let host = HostView::read(&f.root);
-    assert_eq!(host.cpuset.as_ref().unwrap().version, CgroupVersion::V2);
-    let p = plan(&s, &f.root, &host).unwrap();
+    let host = HostModel::read(&f.root);
+    assert_eq!(
+        host.cgroups.cpuset.as_ref().unwrap().version,
+        CgroupVersion::V2
+    );
+    let p = plan(&s, &host).unwrap();
     // v2 partitions take their CPUs from every other cgroup: nothing to move by hand.
     assert!(p
         .runtime
@@ -226,7 +230,7 @@ role = "shared"
     );
     // Movable IRQs may land on the system partition only; managed NVMe queues are left to the kernel.
     let rt = CpuList::parse("4-7,28-31").unwrap();
-    for irq in HostView::read(r).irqs.iter().filter(|i| !i.managed) {
+    for irq in HostModel::read(r).irqs.irqs.iter().filter(|i| !i.managed) {
         assert!(
             irq.affinity.clone().unwrap().intersection(&rt).is_empty(),
             "IRQ {}",
@@ -272,9 +276,9 @@ fn big_host_plans_apply_and_revert() {
     let text = "[[partition]]\nname = \"system\"\ncpus = \"0-15,128-143\"\nrole = \"system\"\n\
                 [[partition]]\nname = \"rt\"\ncpus = \"16-63,144-191\"\nrole = \"isolated\"\nidle = \"poll\"\n";
     let s = spec(text);
-    let host = HostView::read(&f.root);
-    assert_eq!(host.online.len(), 256);
-    let p = plan(&s, &f.root, &host).unwrap();
+    let host = HostModel::read(&f.root);
+    assert_eq!(host.cpus.online.len(), 256);
+    let p = plan(&s, &host).unwrap();
     let irq_writes = p
         .runtime
         .iter()
@@ -336,54 +340,45 @@ cache_ways = 12
     assert!(!f.journal.exists());
 
     let no_system = "[[partition]]\nname = \"rt\"\ncpus = \"1\"\nrole = \"isolated\"\n";
-    let err = plan(&spec(no_system), &f.root, &HostView::read(&f.root)).unwrap_err();
+    let err = plan(&spec(no_system), &HostModel::read(&f.root)).unwrap_err();
     assert!(err.errors[0].contains("exactly one must"), "{err}");
 }
 
-/// The development VM: 2 CPUs, the disk queue IRQ 36 kernel-managed on CPU 1.
-fn dev_vm_view() -> HostView {
-    HostView {
-        online: CpuList::parse("0-1").unwrap(),
-        possible: CpuList::parse("0-1").unwrap(),
-        thread_siblings: Default::default(),
-        nodes_with_memory: CpuList::parse("0").unwrap(),
-        cpuset: Some(CpusetHome {
-            version: CgroupVersion::V1,
-            mount: "/sys/fs/cgroup/cpuset".into(),
-            subtree_has_cpuset: false,
-        }),
-        kernel_release: "6.18.0".into(),
-        kernel_config: None,
-        irqs: vec![
-            IrqInfo {
-                number: 26,
-                name: "ttyS0".into(),
-                affinity: CpuList::parse("0-1").ok(),
-                effective: CpuList::parse("1").ok(),
-                managed: false,
-            },
-            IrqInfo {
-                number: 36,
-                name: "virtio1-req.0".into(),
-                affinity: CpuList::parse("0-1").ok(),
-                effective: CpuList::parse("1").ok(),
-                managed: true,
-            },
-        ],
-        irqbalance_running: false,
-        resctrl: None,
-        idle_states: Default::default(),
-        other_v1_cpusets: Vec::new(),
-    }
+/// The development VM: 2 CPUs, the disk queue IRQ 36 kernel-managed on CPU 1
+/// (the model of an empty tree, with those facts set).
+fn dev_vm_model() -> HostModel {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = HostModel::read(&Root::new(dir.path()));
+    m.cpus.online = CpuList::parse("0-1").unwrap();
+    m.cpus.possible = CpuList::parse("0-1").unwrap();
+    m.cgroups.v1 = vec![V1Hierarchy {
+        mount: "/sys/fs/cgroup/cpuset".into(),
+        controllers: vec!["cpuset".into()],
+        name: None,
+    }];
+    m.cgroups.cpuset = m.cgroups.controller_home("cpuset");
+    m.kernel.release = "6.18.0".into();
+    let irq = |number: u32, name: &str, managed: bool| Irq {
+        number,
+        counts: vec![0, 1],
+        chip: None,
+        hwirq: None,
+        name: name.into(),
+        affinity: CpuList::parse("0-1").ok(),
+        effective_affinity: CpuList::parse("1").ok(),
+        node: None,
+        managed,
+        managed_source: ManagedSource::NameHeuristic,
+    };
+    m.irqs.irqs = vec![irq(26, "ttyS0", false), irq(36, "virtio1-req.0", true)];
+    m
 }
 
 #[test]
 fn a_managed_irq_on_the_isolated_cpu_is_named_and_cpu_0_is_suggested() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = Root::new(dir.path());
     let text = "[[partition]]\nname = \"system\"\ncpus = \"0\"\nrole = \"system\"\n\
                 [[partition]]\nname = \"rt\"\ncpus = \"1\"\nrole = \"isolated\"\n";
-    let p = plan(&spec(text), &root, &dev_vm_view()).unwrap();
+    let p = plan(&spec(text), &dev_vm_model()).unwrap();
     let w = p.warnings.join("\n");
     assert!(
         w.contains("IRQ 36 (virtio1-req.0) is kernel-managed"),
@@ -399,7 +394,7 @@ fn a_managed_irq_on_the_isolated_cpu_is_named_and_cpu_0_is_suggested() {
         .replace("\"0\"", "\"x\"")
         .replace("\"1\"", "\"0\"")
         .replace("\"x\"", "\"1\"");
-    let p = plan(&spec(&swapped), &root, &dev_vm_view()).unwrap();
+    let p = plan(&spec(&swapped), &dev_vm_model()).unwrap();
     assert!(
         !p.warnings.iter().any(|w| w.contains("kernel-managed")),
         "{:?}",
@@ -449,12 +444,12 @@ fn the_examples_plan_on_their_kind_of_host() {
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
     let v1 = v1_fixture();
     for name in ["minimal.toml", "isolate-cpu0.toml"] {
-        let p = plan(&spec(&read(name)), &v1.root, &HostView::read(&v1.root)).unwrap();
+        let p = plan(&spec(&read(name)), &HostModel::read(&v1.root)).unwrap();
         assert!(!p.is_empty(), "{name}");
     }
     let big = fixture(&SyntheticHost::two_socket_smt());
     let text = read("numa-resctrl.toml");
-    let p = plan(&spec(&text), &big.root, &HostView::read(&big.root)).unwrap();
+    let p = plan(&spec(&text), &HostModel::read(&big.root)).unwrap();
     assert!(write_paths(&p).contains(&"/sys/fs/resctrl/tame-rt0/schemata".to_string()));
     assert!(write_paths(&p).contains(&"/proc/sys/kernel/sched_rt_runtime_us".to_string()));
 }
@@ -501,7 +496,7 @@ fn user_and_group_own_the_partition_task_list() {
     assert!(differences(&before, &snapshot(&f.root)).is_empty());
 
     let bad = format!("{MINIMAL_8}user = \"nobody-here\"\ngroup = \"no-team\"\n");
-    let err = plan(&spec(&bad), &f.root, &HostView::read(&f.root)).unwrap_err();
+    let err = plan(&spec(&bad), &HostModel::read(&f.root)).unwrap_err();
     assert!(
         err.errors
             .iter()
@@ -514,4 +509,23 @@ fn user_and_group_own_the_partition_task_list() {
             .any(|e| e.contains("group \"no-team\" does not exist")),
         "{err}"
     );
+}
+
+#[test]
+fn the_plan_reads_nothing_but_the_host_model() {
+    let f = v1_fixture();
+    put(
+        &f.root,
+        "/etc/passwd",
+        "root:x:0:0::/root:/bin/sh\nme:x:1000:1000::/:/bin/sh\n",
+    );
+    put(&f.root, "/etc/group", "root:x:0:\nteam:x:1000:me\n");
+    let text = format!("{MINIMAL_8}user = \"me\"\ngroup = \"team\"\n");
+    let host = HostModel::read(&f.root);
+    let json = |p: &tame_partition::Plan| serde_json::to_string(p).unwrap();
+    let before = json(&plan(&spec(&text), &host).unwrap());
+    assert!(before.contains("move_tasks") && before.contains("\"owner\""));
+    // Without the tree the same model gives the same plan.
+    std::fs::remove_dir_all(f.root.base()).unwrap();
+    assert_eq!(json(&plan(&spec(&text), &host).unwrap()), before);
 }

@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use tame_host::{CpuList, Root};
-use tame_partition::hostview::{self, HostView};
+use tame_host::cgroup::members::{kernel_places, read_ids};
+use tame_host::cgroup::CgroupVersion;
+use tame_host::{CpuList, HostModel, Root};
 use tame_partition::{apply, plan, revert, status, Spec, Step};
 
 /// Reverts the journal in its directory when dropped, whatever happened before.
@@ -44,24 +45,24 @@ fn isolate_one_cpu_for_real_and_revert_byte_for_byte() {
         return;
     }
     let root = Root::system();
-    let host = HostView::read(&root);
-    let Some(isolated) = host.online.iter().last().filter(|&c| c > 0) else {
+    let host = HostModel::read(&root);
+    let Some(isolated) = host.cpus.online.iter().last().filter(|&c| c > 0) else {
         eprintln!("skipped: one online CPU, nothing to isolate");
         return;
     };
-    if host.cpuset.as_ref().map(|c| c.version) != Some(hostview::CgroupVersion::V1) {
+    if host.cgroups.cpuset.as_ref().map(|c| c.version) != Some(CgroupVersion::V1) {
         eprintln!(
             "skipped: this test exercises the cgroup v1 cpuset hierarchy, which is not mounted"
         );
         return;
     }
-    let system = host.online.difference(&CpuList::from_cpus([isolated]));
+    let system = host.cpus.online.difference(&CpuList::from_cpus([isolated]));
     let text = format!(
         "[[partition]]\nname = \"system\"\ncpus = \"{system}\"\nrole = \"system\"\n\n\
          [[partition]]\nname = \"systest\"\ncpus = \"{isolated}\"\nrole = \"isolated\"\nidle = \"poll\"\n"
     );
     let spec = Spec::parse("system-test.toml", &text).unwrap();
-    let p = plan(&spec, &root, &host).unwrap();
+    let p = plan(&spec, &host).unwrap();
     let touched: Vec<String> = p
         .runtime
         .iter()
@@ -83,38 +84,33 @@ fn isolate_one_cpu_for_real_and_revert_byte_for_byte() {
         root: root.clone(),
         dir: journal.path().to_path_buf(),
     };
-    let tids = |root: &Root| -> Vec<u32> {
-        tame_host::HostModel::read(root)
-            .processes
-            .tasks
-            .iter()
-            .map(|t| t.tid)
-            .collect()
-    };
-    let max_tid_before = tids(&root).into_iter().max().unwrap_or(0);
+    let max_tid_before = HostModel::read(&root)
+        .processes
+        .tasks
+        .iter()
+        .map(|t| t.tid)
+        .max()
+        .unwrap_or(0);
     let report = apply(&root, &spec, &text, journal.path(), None).unwrap();
     assert!(report.tasks_moved > 0, "{report:?}");
 
     let iso = CpuList::from_cpus([isolated]);
     // No movable task may run on the isolated CPU; kernel threads born after apply
     // start in the root cpuset and are the only exception.
-    for tid in tids(&root) {
-        let t = hostview::read_task(&root, tid);
-        let Some(allowed) = t.cpus_allowed.clone() else {
-            continue;
-        };
-        if allowed.intersection(&iso).is_empty() || t.pinned_by_kernel {
+    for t in HostModel::read(&root).processes.tasks {
+        let pinned = kernel_places(t.kthread, t.affinity_locked, &t.comm);
+        if t.affinity.intersection(&iso).is_empty() || pinned {
             continue;
         }
         let in_partition =
-            hostview::read_ids(&root, "/sys/fs/cgroup/cpuset/tame-systest/tasks").contains(&tid);
+            read_ids(&root, "/sys/fs/cgroup/cpuset/tame-systest/tasks").contains(&t.tid);
         assert!(
-            in_partition || (t.kernel_thread && tid > max_tid_before),
+            in_partition || (t.kthread && t.tid > max_tid_before),
             "{t:?} may still run on isolated CPU {isolated}"
         );
     }
     // No movable IRQ may be routed there; kernel-managed ones are named in the plan.
-    for irq in HostView::read(&root).irqs {
+    for irq in HostModel::read(&root).irqs.irqs {
         let aff = irq.affinity.clone().unwrap_or_default();
         if irq.managed {
             if !aff.intersection(&iso).is_empty() {
@@ -133,13 +129,14 @@ fn isolate_one_cpu_for_real_and_revert_byte_for_byte() {
         );
     }
     assert_eq!(
-        root.read_trimmed(hostview::WORKQUEUE_CPUMASK)
+        root.read_trimmed(tame_host::knobs::WORKQUEUE_CPUMASK)
             .map(|m| CpuList::parse_mask(&m).unwrap())
             .unwrap(),
         system
     );
     assert_eq!(
-        root.read_trimmed(hostview::pm_qos_path(isolated)).unwrap(),
+        root.read_trimmed(tame_host::power::pm_qos_path(isolated))
+            .unwrap(),
         "n/a"
     );
     let st = status(&root, journal.path()).unwrap();

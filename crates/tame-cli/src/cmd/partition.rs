@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use tame_host::journal::{RevertReport, DEFAULT_JOURNAL_DIR};
-use tame_partition::hostview::HostView;
+use tame_host::HostModel;
 use tame_partition::{plan::describe, ApplyError, Spec, Step};
 
 use crate::{bad_input, Context};
@@ -77,9 +77,8 @@ fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 
 pub fn run_plan(ctx: &Context, args: PlanArgs) -> anyhow::Result<i32> {
     let (spec, _) = read_spec(&args.spec)?;
-    let host = HostView::read(&ctx.root);
-    let plan =
-        tame_partition::plan(&spec, &ctx.root, &host).map_err(|e| bad_input(e.to_string()))?;
+    let host = HostModel::read(&ctx.root);
+    let plan = tame_partition::plan(&spec, &host).map_err(|e| bad_input(e.to_string()))?;
     if args.json {
         print_json(&plan)?;
         return Ok(0);

@@ -1,0 +1,237 @@
+//! The plan: what apply will write, compared with what is there now. Pure: it
+//! works on the host model alone (every current value it compares with is in
+//! [`tame_host::knobs::Knobs`]), so the same model always gives the same plan.
+//!
+//! [`validate`] checks the spec against the host, one function per rule; the
+//! steps come from one module per subsystem, in the order apply runs them:
+//! cgroups ([`cgroup_v1`] or [`cgroup_v2`], then the task-list owners), IRQs,
+//! kernel knobs, power, resctrl; [`boot`] lists the boot parameters to add.
+
+mod boot;
+mod builder;
+mod cgroup_v1;
+mod cgroup_v2;
+mod cpuset;
+mod irq;
+mod kernel;
+mod power;
+mod resctrl;
+mod validate;
+
+use serde::Serialize;
+use tame_host::cgroup::members::Member;
+use tame_host::cgroup::{CgroupVersion, Cgroups};
+use tame_host::journal::Ownership;
+use tame_host::{CpuList, HostModel};
+
+use crate::spec::Spec;
+use builder::Builder;
+
+pub use validate::NO_CPUSET;
+
+/// Version of the JSON shape of [`Plan`].
+pub const PLAN_SCHEMA: u32 = 1;
+/// Prefix of every directory tame creates (cgroups, resctrl groups).
+pub const DIR_PREFIX: &str = tame_host::cgroup::TAME_PREFIX;
+
+/// How a value is compared with what the kernel prints, so a second apply sees no change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueKind {
+    Text,
+    CpuList,
+    CpuMask,
+}
+
+/// One task (thread) as far as moving it matters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Task {
+    pub tid: u32,
+    pub comm: String,
+    pub kernel_thread: bool,
+    /// The kernel places it itself: per-CPU kernel threads and workqueue workers
+    /// (PF_NO_SETAFFINITY), and kthreadd, which cgroup v1 refuses to move.
+    pub pinned_by_kernel: bool,
+    pub cpus_allowed: Option<CpuList>,
+}
+
+impl Task {
+    pub fn from_member(m: &Member) -> Self {
+        Self {
+            tid: m.tid,
+            // A task that is gone (or a fixture without /proc for it).
+            comm: m.comm.clone().unwrap_or_else(|| "?".to_string()),
+            kernel_thread: m.kthread,
+            pinned_by_kernel: m.kernel_places(),
+            cpus_allowed: m.affinity.clone(),
+        }
+    }
+}
+
+/// Listed tasks split into movable ones and those the kernel keeps where they are.
+pub fn split_movable(members: &[Member]) -> (Vec<Task>, Vec<Task>) {
+    members
+        .iter()
+        .map(Task::from_member)
+        .partition(|t| !t.pinned_by_kernel)
+}
+
+/// One step of apply, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Step {
+    Mkdir {
+        path: String,
+        /// The cgroup's task list and its parent's (revert hands tasks back before rmdir).
+        #[serde(skip)]
+        members: Option<(String, String)>,
+        why: String,
+    },
+    Write {
+        path: String,
+        /// `None`: the file does not exist yet (created with its directory).
+        old: Option<String>,
+        new: String,
+        why: String,
+        /// What to write on revert when writing the old value back would not work.
+        #[serde(skip)]
+        restore_with: Option<String>,
+        /// The kernel may refuse this one without failing apply (IRQs it manages).
+        #[serde(skip)]
+        may_be_refused: bool,
+    },
+    /// Owner, group and mode of a cgroup's task list: who may put tasks there.
+    Owner {
+        path: String,
+        /// `uid:gid:mode`; `None` when the file comes with a directory apply creates.
+        old: Option<String>,
+        new: String,
+        #[serde(skip)]
+        ownership: Ownership,
+        why: String,
+    },
+    /// Attach every movable task listed in `from` to `to` (the list is read again at apply).
+    MoveTasks {
+        from: String,
+        to: String,
+        tasks: Vec<Task>,
+        why: String,
+    },
+}
+
+/// A boot parameter to add; only those this kernel supports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BootParameter {
+    pub parameter: String,
+    pub why: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Plan {
+    pub schema: u32,
+    pub cgroup: Option<CgroupVersion>,
+    pub isolated_cpus: CpuList,
+    pub runtime: Vec<Step>,
+    pub needs_reboot: Vec<BootParameter>,
+    pub warnings: Vec<String>,
+    /// Kernel threads whose placement the kernel keeps to itself (per-CPU threads;
+    /// unbound workqueue workers, which follow the workqueue cpumask), by name.
+    pub stay: Vec<Task>,
+}
+
+impl Plan {
+    /// True when apply has nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.runtime.iter().all(|s| match s {
+            Step::MoveTasks { tasks, .. } => tasks.is_empty(),
+            _ => false,
+        })
+    }
+}
+
+/// Everything wrong with a spec on this host, found before anything is written.
+#[derive(Debug, thiserror::Error)]
+#[error("the spec cannot be applied here:\n  - {}", .errors.join("\n  - "))]
+pub struct Invalid {
+    pub errors: Vec<String>,
+}
+
+/// Validate `spec` against the host and work out the steps to apply it.
+pub fn plan(spec: &Spec, host: &HostModel) -> Result<Plan, Invalid> {
+    let findings = validate::validate(spec, host);
+    if !findings.errors.is_empty() {
+        return Err(Invalid {
+            errors: findings.errors,
+        });
+    }
+    let Some(cpuset) = Cgroups::for_controller(&host.cgroups, "cpuset") else {
+        return Err(Invalid {
+            errors: vec![NO_CPUSET.to_string()],
+        });
+    };
+    let mut b = Builder::new(&host.knobs);
+    let mut stay = Vec::new();
+    match cpuset.version() {
+        CgroupVersion::V1 => cgroup_v1::steps(spec, host, &cpuset, &mut b, &mut stay),
+        CgroupVersion::V2 => cgroup_v2::steps(spec, host, &cpuset, &mut b),
+    }
+    cpuset::owners(spec, host, &cpuset, &mut b);
+    irq::steps(spec, host, &mut b);
+    kernel::steps(spec, host, &mut b);
+    power::steps(spec, host, &mut b);
+    resctrl::steps(spec, host, &mut b);
+    Ok(Plan {
+        schema: PLAN_SCHEMA,
+        cgroup: Some(cpuset.version()),
+        isolated_cpus: spec.isolated_cpus(),
+        runtime: b.into_steps(),
+        needs_reboot: boot::parameters(spec, host),
+        warnings: findings.warnings,
+        stay,
+    })
+}
+
+/// Where movable IRQs may go.
+pub fn irq_cpus(spec: &Spec) -> CpuList {
+    spec.partitions
+        .iter()
+        .filter(|p| p.accepts_irqs())
+        .fold(CpuList::new(), |a, p| a.union(&p.cpus))
+}
+
+/// Whether the kernel's printed value `current` already is `wanted`.
+pub fn same_value(current: &str, wanted: &str, kind: ValueKind) -> bool {
+    let (c, w) = (current.trim(), wanted.trim());
+    match kind {
+        ValueKind::Text => c == w,
+        ValueKind::CpuList => match (CpuList::parse(c), CpuList::parse(w)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => c == w,
+        },
+        ValueKind::CpuMask => match (CpuList::parse_mask(c), CpuList::parse_mask(w)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => c == w,
+        },
+    }
+}
+
+/// `path: old → new`, the human view of a step.
+pub fn describe(step: &Step) -> String {
+    match step {
+        Step::Mkdir { path, .. } => format!("{path}: (absent) → directory"),
+        Step::Write { path, old, new, .. } => format!(
+            "{path}: {} → {}",
+            old.as_deref()
+                .map_or("(new)".to_string(), |o| o.trim().to_string()),
+            new.trim()
+        ),
+        Step::Owner { path, old, new, .. } => format!(
+            "{path}: owner {} → {new} (uid:gid:mode)",
+            old.as_deref().unwrap_or("(new)")
+        ),
+        Step::MoveTasks {
+            from, to, tasks, ..
+        } => {
+            format!("{} tasks: {from} → {to}", tasks.len())
+        }
+    }
+}
