@@ -490,3 +490,75 @@ fn a_caller_that_is_not_root_moves_only_its_own_processes() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// A fixture host with cgroup v2 only (at /sys/fs/cgroup/unified) and a spec
+/// applied: system on CPU 0, partition rt (cgroup tame-rt) on CPU 1.
+fn v2_fixture(dir: &Path) -> (PathBuf, PathBuf) {
+    let base = dir.join("root");
+    let put = |p: &str, t: &str| {
+        let f = base.join(p.trim_start_matches('/'));
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, t).unwrap();
+    };
+    put("/sys/devices/system/cpu/online", "0-1\n");
+    put("/proc/cmdline", "quiet\n");
+    put(
+        "/proc/mounts",
+        "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n",
+    );
+    put("/sys/fs/cgroup/unified/cgroup.controllers", "cpuset cpu\n");
+    put("/sys/fs/cgroup/unified/cgroup.procs", "1\n");
+    put("/sys/fs/cgroup/unified/tame-rt/cgroup.procs", "");
+    let journal = dir.join("state");
+    let root = tame_host::Root::new(&base);
+    tame_host::journal::Journal::open(&root, &journal)
+        .unwrap()
+        .note(
+            tame_partition::apply::SPEC_NOTE,
+            b"[[partition]]\nname = \"system\"\ncpus = \"0\"\nrole = \"system\"\n\n[[partition]]\nname = \"rt\"\ncpus = \"1\"\nrole = \"isolated\"\n",
+        )
+        .unwrap();
+    (base, journal)
+}
+
+#[test]
+fn partition_targets_on_cgroup_v2_are_refused_clearly_before_anything_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, journal) = v2_fixture(dir.path());
+    let (base, journal) = (base.to_str().unwrap(), journal.to_str().unwrap());
+    let expect = |args: &[&str], needle: &str| {
+        // The subcommand, then the journal, then its arguments (`--` ends them).
+        let o = tame(
+            &[
+                &["--root", base, args[0], "--journal-dir", journal],
+                &args[1..],
+            ]
+            .concat(),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected {needle:?} in {err}"
+        );
+    };
+    let snapshot = || tame_testing::snapshot_tree(Path::new(base));
+    let before = snapshot();
+    // A v2 partition takes whole processes: a part of the threads is refused.
+    for threads in ["main", "1,2"] {
+        expect(
+            &["detach", "1", "-p", "rt", "--threads", threads],
+            "cgroup v2 moves whole processes — use --threads all, or --cpus without -p",
+        );
+    }
+    assert_eq!(snapshot(), before, "nothing below the root changed");
+    // A partition cgroup that is gone is said so, not "no such program".
+    std::fs::remove_dir_all(Path::new(base).join("sys/fs/cgroup/unified/tame-rt")).unwrap();
+    let before = snapshot();
+    expect(
+        &["run", "-p", "rt", "--", "true"],
+        "partition cgroup /sys/fs/cgroup/unified/tame-rt does not exist",
+    );
+    assert_eq!(snapshot(), before, "nothing below the root changed");
+    assert!(!Path::new(journal).join("placed").exists());
+}

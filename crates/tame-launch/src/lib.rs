@@ -3,11 +3,16 @@
 //! memory locked by a preload library inside the new program), and
 //! `tame detach` / `tame attach` move a running program's threads out and
 //! back, recording every thread's previous state before changing it.
+//! `target` checks where a program may go (CPUs, an applied partition and
+//! its cgroup, the partition access rules, the policy) before any of these.
 
 pub mod detach;
 pub mod error;
 pub mod preload;
 pub mod proc;
+pub mod ps;
+pub mod run;
 pub mod spawn;
+pub mod target;
 
 pub use error::LaunchError;

@@ -6,12 +6,12 @@ use std::path::PathBuf;
 
 use tame_bench::units::parse_duration_ns;
 use tame_host::journal::DEFAULT_JOURNAL_DIR;
-use tame_host::kernel::BootIsolation;
-use tame_host::{CpuList, Root};
-use tame_launch::detach::{self, DetachRequest, Placed, Store, ThreadSelection};
-use tame_launch::spawn::{self, Placement};
-use tame_launch::{proc, LaunchError};
-use tame_rt::sched::{self, SchedSpec};
+use tame_host::Root;
+use tame_launch::detach::{self, Store, ThreadSelection};
+use tame_launch::ps::{self, policy_name};
+use tame_launch::run::{self, RunOptions};
+use tame_launch::target::{self, Caller, TargetRequest};
+use tame_launch::LaunchError;
 use tame_rt::Policy;
 
 use crate::{bad_input, Context};
@@ -88,6 +88,7 @@ pub struct PsArgs {
     journal_dir: PathBuf,
 }
 
+/// The one place launch errors become exit codes: bad input 2, failures 1.
 fn lift(e: LaunchError) -> anyhow::Error {
     match e {
         LaunchError::Invalid(m) => bad_input(m),
@@ -95,198 +96,18 @@ fn lift(e: LaunchError) -> anyhow::Error {
     }
 }
 
-fn caller_uid() -> u32 {
-    // SAFETY: no arguments.
-    unsafe { libc::getuid() }
-}
-
-/// The resolved target: CPUs, cpuset to join, scheduling.
-struct Resolved {
-    cpus: CpuList,
-    cpuset: Option<String>,
-    sched: Option<SchedSpec>,
-}
-
 impl Target {
-    fn resolve(&self, root: &Root) -> anyhow::Result<Resolved> {
-        let online = root.cpus_online()?;
-        let (cpus, cpuset, isolated) = if let Some(name) = &self.partition {
-            let (cpus, cpuset, isolated) = applied_partition(root, &self.journal_dir, name)?;
-            (cpus, Some(cpuset), isolated)
-        } else {
-            let cpus =
-                match (&self.cpus, self.cpu) {
-                    (Some(list), _) => CpuList::parse(list).map_err(|e| {
-                        bad_input(format!(
-                            "--cpus: {e} — write CPUs as a list such as 1 or 2-3"
-                        ))
-                    })?,
-                    (None, Some(c)) => CpuList::from_cpus([c]),
-                    (None, None) => return Err(bad_input(
-                        "no target — say where it goes with -p PARTITION, --cpus LIST or --cpu N",
-                    )),
-                };
-            let isolated = boot_isolated(root, &online).is_some_and(|iso| cpus.is_subset(&iso));
-            (cpus, None, isolated)
+    fn resolve(&self, root: &Root, caller: &Caller) -> anyhow::Result<target::Target> {
+        let request = TargetRequest {
+            partition: self.partition.clone(),
+            cpus: self.cpus.clone(),
+            cpu: self.cpu,
+            policy: self.policy,
+            priority: self.priority,
+            shared_ok: self.shared_ok,
+            journal_dir: self.journal_dir.clone(),
         };
-        if cpuset.is_none() {
-            // Without a partition cpuset to join, the program inherits tame's own CPUs.
-            tame_bench::engine::validate_cpus(&cpus, &online)
-                .map_err(|e| bad_input(e.to_string()))?;
-        } else {
-            let offline = cpus.difference(&online);
-            if !offline.is_empty() {
-                return Err(bad_input(format!("partition CPU {offline} is not online (online: {online}) — revert and re-apply the partitions")));
-            }
-        }
-        if !isolated && !self.shared_ok {
-            return Err(bad_input(format!(
-                "CPU {cpus} is not isolated: no applied tame partition or isolcpus= covers it, so other work still runs there — isolate it first (tame apply), or pass --shared-ok to place it anyway"
-            )));
-        }
-        let sched = match self.policy {
-            None => {
-                if self.priority.is_some() {
-                    return Err(bad_input(
-                        "--priority without --policy — add --policy fifo or rr",
-                    ));
-                }
-                None
-            }
-            Some(policy) => {
-                let priority =
-                    self.priority
-                        .unwrap_or(if matches!(policy, Policy::Fifo | Policy::Rr) {
-                            80
-                        } else {
-                            0
-                        });
-                let (lo, hi) = policy.priority_range();
-                if priority < lo || priority > hi {
-                    return Err(bad_input(format!(
-                        "priority {priority} is out of range for policy {policy} ({lo}..{hi}) — pick one in that range"
-                    )));
-                }
-                let spec = if policy == Policy::Deadline {
-                    return Err(bad_input(
-                        "--policy deadline needs a runtime and period: use `tame reserve --backend deadline` for that",
-                    ));
-                } else {
-                    SchedSpec::static_priority(policy, priority)
-                };
-                // Probed unpinned: tame itself is not in the target's cpuset.
-                sched::probe(spec, None).map_err(|e| {
-                    bad_input(format!(
-                        "policy {policy} priority {priority} is not permitted: {e} — run as root (CAP_SYS_NICE), raise RLIMIT_RTPRIO, or leave out --policy"
-                    ))
-                })?;
-                Some(spec)
-            }
-        };
-        Ok(Resolved {
-            cpus,
-            cpuset,
-            sched,
-        })
-    }
-}
-
-/// CPUs isolated at boot (isolcpus= or nohz_full=), if any; read with the host
-/// layer's command-line parser (quotes, flags, `N`, the last value of a key wins).
-fn boot_isolated(root: &Root, online: &CpuList) -> Option<CpuList> {
-    let cmdline = root.kernel_cmdline().ok()?;
-    let boot = BootIsolation::from_cmdline(&cmdline, online.last());
-    let all = boot
-        .isolcpus
-        .map(|i| i.cpus)
-        .unwrap_or_default()
-        .union(&boot.nohz_full.unwrap_or_default());
-    (!all.is_empty()).then_some(all)
-}
-
-/// A partition from the applied spec: its CPUs, its cpuset path (relative to
-/// the cpuset hierarchy), whether it is isolated. A caller that is not root must be the partition's
-/// `user` or in its `group`.
-fn applied_partition(
-    root: &Root,
-    journal_dir: &std::path::Path,
-    name: &str,
-) -> anyhow::Result<(CpuList, String, bool)> {
-    let status = tame_partition::status::status(root, journal_dir)?;
-    let spec_text = status.spec.filter(|_| status.applied).ok_or_else(|| {
-        bad_input(format!(
-            "no partitions are applied (no journal in {}) — apply a spec with `tame apply SPEC` first, or use --cpus",
-            journal_dir.display()
-        ))
-    })?;
-    let spec = tame_partition::spec::Spec::parse("applied spec", &spec_text)?;
-    let p = spec
-        .partitions
-        .iter()
-        .find(|p| p.name == name)
-        .ok_or_else(|| {
-            let names: Vec<&str> = spec.partitions.iter().map(|p| p.name.as_str()).collect();
-            bad_input(format!(
-                "no partition {name:?} is applied — the applied ones are {names:?}"
-            ))
-        })?;
-    check_partition_access(root, p)?;
-    let isolated = p.role != tame_partition::spec::Role::System;
-    Ok((
-        p.cpus.clone(),
-        format!("/{}{}", tame_partition::plan::DIR_PREFIX, p.name),
-        isolated,
-    ))
-}
-
-/// Root may use any partition; another caller only one whose spec names its user or one of its groups.
-fn check_partition_access(
-    root: &Root,
-    p: &tame_partition::spec::PartitionSpec,
-) -> anyhow::Result<()> {
-    let uid = caller_uid();
-    if uid == 0 {
-        return Ok(());
-    }
-    let accounts = root.accounts().unwrap_or_default();
-    let user_ok = p.user.as_deref().and_then(|u| accounts.uid_of(u)) == Some(uid);
-    let group_ok = p
-        .group
-        .as_deref()
-        .and_then(|g| accounts.gid_of(g))
-        .is_some_and(in_group);
-    if user_ok || group_ok {
-        return Ok(());
-    }
-    let allowed = match (&p.user, &p.group) {
-        (None, None) => "only root (its spec names no user or group)".to_string(),
-        (u, g) => format!(
-            "{}{}{}",
-            u.as_ref().map_or(String::new(), |u| format!("user {u}")),
-            if u.is_some() && g.is_some() {
-                " and "
-            } else {
-                ""
-            },
-            g.as_ref()
-                .map_or(String::new(), |g| format!("members of group {g}"))
-        ),
-    };
-    Err(bad_input(format!(
-        "partition {:?} admits {allowed}; you are uid {uid} — rule: a caller that is not root may use only partitions whose spec allows its user or group",
-        p.name
-    )))
-}
-
-fn in_group(gid: u32) -> bool {
-    // SAFETY: getgroups with a buffer of the size passed.
-    unsafe {
-        if libc::getgid() == gid || libc::getegid() == gid {
-            return true;
-        }
-        let mut list = [0 as libc::gid_t; 256];
-        let n = libc::getgroups(list.len() as i32, list.as_mut_ptr());
-        n > 0 && list[..n as usize].contains(&gid)
+        target::resolve(root, &request, caller).map_err(lift)
     }
 }
 
@@ -309,73 +130,30 @@ fn size_bytes(text: &str) -> anyhow::Result<u64> {
 }
 
 pub fn run_run(ctx: &Context, a: RunArgs) -> anyhow::Result<i32> {
-    let target = a.target.resolve(&ctx.root)?;
-    let prefault = a.prefault.as_deref().map(size_bytes).transpose()?;
-    let rttime_us = a
-        .rttime
-        .as_deref()
-        .map(|t| parse_duration_ns(t).map(|ns| ns / 1000))
-        .transpose()
-        .map_err(|e| bad_input(format!("--rttime: {e}")))?;
-    let placement = Placement {
-        cpus: target.cpus.clone(),
-        sched: target.sched,
+    let target = a.target.resolve(&ctx.root, &Caller::current())?;
+    let prefault_bytes = a.prefault.as_deref().map(size_bytes).transpose()?;
+    let options = RunOptions {
         reset_on_fork: a.reset_on_fork,
-        rttime_us,
-        cgroup_procs: target
-            .cpuset
+        rttime_us: a
+            .rttime
             .as_deref()
-            .map(|c| detach::cpuset_procs(&ctx.root, c))
+            .map(|t| parse_duration_ns(t).map(|ns| ns / 1000))
             .transpose()
-            .map_err(lift)?
-            .map(|procs| ctx.root.path(procs).display().to_string()),
-        mlock: a.mlock || prefault.is_some(),
-        prefault_bytes: prefault.unwrap_or(0),
+            .map_err(|e| bad_input(format!("--rttime: {e}")))?,
+        mlock: a.mlock,
+        prefault_bytes,
     };
     let store = Store::new(&a.target.journal_dir);
-    let mut launched = spawn::spawn(&placement, &a.command).map_err(lift)?;
-    let pid = launched.child.id();
-    // A note for `tame ps`; best effort, removed when the program ends.
-    let recorded = proc::inspect(&ctx.root, pid).ok().and_then(|info| {
-        let counters = info
-            .tids
-            .iter()
-            .map(|&t| (t, proc::counters(&ctx.root, pid, t).unwrap_or_default()))
-            .collect();
-        store
-            .record_run(
-                &ctx.root,
-                &Placed {
-                    version: detach::RECORD_VERSION,
-                    kind: "run".into(),
-                    pid,
-                    start_time: info.start_time,
-                    comm: info.comm,
-                    cpus: target.cpus.clone(),
-                    cpuset: target.cpuset.clone(),
-                    counters,
-                },
-            )
-            .ok()
-    });
-    let status = spawn::wait_forwarding(&mut launched).map_err(lift)?;
-    if recorded.is_some() {
-        store.remove(pid);
-    }
-    Ok(spawn::exit_code(status))
+    run::run(&ctx.root, &store, &target, &options, &a.command).map_err(lift)
 }
 
 pub fn run_detach(ctx: &Context, a: DetachArgs) -> anyhow::Result<i32> {
-    let target = a.target.resolve(&ctx.root)?;
-    let req = DetachRequest {
-        pid: a.pid,
-        cpus: target.cpus,
-        threads: ThreadSelection::parse(&a.threads).map_err(lift)?,
-        sched: target.sched,
-        cpuset: target.cpuset,
-    };
+    let caller = Caller::current();
+    let target = a.target.resolve(&ctx.root, &caller)?;
+    let threads = ThreadSelection::parse(&a.threads).map_err(lift)?;
+    let req = target.detach_request(a.pid, threads).map_err(lift)?;
     let store = Store::new(&a.target.journal_dir);
-    let record = detach::detach(&ctx.root, &store, &req, caller_uid()).map_err(lift)?;
+    let record = detach::detach(&ctx.root, &store, &req, caller.uid).map_err(lift)?;
     println!(
         "detached process {} ({}) onto CPUs {}:",
         record.pid, record.comm, record.cpus
@@ -409,7 +187,7 @@ pub fn run_detach(ctx: &Context, a: DetachArgs) -> anyhow::Result<i32> {
 
 pub fn run_attach(ctx: &Context, a: AttachArgs) -> anyhow::Result<i32> {
     let store = Store::new(&a.journal_dir);
-    let report = detach::attach(&ctx.root, &store, a.pid, caller_uid()).map_err(lift)?;
+    let report = detach::attach(&ctx.root, &store, a.pid, Caller::current().uid).map_err(lift)?;
     if report.exited {
         println!(
             "process {} has exited; its placement journal was removed",
@@ -429,79 +207,8 @@ pub fn run_attach(ctx: &Context, a: AttachArgs) -> anyhow::Result<i32> {
     Ok(if report.failed.is_empty() { 0 } else { 1 })
 }
 
-fn policy_name(raw: i32) -> &'static str {
-    match raw {
-        libc::SCHED_OTHER => "other",
-        libc::SCHED_FIFO => "fifo",
-        libc::SCHED_RR => "rr",
-        libc::SCHED_BATCH => "batch",
-        libc::SCHED_IDLE => "idle",
-        6 => "deadline",
-        _ => "?",
-    }
-}
-
-/// One thread in `tame ps`.
-#[derive(serde::Serialize)]
-struct PsRow {
-    partition_cpus: String,
-    kind: String,
-    pid: u32,
-    tid: u32,
-    comm: String,
-    policy: String,
-    priority: i32,
-    cpu: Option<u32>,
-    /// Since placement.
-    voluntary_switches: u64,
-    involuntary_switches: u64,
-    minor_faults: u64,
-    major_faults: u64,
-    cpu_ticks: u64,
-}
-
 pub fn run_ps(ctx: &Context, a: PsArgs) -> anyhow::Result<i32> {
-    let store = Store::new(&a.journal_dir);
-    let mut rows = Vec::new();
-    for record in store.list() {
-        let Ok(info) = proc::inspect(&ctx.root, record.pid) else {
-            continue;
-        };
-        if info.start_time != record.start_time {
-            continue;
-        }
-        for tid in info.tids {
-            let now = proc::counters(&ctx.root, record.pid, tid).unwrap_or_default();
-            let base = record.counters_of(tid);
-            let sched = ctx.root.thread_sched(tid).ok();
-            let comm = ctx
-                .root
-                .process(record.pid)
-                .task(tid)
-                .stat()
-                .ok()
-                .map(|s| (s.comm, s.last_cpu));
-            rows.push(PsRow {
-                partition_cpus: record.cpus.to_string(),
-                kind: record.kind.clone(),
-                pid: record.pid,
-                tid,
-                comm: comm.as_ref().map_or(record.comm.clone(), |c| c.0.clone()),
-                policy: sched.map_or("?", |s| policy_name(s.policy)).to_string(),
-                priority: sched.map_or(0, |s| s.priority),
-                cpu: comm.map(|c| c.1),
-                voluntary_switches: now
-                    .voluntary_switches
-                    .saturating_sub(base.voluntary_switches),
-                involuntary_switches: now
-                    .involuntary_switches
-                    .saturating_sub(base.involuntary_switches),
-                minor_faults: now.minor_faults.saturating_sub(base.minor_faults),
-                major_faults: now.major_faults.saturating_sub(base.major_faults),
-                cpu_ticks: now.cpu_ticks.saturating_sub(base.cpu_ticks),
-            });
-        }
-    }
+    let rows = ps::rows(&ctx.root, &Store::new(&a.journal_dir));
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);

@@ -1,0 +1,156 @@
+//! `tame run`: start a program on a resolved [`Target`], note it for `tame ps`
+//! while it runs, and give back the exit code a shell would show.
+
+use std::ffi::OsString;
+
+use tame_host::Root;
+
+use crate::detach::{self, Placed, Store};
+use crate::error::LaunchError;
+use crate::proc;
+use crate::spawn::{self, Placement};
+use crate::target::Target;
+
+/// How the program runs, beyond where.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Children start as SCHED_OTHER (SCHED_RESET_ON_FORK).
+    pub reset_on_fork: bool,
+    /// RLIMIT_RTTIME in µs.
+    pub rttime_us: Option<u64>,
+    /// Lock all memory after exec.
+    pub mlock: bool,
+    /// Heap bytes to fault in and lock after exec (implies `mlock`).
+    pub prefault_bytes: Option<u64>,
+}
+
+/// The placement `spawn` gives the child: the target's CPUs, policy and
+/// partition cgroup (as a path below `root`'s base).
+pub fn placement(root: &Root, target: &Target, options: &RunOptions) -> Placement {
+    Placement {
+        cpus: target.cpus.clone(),
+        sched: target.sched,
+        reset_on_fork: options.reset_on_fork,
+        rttime_us: options.rttime_us,
+        cgroup_procs: target
+            .cgroup
+            .as_ref()
+            .map(|c| root.path(c.procs()).display().to_string()),
+        mlock: options.mlock || options.prefault_bytes.is_some(),
+        prefault_bytes: options.prefault_bytes.unwrap_or(0),
+    }
+}
+
+/// Start `argv` placed, wait for it (forwarding signals), return its exit code.
+pub fn run(
+    root: &Root,
+    store: &Store,
+    target: &Target,
+    options: &RunOptions,
+    argv: &[OsString],
+) -> Result<i32, LaunchError> {
+    let mut launched = spawn::spawn(&placement(root, target, options), argv)?;
+    let pid = launched.child.id();
+    let noted = note(root, store, pid, target);
+    let status = spawn::wait_forwarding(&mut launched)?;
+    if noted {
+        store.remove(pid);
+    }
+    Ok(spawn::exit_code(status))
+}
+
+/// A note for `tame ps`; best effort (the program runs either way), removed
+/// when the program ends. Whether it was written.
+fn note(root: &Root, store: &Store, pid: u32, target: &Target) -> bool {
+    let Ok(info) = proc::inspect(root, pid) else {
+        return false;
+    };
+    let counters = info
+        .tids
+        .iter()
+        .map(|&t| (t, proc::counters(root, pid, t).unwrap_or_default()))
+        .collect();
+    store
+        .record_run(
+            root,
+            &Placed {
+                version: detach::RECORD_VERSION,
+                kind: "run".into(),
+                pid,
+                start_time: info.start_time,
+                comm: info.comm,
+                cpus: target.cpus.clone(),
+                cpuset: target.cpuset(),
+                counters,
+            },
+        )
+        .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::PartitionCgroup;
+    use tame_host::cgroup::CgroupVersion;
+    use tame_host::CpuList;
+
+    #[test]
+    fn the_child_joins_the_partition_cgroup_below_the_root_base() {
+        let root = Root::new("/tmp/fixture");
+        let target = Target {
+            cpus: CpuList::parse("1").unwrap(),
+            cgroup: Some(PartitionCgroup {
+                version: CgroupVersion::V2,
+                path: "/".into(),
+                dir: "/sys/fs/cgroup/unified".into(),
+            }),
+            sched: None,
+        };
+        let p = placement(
+            &root,
+            &target,
+            &RunOptions {
+                prefault_bytes: Some(4096),
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            p.cgroup_procs.as_deref(),
+            Some("/tmp/fixture/sys/fs/cgroup/unified/cgroup.procs")
+        );
+        assert!(p.mlock, "prefault implies mlock");
+        assert_eq!((p.prefault_bytes, p.cpus.to_string()), (4096, "1".into()));
+    }
+
+    #[test]
+    fn run_notes_the_program_while_it_runs_and_forgets_it_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let cpu = tame_rt::sched::allowed_cpus()[0];
+        let target = Target {
+            cpus: CpuList::from_cpus([cpu]),
+            cgroup: None,
+            sched: None,
+        };
+        let out = dir.path().join("listed");
+        // The program sees its own note (a journal named by its pid) while it runs.
+        let script = format!(
+            "i=0; while [ ! -d {p}/$$ ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; [ -d {p}/$$ ] && echo noted > {out}; exit 3",
+            p = dir.path().join("placed").display(),
+            out = out.display()
+        );
+        let argv: Vec<OsString> = ["sh", "-c", &script].iter().map(OsString::from).collect();
+        let code = run(
+            &Root::system(),
+            &store,
+            &target,
+            &RunOptions::default(),
+            &argv,
+        )
+        .unwrap();
+        assert_eq!(code, 3);
+        assert!(out.exists(), "a note while it ran");
+        assert!(store.list().is_empty());
+        assert!(!dir.path().join("placed").exists());
+    }
+}
