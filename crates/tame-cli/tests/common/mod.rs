@@ -3,6 +3,8 @@
 // Each test binary uses a different subset.
 #![allow(dead_code)]
 
+pub mod cgroup_v2;
+
 use std::process::{Child, Command, Output};
 
 /// Run the `tame` binary under test and collect its output.
