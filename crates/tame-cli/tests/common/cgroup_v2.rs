@@ -275,6 +275,13 @@ fn check(free: &[&str], enable: &[&str]) -> Result<Prior, Refusal> {
                 "{target} has child cgroups {subdirs:?} — they must go first"
             )));
         }
+        // A mount in another mount namespace keeps the hierarchy alive after our unmount,
+        // and the controller never reaches v2 (seen: a test's `unshare` child).
+        if let Some(holder) = other_namespace_holding(c) {
+            return Err(pre(format!(
+                "the v1 {c} hierarchy is also mounted in another mount namespace ({holder}) — it stays alive after the unmount here; let that process end first"
+            )));
+        }
         if !unmounted.iter().any(|l| l == line) {
             unmounted.push(line.to_string());
         }
@@ -561,6 +568,40 @@ fn save_state(p: &Prior) -> Result<(), String> {
 }
 
 /// controller → (hierarchy id, number of cgroups), from /proc/cgroups.
+/// A process in another mount namespace whose mount table has a v1 hierarchy of
+/// `controller` (`pid comm`), if any.
+fn other_namespace_holding(controller: &str) -> Option<String> {
+    let ours = fs::read_link("/proc/self/ns/mnt").ok()?;
+    let mut seen = std::collections::BTreeSet::new();
+    for entry in fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(ns) = fs::read_link(format!("/proc/{name}/ns/mnt")) else {
+            continue;
+        };
+        if ns == ours || !seen.insert(ns) {
+            continue;
+        }
+        let table = fs::read_to_string(format!("/proc/{name}/mountinfo")).unwrap_or_default();
+        let holds = table.lines().any(|l| {
+            let Some((_, after)) = l.split_once(" - ") else {
+                return false;
+            };
+            let f: Vec<&str> = after.split_whitespace().collect();
+            f.first() == Some(&"cgroup")
+                && f.get(2)
+                    .is_some_and(|o| o.split(',').any(|o| o == controller))
+        });
+        if holds {
+            let comm = fs::read_to_string(format!("/proc/{name}/comm")).unwrap_or_default();
+            return Some(format!("pid {name} {}", comm.trim()));
+        }
+    }
+    None
+}
+
 fn proc_cgroups() -> BTreeMap<String, (u32, u64)> {
     fs::read_to_string(PROC_CGROUPS)
         .unwrap_or_default()
