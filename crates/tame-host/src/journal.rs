@@ -24,12 +24,35 @@
 //!
 //! Every change is made through the root's backend, so the journal works the same
 //! on the live system and on a test's fixture backend (which does what the kernel would).
+//!
+//! Hardening, since revert does as root whatever the journal says:
+//! - one user at a time: a [`Journal`] and [`revert`] hold the directory's lock
+//!   ([`JournalLock`]); a second one is refused, naming the holder;
+//! - a line torn by a crash is cut off (and noted as `note torn BYTES`) before the
+//!   next record is appended, so the journal stays readable and revertible;
+//! - the directory is created 0700 and the file 0600, both opened without following
+//!   symbolic links, and refused when someone other than root (or the caller) owns
+//!   or may write them;
+//! - every path a record names must be a plain path below [`ALLOWED_ROOTS`], and an
+//!   ownership record may not hold a setuid, setgid or world-writable mode: such a
+//!   record is refused when it would be written and when it is read back;
+//! - revert undoes only what was done: a change whose outcome is `failed` is left
+//!   alone (a `mkdir` that failed with EEXIST made someone else's directory).
+
+mod allow;
+mod dir;
+mod lock;
 
 use std::collections::BTreeSet;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write as _};
+use std::fs::File;
+use std::io::{self, Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::OFlag;
+
+pub use self::allow::{mode_refusal, path_refusal, ALLOWED_ROOTS};
+use self::dir::JournalDir;
+pub use self::lock::{Holder, JournalLock, LOCK_FILE};
 pub use crate::backend::Ownership;
 use crate::placement::{parse_sched_field, sched_field};
 pub use crate::placement::{PlaceError, PlaceStep, ThreadPlacement};
@@ -39,6 +62,8 @@ use crate::{CpuList, Root};
 pub const DEFAULT_JOURNAL_DIR: &str = "/var/lib/tame";
 /// The journal's file name inside its directory.
 pub const JOURNAL_FILE: &str = "journal";
+/// The note recording the bytes of a torn last line cut off before appending.
+pub const TORN_NOTE: &str = "torn";
 const HEADER: &str = "tame-journal";
 const FORMAT_VERSION: &str = "1";
 
@@ -64,6 +89,44 @@ pub enum JournalError {
         journal_root: String,
         root: String,
     },
+    #[error("journal {} is in use by {holder} — wait until it has finished, then run again (one apply, revert or placement at a time uses a journal)", .dir.display())]
+    Locked { dir: PathBuf, holder: Holder },
+    #[error("refusing journal location {}: {reason} — revert acts as root on what the journal says, so it must be a directory owned by root that only root may write (the default is {DEFAULT_JOURNAL_DIR})", .path.display())]
+    UnsafeLocation { path: PathBuf, reason: String },
+    #[error("{}:{line}: refusing this record: {reason} — tame never writes such a record, so the journal was altered; restore the values you need by hand, then remove it", .path.display())]
+    Hostile {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
+    #[error("cannot journal a change of {path}: {reason} — tame only changes kernel settings below {}", ALLOWED_ROOTS.join(", "))]
+    NotAllowed { path: String, reason: String },
+}
+
+impl JournalError {
+    /// True when the caller has to change something before running again (the CLI exits 2):
+    /// another run holds the journal, the journal location or file is unsafe, or the
+    /// journal is for another root.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            JournalError::Locked { .. }
+                | JournalError::UnsafeLocation { .. }
+                | JournalError::Hostile { .. }
+                | JournalError::OtherRoot { .. }
+        )
+    }
+}
+
+/// Refuse, before anything is recorded or changed, a path a journal may not hold.
+fn allowed(path: &str) -> Result<(), JournalError> {
+    match path_refusal(path) {
+        Some(reason) => Err(JournalError::NotAllowed {
+            path: path.to_string(),
+            reason,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// One change, as recorded.
@@ -160,7 +223,7 @@ pub enum Stage {
 /// refusing the change (it is not made); at [`Stage::Made`] it is ignored.
 type StageHook = Box<dyn FnMut(Stage) -> io::Result<()>>;
 
-/// An open journal: changes go through it.
+/// An open journal: changes go through it. It holds the directory's lock for its life.
 pub struct Journal {
     root: Root,
     path: PathBuf,
@@ -169,6 +232,9 @@ pub struct Journal {
     hook: Option<StageHook>,
     /// Paths written through this journal (see [`Journal::rewrite`]).
     written: BTreeSet<String>,
+    /// Bytes of a torn last line cut off when the journal was opened.
+    torn: usize,
+    lock: JournalLock,
 }
 
 impl std::fmt::Debug for Journal {
@@ -186,17 +252,34 @@ pub fn journal_path(dir: &Path) -> PathBuf {
 }
 
 impl Journal {
-    /// Open the journal in `dir` for appending, creating it (and `dir`) when absent.
-    /// An existing journal must have been written for the same root.
+    /// Open the journal in `dir` for appending, creating it (and `dir`) when absent,
+    /// and hold the directory's lock until the journal is dropped (another holder is
+    /// [`JournalError::Locked`]). An existing journal must have been written for the same root.
     pub fn open(root: &Root, dir: &Path) -> Result<Self, JournalError> {
-        let path = journal_path(dir);
+        Self::open_locked(root, JournalLock::acquire(dir)?)
+    }
+
+    /// Open the journal of a directory already locked (a caller that locks before it
+    /// plans, so that nobody changes the host between the plan and the changes).
+    pub fn open_locked(root: &Root, lock: JournalLock) -> Result<Self, JournalError> {
+        let dir = lock.dir();
+        let path = journal_path(dir.path());
         let io_err = |action, source| JournalError::Io {
             action,
             path: path.clone(),
             source,
         };
+        let mut file = dir
+            .open_file(
+                JOURNAL_FILE,
+                OFlag::O_RDWR | OFlag::O_APPEND | OFlag::O_CREAT,
+            )?
+            .ok_or_else(|| io_err("create", io::ErrorKind::NotFound.into()))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| io_err("read", e))?;
         // A journal torn while its header was written holds no change: start it afresh.
-        let existing = load(dir)?.filter(|rec| !rec.root.is_empty());
+        let existing = Some(parse(&path, &bytes)?).filter(|rec| !rec.root.is_empty());
         let next_seq = match &existing {
             Some(rec) => {
                 check_root(&path, rec, root)?;
@@ -204,18 +287,16 @@ impl Journal {
             }
             None => 0,
         };
-        std::fs::create_dir_all(dir).map_err(|e| io_err("create the directory of", e))?;
-        if existing.is_none() {
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(io_err("replace", e)),
-                _ => {}
-            }
+        // Appending after a torn line would glue the next record to it, and the journal
+        // would never read again: cut the torn bytes off first.
+        let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let keep = if existing.is_some() { complete } else { 0 };
+        let torn = bytes.len() - keep;
+        if torn > 0 {
+            file.set_len(keep as u64)
+                .and_then(|()| file.sync_data())
+                .map_err(|e| io_err("cut the torn last line of", e))?;
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| io_err("open", e))?;
         let written = existing
             .iter()
             .flat_map(|rec| rec.entries.iter())
@@ -231,6 +312,8 @@ impl Journal {
             next_seq,
             hook: None,
             written,
+            torn: if existing.is_some() { torn } else { 0 },
+            lock,
         };
         if existing.is_none() {
             let base = root.base().to_string_lossy().into_owned();
@@ -239,11 +322,31 @@ impl Journal {
                 escape(base.as_bytes())
             )])?;
             // The new directory entry must be durable too, or a crash could lose the file.
-            File::open(dir)
-                .and_then(|d| d.sync_all())
+            journal
+                .lock
+                .dir()
+                .sync()
                 .map_err(|e| io_err("sync the directory of", e))?;
+        } else if torn > 0 {
+            journal.note(TORN_NOTE, &bytes[keep..])?;
         }
         Ok(journal)
+    }
+
+    /// How many bytes of a torn last line were cut off when this journal was opened
+    /// (recorded in the journal as a [`TORN_NOTE`] note).
+    pub fn torn_bytes(&self) -> usize {
+        self.torn
+    }
+
+    /// Undo every change in this journal, newest first, under the lock it holds
+    /// (see [`revert`]); an apply rolls back with this.
+    pub fn revert(self) -> Result<RevertReport, JournalError> {
+        let Journal {
+            root, file, lock, ..
+        } = self;
+        drop(file);
+        revert_in(&root, lock.dir())
     }
 
     /// Call `hook` at every stage of every change (tests use it to kill the process
@@ -291,6 +394,9 @@ impl Journal {
         &mut self,
         requests: &[WriteRequest],
     ) -> Result<Vec<io::Result<()>>, JournalError> {
+        for req in requests {
+            allowed(&req.path)?;
+        }
         let mut lines = Vec::with_capacity(requests.len());
         let first = self.next_seq;
         for (i, req) in requests.iter().enumerate() {
@@ -352,12 +458,28 @@ impl Journal {
         path: &str,
         members: Option<(&str, &str)>,
     ) -> Result<io::Result<()>, JournalError> {
+        allowed(path)?;
+        if let Some((list, parent)) = members {
+            allowed(list)?;
+            allowed(parent)?;
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         let change = Change::CreateDir {
             path: path.to_string(),
             members: members.map(|(a, b)| (a.to_string(), b.to_string())),
         };
+        if self.root.exists(path) {
+            // Someone else's directory: recorded as failed in the same synced write, so
+            // no crash can leave it looking like ours (revert would remove it).
+            let exists = Err(io::Error::from_raw_os_error(
+                nix::errno::Errno::EEXIST as i32,
+            ));
+            self.append_synced(&[format_change(seq, &change), outcome_line(seq, &exists)])?;
+            let _ = self.stage(Stage::Journaled(seq));
+            let _ = self.stage(Stage::Made(seq));
+            return Ok(exists);
+        }
         self.append_synced(&[format_change(seq, &change)])?;
         let result = self
             .stage(Stage::Journaled(seq))
@@ -374,6 +496,8 @@ impl Journal {
         from: &str,
         to: &str,
     ) -> Result<Vec<io::Result<()>>, JournalError> {
+        allowed(from)?;
+        allowed(to)?;
         let first = self.next_seq;
         self.next_seq += tids.len() as u64;
         let lines: Vec<String> = tids
@@ -412,6 +536,7 @@ impl Journal {
         path: &str,
         new: Ownership,
     ) -> Result<io::Result<()>, JournalError> {
+        allowed(path)?;
         let old = self
             .root
             .ownership(path)
@@ -420,6 +545,15 @@ impl Journal {
                 path: self.root.path(path),
                 source,
             })?;
+        // Revert would set the old mode back and apply sets the new one, both as root.
+        for mode in [new.mode, old.mode] {
+            if let Some(reason) = mode_refusal(mode) {
+                return Err(JournalError::NotAllowed {
+                    path: path.to_string(),
+                    reason,
+                });
+            }
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         let change = Change::Owner {
@@ -449,6 +583,13 @@ impl Journal {
         new: &ThreadPlacement,
         cgroup_from: Option<&str>,
     ) -> Result<Result<(), PlaceError>, JournalError> {
+        for list in new
+            .cgroup
+            .iter()
+            .chain(cgroup_from.map(str::to_string).iter())
+        {
+            allowed(list)?;
+        }
         let read_err = |source| PlaceError {
             tid,
             step: PlaceStep::Read,
@@ -504,6 +645,9 @@ impl Journal {
     /// (it was created by a placed thread) and that revert should give it `old`.
     /// Nothing is changed now.
     pub fn adopt(&mut self, pid: u32, tid: u32, old: &ThreadPlacement) -> Result<(), JournalError> {
+        if let Some(list) = &old.cgroup {
+            allowed(list)?;
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         let change = Change::Placement {
@@ -669,19 +813,27 @@ pub fn unescape(field: &str) -> Option<Vec<u8>> {
 }
 
 /// Read the journal in `dir`; `Ok(None)` when there is none.
+/// The directory and the file must be safe (see the module documentation); the
+/// lock is not taken, so a journal being written reads as far as it is complete.
 pub fn load(dir: &Path) -> Result<Option<Recorded>, JournalError> {
-    let path = journal_path(dir);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(JournalError::Io {
-                action: "read",
-                path,
-                source,
-            })
-        }
+    match JournalDir::open(dir, false)? {
+        Some(dir) => load_in(&dir),
+        None => Ok(None),
+    }
+}
+
+fn load_in(dir: &JournalDir) -> Result<Option<Recorded>, JournalError> {
+    let path = journal_path(dir.path());
+    let Some(mut file) = dir.open_file(JOURNAL_FILE, OFlag::O_RDONLY)? else {
+        return Ok(None);
     };
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|source| JournalError::Io {
+            action: "read",
+            path: path.clone(),
+            source,
+        })?;
     parse(&path, &bytes).map(Some)
 }
 
@@ -697,6 +849,18 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Recorded, JournalError> {
             path: path.to_path_buf(),
             line: n + 1,
             reason: reason.to_string(),
+        };
+        let hostile = |reason: String| JournalError::Hostile {
+            path: path.to_path_buf(),
+            line: n + 1,
+            reason,
+        };
+        // Every host path a record names, checked against what tame may change.
+        let host_path = |p: String| -> Result<String, JournalError> {
+            match path_refusal(&p) {
+                Some(reason) => Err(hostile(reason)),
+                None => Ok(p),
+            }
         };
         let fields: Vec<&str> = line.split(' ').collect();
         let text_field = |i: usize| -> Result<String, JournalError> {
@@ -748,16 +912,16 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Recorded, JournalError> {
                 continue;
             }
             "write" => Change::Write {
-                path: text_field(2)?,
+                path: host_path(text_field(2)?)?,
                 old: value(3)?,
                 new: value(4)?.ok_or_else(|| corrupt("missing new value"))?,
                 restore_with: value(5)?,
             },
             "mkdir" => Change::CreateDir {
-                path: text_field(2)?,
+                path: host_path(text_field(2)?)?,
                 members: match fields.len() {
                     3 => None,
-                    5 => Some((text_field(3)?, text_field(4)?)),
+                    5 => Some((host_path(text_field(3)?)?, host_path(text_field(4)?)?)),
                     _ => return Err(corrupt("mkdir takes a path and optionally two task lists")),
                 },
             },
@@ -766,18 +930,22 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Recorded, JournalError> {
                     .get(2)
                     .and_then(|s| s.parse().ok())
                     .ok_or_else(|| corrupt("bad task id"))?,
-                from: text_field(3)?,
-                to: text_field(4)?,
+                from: host_path(text_field(3)?)?,
+                to: host_path(text_field(4)?)?,
             },
             "owner" => {
                 let own = |i: usize| {
-                    fields
+                    let o = fields
                         .get(i)
                         .and_then(|f| parse_ownership(f))
-                        .ok_or_else(|| corrupt("ownership must be UID:GID:MODE"))
+                        .ok_or_else(|| corrupt("ownership must be UID:GID:MODE"))?;
+                    match mode_refusal(o.mode) {
+                        Some(reason) => Err(hostile(reason)),
+                        None => Ok(o),
+                    }
                 };
                 Change::Owner {
-                    path: text_field(2)?,
+                    path: host_path(text_field(2)?)?,
                     old: own(3)?,
                     new: own(4)?,
                 }
@@ -807,7 +975,7 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Recorded, JournalError> {
                                     .ok_or_else(|| corrupt("bad scheduling attributes"))
                             })
                             .transpose()?,
-                        cgroup: text(at + 2)?,
+                        cgroup: text(at + 2)?.map(host_path).transpose()?,
                     })
                 };
                 if fields.len() != 10 {
@@ -868,13 +1036,33 @@ pub struct RevertReport {
     pub journal_removed: bool,
     /// There was no journal: nothing to revert.
     pub nothing_to_revert: bool,
+    /// Changes the journal records as failed, left alone: they were not made (a
+    /// `mkdir` refused with EEXIST names someone else's directory).
+    pub not_made: usize,
 }
 
 /// Undo every change in the journal in `dir`, newest first. The journal is removed
 /// only when every change is undone; otherwise it stays, and revert can be run again.
+/// Revert holds the directory's lock (another holder is [`JournalError::Locked`]),
+/// except when the calling thread holds it already through an open [`Journal`].
 pub fn revert(root: &Root, dir: &Path) -> Result<RevertReport, JournalError> {
-    let path = journal_path(dir);
-    let Some(rec) = load(dir)? else {
+    let Some(jdir) = JournalDir::open(dir, false)? else {
+        return Ok(RevertReport {
+            nothing_to_revert: true,
+            ..Default::default()
+        });
+    };
+    if lock::held_by_this_thread(jdir.id()) {
+        return revert_in(root, &jdir);
+    }
+    let lock = JournalLock::acquire_in(jdir)?;
+    revert_in(root, lock.dir())
+}
+
+/// Revert the journal of `dir`, whose lock the caller holds.
+fn revert_in(root: &Root, dir: &JournalDir) -> Result<RevertReport, JournalError> {
+    let path = journal_path(dir.path());
+    let Some(rec) = load_in(dir)? else {
         return Ok(RevertReport {
             nothing_to_revert: true,
             ..Default::default()
@@ -888,6 +1076,7 @@ pub fn revert(root: &Root, dir: &Path) -> Result<RevertReport, JournalError> {
     let created: Vec<&str> = rec
         .entries
         .iter()
+        .filter(|e| !matches!(e.outcome, Outcome::Failed(_)))
         .filter_map(|e| match &e.change {
             Change::CreateDir { path, .. } => Some(path.as_str()),
             _ => None,
@@ -901,6 +1090,10 @@ pub fn revert(root: &Root, dir: &Path) -> Result<RevertReport, JournalError> {
     let mut order: Vec<&Entry> = rec.entries.iter().collect();
     order.sort_by_key(|e| std::cmp::Reverse(e.seq));
     for entry in order {
+        if !was_made(root, entry) {
+            report.not_made += 1;
+            continue;
+        }
         match undo(root, &entry.change, &inside_created) {
             Ok(true) => report.restored += 1,
             Ok(false) => {}
@@ -912,14 +1105,33 @@ pub fn revert(root: &Root, dir: &Path) -> Result<RevertReport, JournalError> {
         }
     }
     if report.not_restored.is_empty() {
-        std::fs::remove_file(&path).map_err(|source| JournalError::Io {
-            action: "remove",
-            path: path.clone(),
-            source,
-        })?;
+        dir.remove(JOURNAL_FILE)
+            .and_then(|()| dir.sync())
+            .map_err(|source| JournalError::Io {
+                action: "remove",
+                path: path.clone(),
+                source,
+            })?;
         report.journal_removed = true;
     }
     Ok(report)
+}
+
+/// Whether revert should undo `entry`: what was done (`done`), or may have been
+/// (`pending`: killed between the record and its outcome; undoing a change never
+/// made finds the old value in place), never what failed. Two changes are made in
+/// steps and may fail half-way: a placement (cgroup, affinity, policy — undone
+/// part by part, each only where it differs from the old value) and an ownership
+/// (chown, then chmod — undone when the chown took).
+fn was_made(root: &Root, entry: &Entry) -> bool {
+    match (&entry.outcome, &entry.change) {
+        (Outcome::Done | Outcome::Pending, _) => true,
+        (Outcome::Failed(_), Change::Placement { .. }) => true,
+        (Outcome::Failed(_), Change::Owner { path, new, .. }) => root
+            .ownership(path)
+            .is_ok_and(|now| (now.uid, now.gid) == (new.uid, new.gid)),
+        (Outcome::Failed(_), _) => false,
+    }
 }
 
 fn describe(change: &Change) -> String {

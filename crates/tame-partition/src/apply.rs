@@ -5,7 +5,9 @@ use std::path::Path;
 
 use serde::Serialize;
 use tame_host::cgroup::{members, Attach};
-use tame_host::journal::{self, Journal, JournalError, RevertReport, Stage, WriteRequest};
+use tame_host::journal::{
+    self, Journal, JournalError, JournalLock, RevertReport, Stage, WriteRequest,
+};
 use tame_host::{HostModel, Root};
 
 use crate::plan::{self, split_movable, Invalid, Plan, Step, Task};
@@ -59,6 +61,21 @@ pub enum ApplyError {
     },
 }
 
+impl ApplyError {
+    /// True when the caller has to change the command or wait (the CLI exits 2): not
+    /// root, an invalid spec, another spec applied, another run holding the journal, an
+    /// unsafe journal location.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            ApplyError::NotRoot | ApplyError::Invalid(_) | ApplyError::OtherSpecApplied { .. } => {
+                true
+            }
+            ApplyError::Journal(e) => e.is_bad_input(),
+            ApplyError::Failed { .. } => false,
+        }
+    }
+}
+
 fn rollback_summary(r: &RevertReport) -> String {
     if r.not_restored.is_empty() {
         "every change made so far was undone".to_string()
@@ -89,6 +106,9 @@ pub fn apply(
     if !tame_host::privilege::may_change(root) {
         return Err(ApplyError::NotRoot);
     }
+    // Locked before the host is read: another apply or revert must not change it between
+    // our plan and our changes, nor append to our journal.
+    let lock = JournalLock::acquire(journal_dir)?;
     let plan = plan::plan(spec, &HostModel::read(root))?;
     no_other_spec_applied(journal_dir, spec)?;
     let mut report = ApplyReport {
@@ -109,7 +129,7 @@ pub fn apply(
         report.unchanged = true;
         return Ok(report);
     }
-    let mut journal = Journal::open(root, journal_dir)?;
+    let mut journal = Journal::open_locked(root, lock)?;
     if journal::load(journal_dir)?.is_some_and(|r| r.note(SPEC_NOTE).is_none()) {
         journal.note(SPEC_NOTE, spec_text.as_bytes())?;
     }
@@ -118,13 +138,8 @@ pub fn apply(
     }
     match run_steps(&mut journal, &plan, &mut report) {
         Ok(()) => Ok(report),
-        Err(Failure::Journal(e)) => Err(rollback(
-            root,
-            journal_dir,
-            "the journal".into(),
-            e.to_string(),
-        )),
-        Err(Failure::Step { step, reason }) => Err(rollback(root, journal_dir, step, reason)),
+        Err(Failure::Journal(e)) => Err(rollback(journal, "the journal".into(), e.to_string())),
+        Err(Failure::Step { step, reason }) => Err(rollback(journal, step, reason)),
     }
 }
 
@@ -144,8 +159,9 @@ fn no_other_spec_applied(journal_dir: &Path, spec: &Spec) -> Result<(), ApplyErr
     Ok(())
 }
 
-fn rollback(root: &Root, dir: &Path, step: String, reason: String) -> ApplyError {
-    match journal::revert(root, dir) {
+/// Undo what this apply did, under the lock its journal holds.
+fn rollback(journal: Journal, step: String, reason: String) -> ApplyError {
+    match journal.revert() {
         Ok(rollback) => ApplyError::Failed {
             step,
             reason,

@@ -1,0 +1,194 @@
+//! The journal directory, held open: its files are opened relative to it (so
+//! the directory cannot be swapped under us between a check and a use), never
+//! through a symbolic link, and only when the directory and the file belong to
+//! root (or the caller) and nobody else may write them. `--journal-dir` takes any
+//! path, and revert does as root what the journal says: a journal someone else
+//! could write is refused.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::DirBuilderExt as _;
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::stat::{fstat, fstatat, Mode};
+
+use super::JournalError;
+
+/// A journal directory, open and checked.
+#[derive(Debug)]
+pub(crate) struct JournalDir {
+    path: PathBuf,
+    fd: OwnedFd,
+    id: (u64, u64),
+}
+
+/// Who may own a journal directory or file: root, or the caller (a fixture tree).
+fn trusted_owner(uid: u32) -> bool {
+    uid == 0 || uid == nix::unistd::geteuid().as_raw()
+}
+
+fn unsafe_location(path: &Path, reason: String) -> JournalError {
+    JournalError::UnsafeLocation {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+/// Refuse a directory or file that someone other than root (or the caller) owns or may write.
+fn check_owner_and_mode(
+    path: &Path,
+    what: &str,
+    st: &nix::sys::stat::FileStat,
+) -> Result<(), JournalError> {
+    let mode = st.st_mode & 0o7777;
+    if !trusted_owner(st.st_uid) {
+        return Err(unsafe_location(
+            path,
+            format!("the {what} belongs to uid {}, not to root", st.st_uid),
+        ));
+    }
+    if mode & 0o022 != 0 {
+        return Err(unsafe_location(
+            path,
+            format!("the {what} has mode {mode:o}: group or others may write it"),
+        ));
+    }
+    Ok(())
+}
+
+/// Open `path` relative to `dir` (or as given when `dir` is `None`) without following a
+/// final symbolic link, close-on-exec (a child must not inherit the journal, nor its lock).
+fn open_at(dir: Option<RawFd>, path: &Path, flags: OFlag, mode: u32) -> nix::Result<OwnedFd> {
+    let raw = nix::fcntl::openat(
+        dir,
+        path,
+        flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(mode),
+    )?;
+    // SAFETY: openat just returned this descriptor; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+impl JournalDir {
+    /// Open the journal directory `path`, creating it when `create` (mode 0700; missing
+    /// parents get the usual mode, since others may share them: `/run/tame` holds the
+    /// `tame serve` socket); `Ok(None)` when it is absent and not to be created.
+    pub(crate) fn open(path: &Path, create: bool) -> Result<Option<Self>, JournalError> {
+        // `dir/` would follow a symbolic link `dir` despite O_NOFOLLOW: drop the slash.
+        let path: &Path = &path.components().collect::<PathBuf>();
+        let io_err = |action, source| JournalError::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        };
+        if create {
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| io_err("create the parent directories of", e))?;
+            }
+            match std::fs::DirBuilder::new().mode(0o700).create(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                    return Err(io_err("create the directory of", e))
+                }
+                _ => {}
+            }
+        }
+        let fd = match open_at(None, path, OFlag::O_RDONLY | OFlag::O_DIRECTORY, 0) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) if !create => return Ok(None),
+            Err(Errno::ELOOP) => {
+                return Err(unsafe_location(
+                    path,
+                    "it is a symbolic link — give the directory itself".into(),
+                ))
+            }
+            Err(Errno::ENOTDIR) => {
+                return Err(unsafe_location(path, "it is not a directory".into()))
+            }
+            Err(e) => return Err(io_err("open the directory of", e.into())),
+        };
+        let st = fstat(fd.as_raw_fd()).map_err(|e| io_err("inspect the directory of", e.into()))?;
+        check_owner_and_mode(path, "directory", &st)?;
+        Ok(Some(Self {
+            path: path.to_path_buf(),
+            fd,
+            id: (st.st_dev, st.st_ino),
+        }))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Device and inode: which directory this is, however it was named.
+    pub(crate) fn id(&self) -> (u64, u64) {
+        self.id
+    }
+
+    /// Open the file `name` in this directory with `flags` (creating it with mode 0600
+    /// when `O_CREAT` is among them); `Ok(None)` when it is absent. A symbolic link, a
+    /// file that is not regular, or one someone else owns or may write, is refused.
+    pub(crate) fn open_file(&self, name: &str, flags: OFlag) -> Result<Option<File>, JournalError> {
+        let path = self.path.join(name);
+        let fd = match open_at(Some(self.fd.as_raw_fd()), Path::new(name), flags, 0o600) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) => return Ok(None),
+            Err(Errno::ELOOP) => {
+                return Err(unsafe_location(
+                    &path,
+                    "it is a symbolic link, which tame never makes".into(),
+                ))
+            }
+            Err(e) => {
+                return Err(JournalError::Io {
+                    action: "open",
+                    path,
+                    source: e.into(),
+                })
+            }
+        };
+        let st = fstat(fd.as_raw_fd()).map_err(|e| JournalError::Io {
+            action: "inspect",
+            path: path.clone(),
+            source: e.into(),
+        })?;
+        if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG {
+            return Err(unsafe_location(&path, "it is not a regular file".into()));
+        }
+        check_owner_and_mode(&path, "file", &st)?;
+        Ok(Some(File::from(fd)))
+    }
+
+    /// True while `name` in this directory is the very file `file` (not removed, not replaced).
+    pub(crate) fn names(&self, name: &str, file: &File) -> bool {
+        let (Ok(now), Ok(held)) = (
+            fstatat(
+                Some(self.fd.as_raw_fd()),
+                name,
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            ),
+            fstat(file.as_raw_fd()),
+        ) else {
+            return false;
+        };
+        (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+    }
+
+    /// Remove the file `name` from this directory.
+    pub(crate) fn remove(&self, name: &str) -> io::Result<()> {
+        nix::unistd::unlinkat(
+            Some(self.fd.as_raw_fd()),
+            name,
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        )
+        .map_err(io::Error::from)
+    }
+
+    /// Make the directory's entries durable (a new or removed journal file).
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        nix::unistd::fsync(self.fd.as_raw_fd()).map_err(io::Error::from)
+    }
+}
