@@ -34,6 +34,12 @@ pub fn periods(duration_ns: Option<u64>, loops: Option<u64>, period_ns: u64) -> 
             "the run would have no periods: the duration is shorter than one period — lengthen --duration or give --loops",
         ));
     }
+    // The run's length in ns (loops × period) must fit: a wrapped product would plan a short run.
+    if n.checked_mul(period_ns).is_none() {
+        return Err(invalid(format!(
+            "{n} periods of {period_ns} ns would last longer than 584 years — give fewer --loops"
+        )));
+    }
     Ok(n)
 }
 
@@ -251,6 +257,15 @@ mod tests {
         assert!(
             e.is_bad_input() && e.to_string().contains("no periods"),
             "{e}"
+        );
+        let e = periods(None, Some(u64::MAX / 1_000 + 1), 1_000).unwrap_err();
+        assert!(
+            e.is_bad_input() && e.to_string().contains("584 years"),
+            "{e}"
+        );
+        assert_eq!(
+            periods(None, Some(u64::MAX / 1_000), 1_000).unwrap(),
+            u64::MAX / 1_000
         );
     }
 

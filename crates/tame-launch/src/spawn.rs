@@ -329,7 +329,7 @@ fn placed_command(
                     return Err(err);
                 }
             }
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &cpu_set) != 0 {
+            if libc::sched_setaffinity(0, cpu_set.size_bytes(), cpu_set.as_ptr()) != 0 {
                 return Err(io::Error::last_os_error());
             }
             if let Some(us) = rttime {

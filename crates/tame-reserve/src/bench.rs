@@ -157,8 +157,7 @@ impl Worker {
                 // A kernel never outlives the harness, even if it is killed.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 if let Some(set) = &set {
-                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0
-                    {
+                    if libc::sched_setaffinity(0, set.size_bytes(), set.as_ptr()) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }
                 }

@@ -273,46 +273,91 @@ pub fn set_thread_sched(tid: libc::pid_t, s: &ThreadSched) -> std::io::Result<()
     }
 }
 
+/// A CPU mask of any size. The C library's `cpu_set_t` holds only `CPU_SETSIZE`
+/// (1024) CPUs, and CPUs beyond it would be dropped without a word; this grows to
+/// hold the highest CPU given. Built ahead of time (e.g. before fork), it is then
+/// handed to the kernel as a pointer and a size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuSet {
+    words: Vec<libc::c_ulong>,
+}
+
+const WORD_BITS: usize = libc::c_ulong::BITS as usize;
+
+impl CpuSet {
+    /// An empty set with room for `bits` CPUs (at least a `cpu_set_t`'s).
+    fn with_room(bits: usize) -> Self {
+        let bits = bits.max(libc::CPU_SETSIZE as usize);
+        Self {
+            words: vec![0; bits.div_ceil(WORD_BITS)],
+        }
+    }
+
+    pub fn new(cpus: impl IntoIterator<Item = u32>) -> Self {
+        let cpus: Vec<usize> = cpus.into_iter().map(|c| c as usize).collect();
+        let mut set = Self::with_room(cpus.iter().max().map_or(0, |&c| c + 1));
+        for c in cpus {
+            set.words[c / WORD_BITS] |= 1 << (c % WORD_BITS);
+        }
+        set
+    }
+
+    pub fn contains(&self, cpu: u32) -> bool {
+        let c = cpu as usize;
+        self.words
+            .get(c / WORD_BITS)
+            .is_some_and(|w| w & (1 << (c % WORD_BITS)) != 0)
+    }
+
+    /// The CPUs in the set, ascending.
+    pub fn cpus(&self) -> Vec<u32> {
+        (0..self.words.len() * WORD_BITS)
+            .filter(|&c| self.words[c / WORD_BITS] & (1 << (c % WORD_BITS)) != 0)
+            .map(|c| c as u32)
+            .collect()
+    }
+
+    /// The size in bytes to hand the kernel with [`CpuSet::as_ptr`].
+    pub fn size_bytes(&self) -> usize {
+        std::mem::size_of_val(self.words.as_slice())
+    }
+
+    /// The mask as the kernel reads it (`size_bytes` long).
+    pub fn as_ptr(&self) -> *const libc::cpu_set_t {
+        self.words.as_ptr().cast()
+    }
+}
+
 /// Thread `tid`'s CPU affinity.
 pub fn get_affinity(tid: libc::pid_t) -> std::io::Result<Vec<u32>> {
-    let mut set = empty_cpu_set();
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: `set` is a live, writable cpu_set_t of exactly the size passed.
-    if unsafe { libc::sched_getaffinity(tid, size, &mut set) } != 0 {
-        return Err(std::io::Error::last_os_error());
+    let mut bits = libc::CPU_SETSIZE as usize;
+    loop {
+        let mut set = CpuSet::with_room(bits);
+        let size = set.size_bytes();
+        // SAFETY: `set.words` is a live, writable buffer of exactly `size` bytes.
+        let rc = unsafe { libc::sched_getaffinity(tid, size, set.words.as_mut_ptr().cast()) };
+        if rc == 0 {
+            return Ok(set.cpus());
+        }
+        let err = std::io::Error::last_os_error();
+        // EINVAL: the kernel's mask is larger than ours (a machine with more CPUs).
+        if err.raw_os_error() != Some(libc::EINVAL) || bits >= 1 << 22 {
+            return Err(err);
+        }
+        bits *= 2;
     }
-    Ok((0..libc::CPU_SETSIZE as usize)
-        // SAFETY: c < CPU_SETSIZE, so the bit read lies inside `set`.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .map(|c| c as u32)
-        .collect())
 }
 
-/// An empty cpu_set_t.
-fn empty_cpu_set() -> libc::cpu_set_t {
-    // SAFETY: cpu_set_t is a plain array of integers, for which all zeros is valid
-    // (and is the empty set).
-    unsafe { std::mem::zeroed() }
-}
-
-/// A cpu_set_t for `cpus`, built ahead of time (e.g. before fork).
-pub fn cpu_set(cpus: impl IntoIterator<Item = u32>) -> libc::cpu_set_t {
-    let mut set = empty_cpu_set();
-    for c in cpus
-        .into_iter()
-        .filter(|&c| (c as usize) < libc::CPU_SETSIZE as usize)
-    {
-        // SAFETY: c < CPU_SETSIZE (filtered above), so the bit set lies inside `set`.
-        unsafe { libc::CPU_SET(c as usize, &mut set) };
-    }
-    set
+/// A CPU mask for `cpus`, built ahead of time (e.g. before fork); any CPU number fits.
+pub fn cpu_set(cpus: impl IntoIterator<Item = u32>) -> CpuSet {
+    CpuSet::new(cpus)
 }
 
 /// Set thread `tid`'s CPU affinity.
 pub fn set_affinity(tid: libc::pid_t, cpus: impl IntoIterator<Item = u32>) -> std::io::Result<()> {
     let set = cpu_set(cpus);
-    // SAFETY: `set` is a live cpu_set_t of exactly the size passed; the kernel only reads it.
-    if unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) } == 0 {
+    // SAFETY: `set` is a live mask of exactly the size passed; the kernel only reads it.
+    if unsafe { libc::sched_setaffinity(tid, set.size_bytes(), set.as_ptr()) } == 0 {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
@@ -321,16 +366,9 @@ pub fn set_affinity(tid: libc::pid_t, cpus: impl IntoIterator<Item = u32>) -> st
 
 /// Pin the calling thread to one CPU.
 pub fn pin_current_thread(cpu: u32) -> Result<(), SchedError> {
-    if cpu as usize >= libc::CPU_SETSIZE as usize {
-        return Err(SchedError::Affinity {
-            cpu,
-            errno: libc::EINVAL,
-            errno_text: "CPU number beyond CPU_SETSIZE".into(),
-        });
-    }
     let set = cpu_set([cpu]);
-    // SAFETY: `set` is a live cpu_set_t of exactly the size passed; the kernel only reads it.
-    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+    // SAFETY: `set` is a live mask of exactly the size passed; the kernel only reads it.
+    if unsafe { libc::sched_setaffinity(0, set.size_bytes(), set.as_ptr()) } != 0 {
         let (errno, errno_text) = last_errno();
         return Err(SchedError::Affinity {
             cpu,
@@ -420,6 +458,28 @@ mod tests {
         std::thread::spawn(|| {
             set_affinity(0, [0]).unwrap();
             assert_eq!(get_affinity(0).unwrap(), vec![0]);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn cpu_sets_keep_cpus_beyond_1024() {
+        let cpus = vec![0, 63, 64, 1023, 1024, 5000];
+        let set = cpu_set(cpus.iter().copied());
+        assert_eq!(set.cpus(), cpus);
+        assert!(set.contains(5000) && !set.contains(4999) && !set.contains(1 << 20));
+        assert!(set.size_bytes() * 8 > 5000);
+        assert_eq!(
+            cpu_set([3]).size_bytes(),
+            std::mem::size_of::<libc::cpu_set_t>()
+        );
+        // The kernel takes a large mask and ignores CPUs this machine does not have.
+        std::thread::spawn(|| {
+            set_affinity(0, [0, 4095]).unwrap();
+            assert_eq!(get_affinity(0).unwrap(), vec![0]);
+            // CPU 4095 alone does not exist here: refused, not silently emptied.
+            assert!(pin_current_thread(4095).is_err());
         })
         .join()
         .unwrap();

@@ -341,7 +341,18 @@ fn no_foreign_v1_cpuset_shares(spec: &Spec, host: &HostModel, f: &mut Findings) 
 }
 
 fn cache_ways_fit(spec: &Spec, host: &HostModel, f: &mut Findings) {
-    let ways: u32 = spec.partitions.iter().filter_map(|p| p.cache_ways).sum();
+    // Checked: huge counts would wrap to a small sum and pass.
+    let Some(ways) = spec
+        .partitions
+        .iter()
+        .filter_map(|p| p.cache_ways)
+        .try_fold(0u32, u32::checked_add)
+    else {
+        f.errors.push(
+            "cache_ways add up to more than 4294967295 — give each partition a count of L3 ways below the hardware's".into(),
+        );
+        return;
+    };
     if ways == 0 {
         return;
     }
