@@ -1,7 +1,13 @@
 /* Loaded into a program started by `tame run --mlock` (LD_PRELOAD). Memory locking does not
  * survive execve, so it must happen inside the new program, before main(): lock all current and
  * future pages, then touch the stack (and, if asked, a heap area) so the first real-time
- * iteration takes no page fault. Failures are reported on stderr and do not stop the program. */
+ * iteration takes no page fault. Failures are reported on stderr and do not stop the program.
+ *
+ * It is for the process tame started only, through every image it execs (a wrapper script that
+ * execs the real program keeps the lock): the first image notes its pid (TAME_PRELOAD_PID). Loaded
+ * into any other process (a child, which inherited the environment and the memfd), it locks
+ * nothing, closes the memfd (TAME_PRELOAD_FD) and takes itself out of the environment (its
+ * LD_PRELOAD entry, TAME_*), so that process's own children see none of it. */
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -20,7 +26,74 @@ static void touch_stack(void) {
     (void)area[0]; /* volatile stores are kept; this read marks the array used */
 }
 
+/* Remove the entry `self` from LD_PRELOAD (entries are separated by spaces or colons). */
+static void drop_preload_entry(const char *self) {
+    const char *list = getenv("LD_PRELOAD");
+    if (!list)
+        return;
+    size_t self_len = strlen(self);
+    char *kept = malloc(strlen(list) + 1);
+    if (!kept) {
+        unsetenv("LD_PRELOAD");
+        return;
+    }
+    size_t out = 0;
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, " :");
+        if (n > 0 && !(n == self_len && strncmp(p, self, n) == 0)) {
+            if (out > 0)
+                kept[out++] = ' ';
+            memcpy(kept + out, p, n);
+            out += n;
+        }
+        p += n;
+        if (*p)
+            p++;
+    }
+    kept[out] = '\0';
+    if (out > 0)
+        setenv("LD_PRELOAD", kept, 1);
+    else
+        unsetenv("LD_PRELOAD");
+    free(kept);
+}
+
+/* In a process other than the one tame started: leave nothing for its children. */
+static void forget_ourselves(void) {
+    const char *fd_text = getenv("TAME_PRELOAD_FD");
+    if (fd_text) {
+        char *end = NULL;
+        long fd = strtol(fd_text, &end, 10);
+        if (end && *end == '\0' && fd > 2) {
+            char self[64];
+            snprintf(self, sizeof self, "/proc/self/fd/%ld", fd);
+            drop_preload_entry(self);
+            close((int)fd); /* the library stays mapped */
+        }
+    }
+    unsetenv("TAME_PRELOAD_FD");
+    unsetenv("TAME_PRELOAD_PID");
+    unsetenv("TAME_MLOCK");
+    unsetenv("TAME_PREFAULT_BYTES");
+}
+
+/* True in the process tame started (in any image it execs), false in any other. */
+static int in_started_process(void) {
+    char me[32];
+    snprintf(me, sizeof me, "%ld", (long)getpid());
+    const char *started = getenv("TAME_PRELOAD_PID");
+    if (!started) {
+        setenv("TAME_PRELOAD_PID", me, 1);
+        return 1;
+    }
+    return strcmp(started, me) == 0;
+}
+
 __attribute__((constructor)) static void tame_preload_lock(void) {
+    if (!in_started_process()) {
+        forget_ourselves();
+        return;
+    }
     const char *want = getenv("TAME_MLOCK");
     if (!want || strcmp(want, "1") != 0)
         return;

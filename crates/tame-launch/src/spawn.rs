@@ -287,6 +287,7 @@ fn placed_command(
     cmd.args(args);
     let preload = if placement.mlock {
         let p = Preload::new()?;
+        p.pass_to(&mut cmd);
         let existing = std::env::var("LD_PRELOAD").unwrap_or_default();
         let entry = if existing.is_empty() {
             p.ld_preload_entry()
