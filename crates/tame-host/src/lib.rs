@@ -34,7 +34,7 @@ pub mod timer_list;
 pub mod tracing;
 pub mod virt;
 
-pub use cpulist::CpuList;
+pub use cpulist::{CpuList, UnusableCpus};
 pub use error::{HostError, Unreadable};
 pub use model::HostModel;
 pub use root::Root;

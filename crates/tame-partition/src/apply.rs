@@ -59,6 +59,18 @@ pub enum ApplyError {
     },
 }
 
+impl ApplyError {
+    /// True when the caller has to change something before running again (the CLI
+    /// exits 2): not root, a spec this host refuses, another spec applied. Nothing
+    /// was changed.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            ApplyError::NotRoot | ApplyError::Invalid(_) | ApplyError::OtherSpecApplied { .. }
+        )
+    }
+}
+
 fn rollback_summary(r: &RevertReport) -> String {
     if r.not_restored.is_empty() {
         "every change made so far was undone".to_string()
