@@ -46,8 +46,6 @@ const ALLOWED: &[(&str, usize, &str)] = &[
         2,
         "tame-partition rewrite (h3)",
     ),
-    // /proc/PID/cgroup (→ root.process(pid).cgroups()).
-    ("tame-reserve/src/cgroup.rs", 1, "cgroup module tree (h3)"),
     // /proc/PID (→ root.process(pid).exists()).
     ("tame-cli/src/cmd/reserve.rs", 1, "thin CLI rewrite (h4)"),
     // /sys/devices/system/cpu/online (→ root.cpus_online()).
