@@ -26,8 +26,6 @@ const ALLOWED: &[(&str, usize, &str)] = &[
         1,
         "process-local /proc/self/fd of the child",
     ),
-    // /proc/PID/cgroup (→ root.process(pid).cgroups()).
-    ("tame-reserve/src/cgroup.rs", 1, "cgroup module tree (h3)"),
 ];
 
 fn crates_dir() -> PathBuf {
