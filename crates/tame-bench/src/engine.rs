@@ -97,27 +97,13 @@ impl RunControl {
     }
 }
 
-/// Check that every requested CPU is online.
+/// Check that the measuring threads can run on every requested CPU (the host
+/// layer's one check: some CPUs, all online, all within this process's affinity).
 pub fn validate_cpus(requested: &CpuList, online: &CpuList) -> Result<()> {
-    if requested.is_empty() {
-        return Err(invalid(
-            "the CPU list is empty — name at least one CPU, e.g. --cpus 0, or --cpus all",
-        ));
-    }
-    let offline = requested.difference(online);
-    if !offline.is_empty() {
-        return Err(invalid(format!(
-            "CPU {offline} is not online on this machine (online: {online}) — pick CPUs from the online list"
-        )));
-    }
     let allowed = CpuList::from_cpus(sched::allowed_cpus());
-    let refused = requested.difference(&allowed);
-    if !refused.is_empty() {
-        return Err(invalid(format!(
-            "CPU {refused} is online but this process may not run there (its affinity/cpuset allows {allowed}) — pick CPUs from {allowed}, or run tame from a cpuset that includes them"
-        )));
-    }
-    Ok(())
+    requested
+        .check_usable(online, &allowed)
+        .map_err(|e| invalid(e.to_string()))
 }
 
 /// The scheduling spec for a measuring thread, after checking the priority

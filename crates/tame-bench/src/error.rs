@@ -14,35 +14,8 @@ pub enum BenchError {
     Failed(#[from] Failure),
 }
 
-/// What failed, with the error underneath where there is one. The message names what was
-/// being done; the cause stays reachable through `source()`.
-#[derive(Debug, thiserror::Error)]
-pub enum Failure {
-    /// Described in words alone: there is no error underneath (e.g. a thread panicked).
-    #[error("{0}")]
-    Message(String),
-    /// A system call or file operation failed.
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: io::Error,
-    },
-    /// A host file could not be read or understood.
-    #[error("{what}: {source}")]
-    Host {
-        what: String,
-        #[source]
-        source: tame_host::HostError,
-    },
-    /// A thread could not be placed or scheduled as planned.
-    #[error("{what}: {source}")]
-    Sched {
-        what: String,
-        #[source]
-        source: tame_rt::sched::SchedError,
-    },
-}
+/// What failed underneath: one type for every layer (see [`tame_host::Failure`]).
+pub use tame_host::Failure;
 
 impl BenchError {
     /// True when the command has to change (the CLI exits 2).
@@ -65,10 +38,7 @@ pub(crate) fn failed(message: impl Into<String>) -> BenchError {
 
 /// `what` failed with the OS error `source`.
 pub(crate) fn io_failed(what: impl Into<String>, source: io::Error) -> BenchError {
-    BenchError::Failed(Failure::Io {
-        what: what.into(),
-        source,
-    })
+    BenchError::Failed(Failure::io(what, source))
 }
 
 #[cfg(test)]

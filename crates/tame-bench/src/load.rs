@@ -243,9 +243,19 @@ impl RunningLoad {
                     Ok(None) => std::thread::sleep(Duration::from_millis(20)),
                 }
             }
-            // Stragglers left in the group (e.g. a gcc mid-compile) get the same end.
+            // Stragglers left in the group (e.g. a gcc mid-compile, stress-ng workers)
+            // get the same end.
             // SAFETY: as above; ESRCH when the group is already gone is fine.
             unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        }
+        // They are not our children, so SIGKILL reaches them asynchronously: wait (briefly)
+        // until every group is gone, so nothing of the load outlives `stop`.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        for child in &self.children {
+            // SAFETY: signal 0 only probes whether the group we created still has members.
+            while unsafe { libc::kill(-(child.id() as i32), 0) } == 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
         self.children.clear();
         self.workdir.take();

@@ -3,7 +3,7 @@
 
 use tame_host::{CpuList, Root};
 
-use crate::error::{failed, invalid, BenchError, Failure, Result};
+use crate::error::{invalid, BenchError, Failure, Result};
 use crate::load::{LoadKind, LoadSpec};
 
 /// The CPUs `text` names: `all` for every online CPU, or a list such as `0,2-3`.
@@ -21,15 +21,12 @@ pub fn cpus(root: &Root, text: &str, what: &str) -> Result<CpuList> {
 
 /// The CPUs online now.
 pub fn online_cpus(root: &Root) -> Result<CpuList> {
-    // TODO(h2-accessor): tame-host's `cpus().online()` replaces this path.
-    let path = format!("{}/online", tame_host::cpu::SYS_CPU);
-    let text = root.read_trimmed(&path).map_err(|e| {
+    root.cpus_online().map_err(|e| {
         BenchError::Failed(Failure::Host {
             what: "cannot tell which CPUs are online".into(),
             source: e,
         })
-    })?;
-    CpuList::parse(&text).map_err(|e| failed(format!("cannot parse the online CPU list: {e}")))
+    })
 }
 
 /// The background load of `--load` on the CPUs of `--load-cpus` (default: every online CPU).
@@ -86,6 +83,19 @@ mod tests {
             "{e}"
         );
         assert!(std::error::Error::source(&e).is_some());
+    }
+
+    #[test]
+    fn malformed_online_list_is_a_failure_that_names_the_file() {
+        let (_d, root) = host("zero\n");
+        let e = online_cpus(&root).unwrap_err();
+        assert!(!e.is_bad_input());
+        assert!(
+            e.to_string().starts_with(
+                "cannot tell which CPUs are online: /sys/devices/system/cpu/online:1: "
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::fmt;
 
 use tame_bench::BenchError;
 use tame_launch::LaunchError;
+use tame_partition::ApplyError;
 use tame_reserve::ReserveError;
 
 /// Input the user must correct: the message says what, why and what to do.
@@ -49,6 +50,11 @@ pub fn is_bad_input(e: &anyhow::Error) -> bool {
             .is_some_and(LaunchError::is_bad_input)
         || e.downcast_ref::<ReserveError>()
             .is_some_and(ReserveError::is_bad_input)
+        || e.downcast_ref::<ApplyError>()
+            .is_some_and(ApplyError::is_bad_input)
+        || e.downcast_ref::<tame_partition::Invalid>().is_some()
+        || e.downcast_ref::<tame_host::journal::JournalError>()
+            .is_some_and(tame_host::journal::JournalError::is_bad_input)
 }
 
 /// The error and, after ": ", each cause beneath it that it does not already name (the
@@ -93,6 +99,19 @@ mod tests {
             LaunchError::Invalid("no such program".into()).into(),
             ReserveError::Invalid("share must be above 0 %".into()).into(),
             ReserveError::Refused("CPU bandwidth exhausted".into()).into(),
+            ApplyError::NotRoot.into(),
+            ApplyError::OtherSpecApplied {
+                journal: "/var/lib/tame/journal".into(),
+            }
+            .into(),
+            ApplyError::from(tame_partition::Invalid {
+                errors: vec!["CPU 9 is not online".into()],
+            })
+            .into(),
+            tame_partition::Invalid {
+                errors: vec!["CPU 9 is not online".into()],
+            }
+            .into(),
         ];
         for e in bad {
             assert_eq!(exit_code(Err(e)), EXIT_BAD_INPUT);
@@ -105,6 +124,18 @@ mod tests {
             .into(),
             LaunchError::Failed(tame_launch::error::Failure::Message("cannot fork".into())).into(),
             ReserveError::Failed(tame_reserve::error::Failure::Message("no server".into())).into(),
+            ApplyError::Failed {
+                step: "write /proc/irq/24/smp_affinity_list".into(),
+                reason: "EIO".into(),
+                rollback: Default::default(),
+            }
+            .into(),
+            ApplyError::Journal(tame_host::journal::JournalError::Corrupt {
+                path: "/var/lib/tame/journal".into(),
+                line: 3,
+                reason: "truncated".into(),
+            })
+            .into(),
         ];
         for e in failed {
             assert_eq!(exit_code(Err(e)), EXIT_FAILED);

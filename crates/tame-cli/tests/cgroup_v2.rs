@@ -330,8 +330,8 @@ fn isolated_partition_on_live_cgroup_v2() {
         },
     );
 
-    // Fails today: status compares the "+cpuset" written to cgroup.subtree_control with
-    // the "cpuset" the kernel reads back, and reports drift.
+    // The "+cpuset" written to cgroup.subtree_control reads back as "cpuset …": a
+    // controller-set write, not drift (it was reported as drift before).
     let status = || -> serde_json::Value {
         let o = tame(&["status", "--json", "--journal-dir", &jds]);
         assert!(o.status.success(), "status: {}", text(&o));
@@ -365,7 +365,8 @@ fn isolated_partition_on_live_cgroup_v2() {
         }
     });
 
-    // Fails today: run -p joins /sys/fs/cgroup/cpuset/tame-NAME (the v1 mount, hard-coded).
+    // The partition's group lives where the cpuset controller is (here the v2 hierarchy;
+    // it used to be the hard-coded v1 mount).
     sections.run("run -p", || {
         let out = work.path().join("placed");
         let script = format!(
@@ -396,9 +397,9 @@ fn isolated_partition_on_live_cgroup_v2() {
         );
     });
 
-    // Fails today: detach writes the v1 `tasks` file below the hard-coded v1 mount; its
-    // rollback creates /sys/fs/cgroup/cpuset/tasks on the bare mount point (the switch
-    // removes it and fails "cgroup v1 back as found").
+    // v2 moves the whole process through cgroup.procs and attach puts it back into the
+    // exact `0::` group; a write below the bare v1 mount point (which would create a plain
+    // file there, as it once did) makes "cgroup v1 back as found" fail.
     sections.run("detach -p / attach", || {
         let sleeper = Killed(Command::new("sleep").arg("30").spawn().unwrap());
         let pid = sleeper.0.id().to_string();

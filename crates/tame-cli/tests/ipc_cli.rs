@@ -23,9 +23,28 @@ fn write_segment(root: &Path, name: &str, spec: ChannelSpec, creator: (u32, u64)
     let layout = Layout::compute(spec).unwrap();
     let mut header = layout.header(creator.0, creator.1, 0);
     header.peers = peers;
+    // Recorded in the fixture's pid namespace (see write_proc_namespace).
+    let header = header.with_pid_ns(FIXTURE_PID_NS);
     let mut bytes = vec![0u8; layout.segment_size as usize];
     bytes[..128].copy_from_slice(header.as_bytes());
     std::fs::write(root.join("dev/shm").join(format!("tame.{name}")), bytes).unwrap();
+}
+
+/// Pids no process can have (PID_MAX_LIMIT is 2^22).
+const DEAD_CREATOR: u32 = 1_000_000_600;
+const DEAD_PEER: u32 = 1_000_000_700;
+
+/// The pid namespace the fixture /proc shows (`self/ns/pid`, as /proc has it); pids are
+/// judged dead only when recorded in it.
+const FIXTURE_PID_NS: u32 = 4026531836;
+
+fn write_proc_namespace(root: &Path) {
+    std::fs::create_dir_all(root.join("proc/self/ns")).unwrap();
+    std::os::unix::fs::symlink(
+        format!("pid:[{FIXTURE_PID_NS}]"),
+        root.join("proc/self/ns/pid"),
+    )
+    .unwrap();
 }
 
 fn write_proc(root: &Path, pid: u32, start: u64) {
@@ -39,7 +58,9 @@ fn write_proc(root: &Path, pid: u32, start: u64) {
 fn ls_and_rm_on_a_fixture_tree() {
     let root = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(root.path().join("dev/shm")).unwrap();
-    // pid 500 is alive in the fixture; 600 and 700 are not.
+    // pid 500 is alive in the fixture; the other two are not, and are above PID_MAX_LIMIT
+    // (2^22) so that no live process of this machine has them either (liveness asks kill(2)).
+    write_proc_namespace(root.path());
     write_proc(root.path(), 500, 4242);
     write_segment(
         root.path(),
@@ -52,8 +73,8 @@ fn ls_and_rm_on_a_fixture_tree() {
         root.path(),
         "old",
         ChannelSpec::register::<u32>(),
-        (600, 1),
-        [pack_owner(700, 2), 0],
+        (DEAD_CREATOR, 1),
+        [pack_owner(DEAD_PEER, 2), 0],
     );
     std::fs::write(root.path().join("dev/shm/tame.junk"), vec![1u8; 4096]).unwrap();
     let root_arg = root.path().to_str().unwrap();
@@ -70,7 +91,7 @@ fn ls_and_rm_on_a_fixture_tree() {
     let live = &segments[1];
     assert_eq!(live["layout"]["kind"], "ring");
     assert_eq!(live["layout"]["capacity"], 64);
-    assert_eq!(live["layout"]["version"], "1.0");
+    assert_eq!(live["layout"]["version"], "1.1");
     assert_eq!(live["creator"]["liveness"], "alive");
     assert_eq!(live["peers"][0]["role"], "producer");
     assert_eq!(live["stale"], false);

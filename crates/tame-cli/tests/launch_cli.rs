@@ -48,7 +48,7 @@ fn run_places_the_program_before_it_runs_and_placement_survives_exec() {
     }
     // A wrapper shell that execs into another shell, which reports on itself.
     let script = format!(
-        "exec sh -c 'cat /proc/self/status /proc/self/stat /proc/self/limits > {}'",
+        "exec sh -c 'cat /proc/$$/status /proc/$$/stat /proc/$$/limits > {}'",
         out.display()
     );
     args.extend(["--", "sh", "-c", &script]);

@@ -193,6 +193,42 @@ impl CpuList {
     pub fn difference(&self, other: &CpuList) -> CpuList {
         Self(self.0.difference(&other.0).copied().collect())
     }
+
+    /// Whether a thread can be placed on these CPUs: at least one, all online, and all
+    /// within `allowed`, the affinity it inherits (tame's own, which its cpuset bounds).
+    /// The one check behind `tame bench --cpus` and `tame run/detach --cpus`.
+    pub fn check_usable(&self, online: &CpuList, allowed: &CpuList) -> Result<(), UnusableCpus> {
+        if self.is_empty() {
+            return Err(UnusableCpus::Empty);
+        }
+        let offline = self.difference(online);
+        if !offline.is_empty() {
+            return Err(UnusableCpus::Offline {
+                offline,
+                online: online.clone(),
+            });
+        }
+        let refused = self.difference(allowed);
+        if !refused.is_empty() {
+            return Err(UnusableCpus::NotAllowed {
+                refused,
+                allowed: allowed.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Why a CPU list cannot take a thread (see [`CpuList::check_usable`]); the message
+/// says what, why and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnusableCpus {
+    #[error("the CPU list is empty — name at least one CPU, e.g. --cpus 0, or --cpus all")]
+    Empty,
+    #[error("CPU {offline} is not online on this machine (online: {online}) — pick CPUs from the online list")]
+    Offline { offline: CpuList, online: CpuList },
+    #[error("CPU {refused} is online but this process may not run there (its affinity/cpuset allows {allowed}) — pick CPUs from {allowed}, or run tame from a cpuset that includes them")]
+    NotAllowed { refused: CpuList, allowed: CpuList },
 }
 
 fn parse_cpu(s: &str) -> Result<u32, String> {
@@ -290,6 +326,33 @@ mod tests {
             assert_eq!(e.input, bad);
             assert!(!e.reason.is_empty());
         }
+    }
+
+    #[test]
+    fn usable_cpus_are_some_online_and_allowed() {
+        let l = |s: &str| CpuList::parse(s).unwrap();
+        let (online, allowed) = (l("0-3"), l("0-2"));
+        assert_eq!(l("1-2").check_usable(&online, &allowed), Ok(()));
+        assert_eq!(
+            CpuList::new().check_usable(&online, &allowed),
+            Err(UnusableCpus::Empty)
+        );
+        let e = l("2-5").check_usable(&online, &allowed).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "CPU 4-5 is not online on this machine (online: 0-3) — pick CPUs from the online list"
+        );
+        let e = l("2-3").check_usable(&online, &allowed).unwrap_err();
+        assert_eq!(
+            e,
+            UnusableCpus::NotAllowed {
+                refused: l("3"),
+                allowed: l("0-2")
+            }
+        );
+        assert!(e.to_string().starts_with(
+            "CPU 3 is online but this process may not run there (its affinity/cpuset allows 0-2)"
+        ));
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod cpu;
 pub mod cpulist;
 pub mod environment;
 pub mod error;
+pub mod failure;
 pub mod irq;
 pub mod journal;
 pub mod kernel;
@@ -34,7 +35,8 @@ pub mod timer_list;
 pub mod tracing;
 pub mod virt;
 
-pub use cpulist::CpuList;
+pub use cpulist::{CpuList, UnusableCpus};
 pub use error::{HostError, Unreadable};
+pub use failure::Failure;
 pub use model::HostModel;
 pub use root::Root;

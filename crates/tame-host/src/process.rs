@@ -11,10 +11,8 @@ use crate::CpuList;
 mod inspect;
 mod view;
 
-pub use inspect::{counters, cpuset_of, inspect, InspectError, ProcessInfo, ThreadCounters};
-pub use view::{
-    parse_cgroups, parse_schedstat, CgroupEntry, ProcStatus, ProcessView, Schedstat, ThreadView,
-};
+pub use inspect::{counters, inspect, InspectError, ProcessInfo, ThreadCounters};
+pub use view::{parse_schedstat, ProcStatus, ProcessView, Schedstat, ThreadView};
 
 /// PF_KTHREAD in /proc/PID/stat `flags`.
 pub const PF_KTHREAD: u64 = 0x0020_0000;

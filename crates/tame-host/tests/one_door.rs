@@ -26,32 +26,6 @@ const ALLOWED: &[(&str, usize, &str)] = &[
         1,
         "process-local /proc/self/fd of the child",
     ),
-    // Being rewritten in parallel (issue 11); to migrate after the merge:
-    // PROC_IRQ, WORKQUEUE_CPUMASK, SCHED_RT_* (→ root.rt_bandwidth() / sched::RT_*),
-    // TIMER_MIGRATION (→ sched::TIMER_MIGRATION), RESCTRL; read_task (→ root.process(tid).task(tid)).
-    (
-        "tame-partition/src/hostview.rs",
-        8,
-        "tame-partition rewrite (h3)",
-    ),
-    // /proc/cmdline (→ root.kernel_cmdline()).
-    (
-        "tame-partition/src/plan.rs",
-        1,
-        "tame-partition rewrite (h3)",
-    ),
-    // /proc/interrupts (→ root.interrupts()), /proc/timer_list (→ an accessor to add with the audit).
-    (
-        "tame-partition/src/status.rs",
-        2,
-        "tame-partition rewrite (h3)",
-    ),
-    // /proc/PID/cgroup (→ root.process(pid).cgroups()).
-    ("tame-reserve/src/cgroup.rs", 1, "cgroup module tree (h3)"),
-    // /proc/PID (→ root.process(pid).exists()).
-    ("tame-cli/src/cmd/reserve.rs", 1, "thin CLI rewrite (h4)"),
-    // /sys/devices/system/cpu/online (→ root.cpus_online()).
-    ("tame-cli/src/cmd/bench.rs", 1, "thin CLI rewrite (h4)"),
 ];
 
 fn crates_dir() -> PathBuf {

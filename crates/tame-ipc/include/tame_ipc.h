@@ -11,7 +11,7 @@
 // Layout version this library writes; segments with the same major are compatible.
 #define TAME_IPC_LAYOUT_MAJOR 1
 
-#define TAME_IPC_LAYOUT_MINOR 0
+#define TAME_IPC_LAYOUT_MINOR 1
 
 // Longest segment name, in bytes, without the `tame.` prefix.
 #define TAME_IPC_MAX_NAME_LEN 200
@@ -27,6 +27,9 @@
 #define TAME_IPC_PEER_DEAD 2
 
 #define TAME_IPC_PEER_UNKNOWN 3
+
+// How many named mappings a process can hold at once.
+#define MAX_REGIONS 1024
 
 // The consumer end of a ring (one thread at a time).
 typedef struct tame_ipc_consumer tame_ipc_consumer;
@@ -107,6 +110,10 @@ typedef int32_t tame_ipc_result;
 // An internal error (a caught panic); the handle should be closed.
 #define TAME_IPC_ERR_PANIC -12
 
+// Refused as unsafe to adopt: a named segment owned by another user (not root) or
+// writable by others, or a descriptor not sealed against shrinking.
+#define TAME_IPC_ERR_UNTRUSTED -13
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -180,6 +187,14 @@ tame_ipc_result tame_ipc_ring_open_fd(int fd,
 // # Safety
 // `ring` is NULL or a live ring handle (not yet closed).
 int tame_ipc_ring_fd(const struct tame_ipc_ring *ring);
+
+// 1 when someone shrank this named ring and the SIGBUS guard replaced its mapping
+// by private memory: this side no longer shares anything with its peers (recreate
+// the channel). 0 otherwise, always for anonymous segments, and for NULL.
+//
+// # Safety
+// `ring` is NULL or a live ring handle (not yet closed).
+int tame_ipc_ring_lost(const struct tame_ipc_ring *ring);
 
 // Releases a ring handle; NULL is a no-op. Its ends keep the mapping alive.
 //
@@ -290,6 +305,18 @@ tame_ipc_result tame_ipc_register_open(const char *name,
                                        uint32_t elem_align,
                                        struct tame_ipc_register **out);
 
+// Opens an existing named register read-only (mapped `PROT_READ`; the caller needs
+// only read permission). Readers work; `tame_ipc_writer_open` on it fails with
+// `TAME_IPC_ERR_PERMISSION`.
+//
+// # Safety
+// `name` is NULL or a NUL-terminated string; `out` is NULL or valid for writing a
+// `tame_ipc_register *`.
+tame_ipc_result tame_ipc_register_open_read_only(const char *name,
+                                                 uint32_t elem_size,
+                                                 uint32_t elem_align,
+                                                 struct tame_ipc_register **out);
+
 // Creates an anonymous register (memfd).
 //
 // # Safety
@@ -312,6 +339,14 @@ tame_ipc_result tame_ipc_register_open_fd(int fd,
 // # Safety
 // `register` is NULL or a live register handle (not yet closed).
 int tame_ipc_register_fd(const struct tame_ipc_register *register_);
+
+// 1 when someone shrank this named register and the SIGBUS guard replaced its mapping
+// by private memory: this side no longer shares anything with its peers (recreate
+// the channel). 0 otherwise, always for anonymous segments, and for NULL.
+//
+// # Safety
+// `register` is NULL or a live register handle (not yet closed).
+int tame_ipc_register_lost(const struct tame_ipc_register *register_);
 
 // Releases a register handle; NULL is a no-op. Its ends keep the mapping alive.
 //
@@ -388,6 +423,16 @@ tame_ipc_result tame_ipc_event_create(const char *name, uint32_t mode, struct ta
 // `tame_ipc_event *`.
 tame_ipc_result tame_ipc_event_open(const char *name, struct tame_ipc_event **out);
 
+// Opens an existing named event counter read-only (mapped `PROT_READ`; the caller
+// needs only read permission). Listeners work (a read-only listener's wait re-checks
+// the counter every millisecond instead of being woken); signalling fails with
+// `TAME_IPC_ERR_PERMISSION`.
+//
+// # Safety
+// `name` is NULL or a NUL-terminated string; `out` is NULL or valid for writing a
+// `tame_ipc_event *`.
+tame_ipc_result tame_ipc_event_open_read_only(const char *name, struct tame_ipc_event **out);
+
 // Creates an anonymous event counter (memfd).
 //
 // # Safety
@@ -405,6 +450,14 @@ tame_ipc_result tame_ipc_event_open_fd(int fd, struct tame_ipc_event **out);
 // # Safety
 // `event` is NULL or a live event handle (not yet closed).
 int tame_ipc_event_fd(const struct tame_ipc_event *event);
+
+// 1 when someone shrank this named event and the SIGBUS guard replaced its mapping
+// by private memory: this side no longer shares anything with its peers (recreate
+// the channel). 0 otherwise, always for anonymous segments, and for NULL.
+//
+// # Safety
+// `event` is NULL or a live event handle (not yet closed).
+int tame_ipc_event_lost(const struct tame_ipc_event *event);
 
 // Counts one event. Wait-free, no system call; thread-safe.
 //

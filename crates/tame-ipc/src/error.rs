@@ -36,6 +36,14 @@ pub enum Error {
         role: &'static str,
         pid: u32,
     },
+    #[error("refusing {what}: {reason} — {remedy}")]
+    Untrusted {
+        what: String,
+        reason: String,
+        remedy: &'static str,
+    },
+    #[error("{what} was opened read-only, so the {op} role cannot be attached — open it read-write for that")]
+    ReadOnly { what: String, op: &'static str },
     #[error("{what}: shared state is inconsistent ({detail}) — a peer wrote garbage; recreate the segment")]
     Corrupted { what: String, detail: String },
     #[error(

@@ -8,7 +8,7 @@
 //! plain `signal` when its timeout expires.
 
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -17,6 +17,8 @@ use crate::segment::{Expect, Segment, SegmentName, DEFAULT_MODE};
 
 /// Offset of the sleeping-listener count from the counter (its own cache line).
 const WAITERS_OFFSET: u64 = 64;
+/// How often a read-only listener's wait re-checks the counter.
+const READ_ONLY_RECHECK: Duration = Duration::from_millis(1);
 
 /// An event segment.
 #[derive(Clone, Debug)]
@@ -39,6 +41,14 @@ impl Event {
         Segment::open(&name, Expect::Exact(ChannelSpec::event())).map(|segment| Event { segment })
     }
 
+    /// Opens an existing named event counter read-only (mapped `PROT_READ`; read
+    /// permission suffices). Listeners work; [`Event::signaller`] is refused.
+    pub fn open_read_only(name: &str) -> Result<Event> {
+        let name = SegmentName::new(name)?;
+        Segment::open_read_only(&name, Expect::Exact(ChannelSpec::event()))
+            .map(|segment| Event { segment })
+    }
+
     pub fn open_or_create(name: &str) -> Result<Event> {
         let name = SegmentName::new(name)?;
         Segment::open_or_create(&name, ChannelSpec::event(), DEFAULT_MODE)
@@ -49,6 +59,8 @@ impl Event {
         Segment::create_anonymous(ChannelSpec::event()).map(|segment| Event { segment })
     }
 
+    /// Maps an event counter received as a descriptor (sealed against shrinking,
+    /// else `Untrusted`).
     pub fn from_fd(fd: OwnedFd) -> Result<Event> {
         Segment::from_fd(fd, Expect::Exact(ChannelSpec::event())).map(|segment| Event { segment })
     }
@@ -67,10 +79,17 @@ impl Event {
         &self.segment
     }
 
-    pub fn signaller(&self) -> Signaller {
-        Signaller {
-            segment: self.segment.clone(),
+    /// A signaller; refused (`ReadOnly`) for an event opened read-only.
+    pub fn signaller(&self) -> Result<Signaller> {
+        if self.segment.is_read_only() {
+            return Err(Error::ReadOnly {
+                what: self.segment.describe().to_string(),
+                op: "signaller",
+            });
         }
+        Ok(Signaller {
+            segment: self.segment.clone(),
+        })
     }
 
     /// A listener that counts events from now on.
@@ -125,7 +144,9 @@ impl Listener {
     /// Events since the previous poll or wait (wait-free, no system call).
     #[inline]
     pub fn poll(&mut self) -> u32 {
-        let now = counter(&self.segment).load(Ordering::Acquire);
+        // Relaxed + acquire fence: works on a read-only mapping (see the register).
+        let now = counter(&self.segment).load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
         let new = now.wrapping_sub(self.last);
         self.last = now;
         new
@@ -133,6 +154,8 @@ impl Listener {
 
     /// Sleeps until at least one event arrives or `timeout` passes; returns the number
     /// of new events (0 on timeout). Makes system calls: not for real-time code.
+    /// A listener of an event opened read-only cannot announce itself as a sleeper,
+    /// so it is not woken: it re-checks the counter every millisecond instead.
     pub fn wait(&mut self, timeout: Duration) -> u32 {
         let deadline = Instant::now() + timeout;
         let segment = self.segment.clone();
@@ -146,6 +169,10 @@ impl Listener {
             let now = Instant::now();
             if now >= deadline {
                 return 0;
+            }
+            if segment.is_read_only() {
+                futex_wait(counter, self.last, (deadline - now).min(READ_ONLY_RECHECK));
+                continue;
             }
             // Announce ourselves, then re-check, so a signal between the check and the
             // sleep is either seen here or wakes the futex (SeqCst on both sides).

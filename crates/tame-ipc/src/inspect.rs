@@ -1,17 +1,15 @@
 //! Listing and removing named segments for tools (`tame ipc ls/rm`). Works on any
-//! directory (the real /dev/shm or a fixture tree) and maps segments read-only.
+//! directory (the real /dev/shm or a fixture tree) and reads only headers (pread; no
+//! mapping, so neither a huge nor a shrinking file can hurt the tool).
 
-use std::fs::File;
 use std::io;
-use std::os::fd::OwnedFd;
-use std::os::unix::fs::MetadataExt;
+use std::os::fd::AsFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::layout::{
-    unpack_owner, HeaderError, Kind, Layout, RawHeader, HEADER_SIZE, MAX_SEGMENT_SIZE,
-};
+use crate::layout::{unpack_owner, HeaderError, Kind, Layout, RawHeader};
 use crate::liveness::{Liveness, ProcFs};
-use crate::segment::{Mapping, SegmentName, SHM_PREFIX};
+use crate::segment::{read_header, SegmentName, SHM_PREFIX};
 
 /// One file named `tame.*` in the shm directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,9 +56,10 @@ pub struct Party {
 }
 
 impl SegmentInfo {
-    /// Stale: a valid segment whose creator and every attached role holder are dead.
-    /// Segments that are being created, unreadable or invalid are never stale (remove
-    /// them by name after looking).
+    /// Stale: a valid segment whose creator and every attached role holder are
+    /// certainly dead (`Unknown` — another pid namespace, hidepid, a 1.0 header that
+    /// recorded no namespace — is never dead). Segments that are being created,
+    /// unreadable or invalid are never stale (remove them by name after looking).
     pub fn is_stale(&self) -> bool {
         match &self.state {
             SegmentState::Valid(d) => {
@@ -109,7 +108,13 @@ pub fn inspect(path: &Path, name: &str, proc: &ProcFs) -> SegmentInfo {
         mode: 0,
         state: SegmentState::NotReady,
     };
-    let file = match File::open(path) {
+    // Neither a planted symbolic link nor a FIFO (which would block the open) is
+    // followed or waited for.
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
         Ok(file) => file,
         Err(e) => {
             info.state = SegmentState::Unreadable(e.to_string());
@@ -121,6 +126,10 @@ pub fn inspect(path: &Path, name: &str, proc: &ProcFs) -> SegmentInfo {
             info.size = meta.len();
             info.uid = meta.uid();
             info.mode = meta.mode() & 0o7777;
+            if !meta.is_file() {
+                info.state = SegmentState::Invalid("not a regular file".into());
+                return info;
+            }
         }
         Err(e) => {
             info.state = SegmentState::Unreadable(e.to_string());
@@ -130,26 +139,20 @@ pub fn inspect(path: &Path, name: &str, proc: &ProcFs) -> SegmentInfo {
     if info.size == 0 {
         return info;
     }
-    if info.size < HEADER_SIZE || info.size > MAX_SEGMENT_SIZE {
-        info.state = SegmentState::Invalid(format!(
-            "size {} B is not a plausible segment size",
-            info.size
-        ));
-        return info;
-    }
-    let map = match Mapping::map(
-        OwnedFd::from(file),
-        info.size,
-        false,
-        &path.display().to_string(),
-    ) {
-        Ok(map) => map,
+    // The header is read with pread, never through a mapping: a segment shrunk or
+    // grown meanwhile cannot hurt the tool.
+    let header = match read_header(file.as_fd()) {
+        Ok(Some(header)) => header,
+        Ok(None) => {
+            info.state =
+                SegmentState::Invalid(format!("size {} B is smaller than a header", info.size));
+            return info;
+        }
         Err(e) => {
             info.state = SegmentState::Unreadable(e.to_string());
             return info;
         }
     };
-    let header = map.header_snapshot();
     info.state = describe(&header, info.size, proc);
     info
 }
@@ -163,12 +166,12 @@ pub fn describe(header: &RawHeader, file_size: u64, proc: &ProcFs) -> SegmentSta
     };
     let peers = role_names(layout.spec.kind)
         .iter()
-        .zip(header.peers)
-        .filter(|(_, owner)| *owner != 0)
-        .map(|(role, owner)| Party {
+        .enumerate()
+        .filter(|&(slot, _)| header.peers[slot] != 0)
+        .map(|(slot, role)| Party {
             role,
-            pid: unpack_owner(owner).0,
-            liveness: proc.owner_liveness(owner),
+            pid: unpack_owner(header.peers[slot]).0,
+            liveness: proc.owner_liveness(header.peers[slot], header.peer_pid_ns(slot)),
         })
         .collect();
     SegmentState::Valid(Description {
@@ -179,7 +182,11 @@ pub fn describe(header: &RawHeader, file_size: u64, proc: &ProcFs) -> SegmentSta
         creator: Party {
             role: "creator",
             pid: header.creator_pid,
-            liveness: proc.liveness(header.creator_pid, header.creator_start_ticks),
+            liveness: proc.recorded_liveness(
+                header.creator_pid,
+                header.creator_start_ticks,
+                header.creator_pid_ns,
+            ),
         },
         peers,
     })

@@ -15,7 +15,8 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"TAMEIPC\0");
 /// Segments with the same major version are compatible; see the crate README.
 pub const LAYOUT_MAJOR: u16 = 1;
 /// Minor versions only add meaning to fields that were reserved (zero) before.
-pub const LAYOUT_MINOR: u16 = 0;
+/// 1.1 records the pid namespace of the creator and of each role holder.
+pub const LAYOUT_MINOR: u16 = 1;
 /// Size of the v1 header, which is also where the kind-specific control block begins.
 pub const HEADER_SIZE: u64 = 128;
 /// Control words are kept on separate 128-byte blocks: two cache lines, so the
@@ -36,6 +37,7 @@ pub const MAX_SEGMENT_SIZE: u64 = 1 << 36;
 /// Byte offsets of the header fields that are accessed atomically while shared.
 pub(crate) const OFFSET_MAGIC: u64 = 0;
 pub(crate) const OFFSET_PEERS: u64 = 96;
+pub(crate) const OFFSET_PEER_PID_NS: u64 = 112;
 /// Number of role slots (ring: producer, consumer; register: writer).
 pub const PEER_SLOTS: usize = 2;
 
@@ -83,7 +85,7 @@ impl fmt::Display for Kind {
     }
 }
 
-/// The header as it lies in shared memory (v1.0). All fields little-endian native
+/// The header as it lies in shared memory (v1.1). All fields little-endian native
 /// (the segment never leaves the machine).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
@@ -106,7 +108,10 @@ pub struct RawHeader {
     pub control_offset: u64,
     pub data_offset: u64,
     pub creator_pid: u32,
-    pub reserved1: u32,
+    /// Since 1.1: inode of the creator's pid namespace (`/proc/self/ns/pid`), so a
+    /// reader can tell whether `creator_pid` is a pid of its own namespace; 0 when
+    /// not recorded (a 1.0 creator, or the namespace could not be read).
+    pub creator_pid_ns: u32,
     /// Start time of the creator (clock ticks after boot, /proc/PID/stat field 22).
     pub creator_start_ticks: u64,
     /// Wall-clock creation time, nanoseconds since the Unix epoch (informational).
@@ -114,7 +119,10 @@ pub struct RawHeader {
     /// Role slots: 0 ring producer / register writer, 1 ring consumer. Each holds
     /// `pid << 32 | (start_ticks & 0xffff_ffff)`, 0 when free. Accessed atomically.
     pub peers: [u64; PEER_SLOTS],
-    pub reserved2: [u64; 2],
+    /// Since 1.1: the pid namespace of each role holder, written right after the
+    /// holder claims its slot: [`pack_peer_ns`]`(owner, ns)`. It counts only while
+    /// its tag matches the slot's current owner (0 or a stale value: not recorded).
+    pub peer_pid_ns: [u64; PEER_SLOTS],
 }
 
 impl RawHeader {
@@ -122,11 +130,32 @@ impl RawHeader {
     pub fn as_bytes(&self) -> &[u8] {
         bytemuck::bytes_of(self)
     }
+
+    /// Records `pid_ns` as the pid namespace of the creator and of every role holder
+    /// now in `peers` (what a 1.1 creator and claimers write; fixtures, tools).
+    pub fn with_pid_ns(mut self, pid_ns: u32) -> RawHeader {
+        self.creator_pid_ns = pid_ns;
+        for (slot, owner) in self.peers.iter().enumerate() {
+            self.peer_pid_ns[slot] = if *owner == 0 {
+                0
+            } else {
+                pack_peer_ns(*owner, pid_ns)
+            };
+        }
+        self
+    }
+
+    /// The recorded pid namespace of the holder of role `slot`, 0 when not recorded
+    /// (or recorded for an earlier holder).
+    pub fn peer_pid_ns(&self, slot: usize) -> u32 {
+        peer_ns_of(self.peers[slot], self.peer_pid_ns[slot])
+    }
 }
 
 const _: () = assert!(std::mem::size_of::<RawHeader>() as u64 == HEADER_SIZE);
 const _: () = assert!(std::mem::offset_of!(RawHeader, peers) as u64 == OFFSET_PEERS);
 const _: () = assert!(std::mem::offset_of!(RawHeader, magic) as u64 == OFFSET_MAGIC);
+const _: () = assert!(std::mem::offset_of!(RawHeader, peer_pid_ns) as u64 == OFFSET_PEER_PID_NS);
 
 /// What the user asks for: the shape of a channel. Validated by [`Layout::compute`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -362,11 +391,11 @@ impl Layout {
             control_offset: self.control_offset,
             data_offset: self.data_offset,
             creator_pid,
-            reserved1: 0,
+            creator_pid_ns: 0,
             creator_start_ticks,
             created_unix_ns,
             peers: [0; PEER_SLOTS],
-            reserved2: [0; 2],
+            peer_pid_ns: [0; PEER_SLOTS],
         }
     }
 
@@ -448,6 +477,26 @@ pub fn pack_owner(pid: u32, start_ticks: u64) -> u64 {
 /// The inverse of [`pack_owner`]: (pid, low 32 bits of start ticks).
 pub fn unpack_owner(owner: u64) -> (u32, u32) {
     ((owner >> 32) as u32, owner as u32)
+}
+
+/// A 32-bit tag of a packed owner, so a namespace word written for one holder is not
+/// taken for the next one's (a Fibonacci hash of all 64 bits; never 0 for an owner).
+fn owner_tag(owner: u64) -> u32 {
+    ((owner.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32).max(1)
+}
+
+/// The namespace word of a role slot: `pid_ns << 32 | tag(owner)`.
+pub fn pack_peer_ns(owner: u64, pid_ns: u32) -> u64 {
+    (u64::from(pid_ns) << 32) | u64::from(owner_tag(owner))
+}
+
+/// The pid namespace recorded for `owner` in namespace word `word`; 0 when the word
+/// belongs to another owner (written for an earlier holder, or not yet written).
+pub fn peer_ns_of(owner: u64, word: u64) -> u32 {
+    if owner == 0 || word as u32 != owner_tag(owner) {
+        return 0;
+    }
+    (word >> 32) as u32
 }
 
 #[cfg(test)]
@@ -584,5 +633,29 @@ mod tests {
     fn owner_packing_round_trips() {
         let packed = pack_owner(4242, 0x1_2345_6789);
         assert_eq!(unpack_owner(packed), (4242, 0x2345_6789));
+    }
+
+    #[test]
+    fn peer_namespace_counts_only_for_its_owner() {
+        let owner = pack_owner(4242, 77);
+        let word = pack_peer_ns(owner, 4_026_531_836);
+        assert_eq!(peer_ns_of(owner, word), 4_026_531_836);
+        // Written for an earlier holder, never written, or no holder: not recorded.
+        assert_eq!(peer_ns_of(pack_owner(4243, 77), word), 0);
+        assert_eq!(peer_ns_of(owner, 0), 0);
+        assert_eq!(peer_ns_of(0, word), 0);
+        let mut header = Layout::compute(ChannelSpec::ring::<u64>(4))
+            .unwrap()
+            .header(1, 2, 3);
+        header.peers = [owner, 0];
+        let header = header.with_pid_ns(9);
+        assert_eq!(
+            (
+                header.creator_pid_ns,
+                header.peer_pid_ns(0),
+                header.peer_pid_ns(1)
+            ),
+            (9, 9, 0)
+        );
     }
 }

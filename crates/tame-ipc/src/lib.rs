@@ -6,9 +6,12 @@
 //! - [`Event`]: event counter for simple signalling.
 //!
 //! Each lives in a [`Segment`]: named (`/dev/shm/tame.NAME`) or anonymous (memfd,
-//! passed with [`fdpass`]). Opening validates the header; hot-path operations make no
-//! system calls and never wait; garbage written by a peer is reported as `Corrupted`,
-//! never followed out of bounds; a dead peer is reported as [`PeerState::Dead`].
+//! sealed, passed with [`fdpass`]). Opening validates the header; hot-path operations
+//! make no system calls and never wait; garbage written by a peer is reported as
+//! `Corrupted`, never followed out of bounds; a peer that shrinks a segment cannot
+//! crash this side (sealed memfd: impossible; named: SIGBUS guard, see the README);
+//! a peer certainly gone is reported as [`PeerState::Dead`], an undecidable one as
+//! [`PeerState::Unknown`].
 
 pub mod error;
 pub mod event;
@@ -20,6 +23,8 @@ pub mod liveness;
 pub mod register;
 pub mod ring;
 pub mod segment;
+mod sigbus;
+mod slots;
 
 pub use bytemuck::{Pod, Zeroable};
 pub use error::{Error, Result};
@@ -31,5 +36,5 @@ pub use ring::{
     Consumer, Corrupted, PopError, Producer, PushError, RawConsumer, RawProducer, Ring,
 };
 pub use segment::{
-    unlink, Expect, PeerState, Segment, SegmentName, DEFAULT_MODE, SHM_DIR, SHM_PREFIX,
+    unlink, Access, Expect, PeerState, Segment, SegmentName, DEFAULT_MODE, SHM_DIR, SHM_PREFIX,
 };

@@ -81,6 +81,17 @@ impl Register {
             .map(|segment| Register { segment })
     }
 
+    /// Opens an existing named register read-only (mapped `PROT_READ`; read
+    /// permission on the segment suffices). Readers work; [`Register::writer`] is
+    /// refused with `ReadOnly`.
+    pub fn open_read_only(name: &str, spec: ChannelSpec) -> Result<Register> {
+        let name = SegmentName::new(name)?;
+        Segment::open_read_only(&name, Expect::Exact(register_spec(spec)?))
+            .map(|segment| Register { segment })
+    }
+
+    /// Opens an existing named register of any shape (the segment chooses how much is
+    /// mapped: with an untrusted creator, open the exact shape instead).
     pub fn open_any(name: &str) -> Result<Register> {
         let name = SegmentName::new(name)?;
         Segment::open(&name, Expect::Kind(Kind::Register)).map(|segment| Register { segment })
@@ -96,6 +107,8 @@ impl Register {
         Segment::create_anonymous(register_spec(spec)?).map(|segment| Register { segment })
     }
 
+    /// Maps a register received as a descriptor (sealed against shrinking, else
+    /// `Untrusted`); it must have exactly this shape.
     pub fn from_fd(fd: OwnedFd, spec: ChannelSpec) -> Result<Register> {
         Segment::from_fd(fd, Expect::Exact(register_spec(spec)?))
             .map(|segment| Register { segment })
@@ -272,7 +285,10 @@ impl RawReader {
         }
         let cells = &self.cells;
         for _ in 0..self.max_attempts {
-            let before = cells.seq().load(Ordering::Acquire);
+            // Relaxed load + acquire fence (the same ordering as an acquire load): a
+            // relaxed load of a word is what works on a read-only mapping.
+            let before = cells.seq().load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
             if before == 0 {
                 return Err(ReadError::Empty);
             }

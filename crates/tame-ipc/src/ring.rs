@@ -20,6 +20,7 @@ use bytemuck::Pod;
 use crate::error::{Error, Result};
 use crate::layout::{ChannelSpec, Kind, CONTROL_BLOCK};
 use crate::segment::{Expect, PeerState, RoleClaim, Segment, SegmentName, DEFAULT_MODE};
+use crate::slots;
 
 /// Role slot of the producer in the segment header.
 pub const PRODUCER_SLOT: usize = 0;
@@ -85,7 +86,9 @@ impl Ring {
         Segment::open(&name, Expect::Exact(ring_spec(spec)?)).map(|segment| Ring { segment })
     }
 
-    /// Opens an existing named ring of any shape (inspect [`Ring::spec`]).
+    /// Opens an existing named ring of any shape (inspect [`Ring::spec`]). The segment
+    /// chooses the shape, and so how much is mapped and populated (up to
+    /// `MAX_SEGMENT_SIZE`): with an untrusted creator, open the exact shape instead.
     pub fn open_any(name: &str) -> Result<Ring> {
         let name = SegmentName::new(name)?;
         Segment::open(&name, Expect::Kind(Kind::Ring)).map(|segment| Ring { segment })
@@ -102,7 +105,8 @@ impl Ring {
         Segment::create_anonymous(ring_spec(spec)?).map(|segment| Ring { segment })
     }
 
-    /// Maps a ring received as a descriptor; it must have exactly this shape.
+    /// Maps a ring received as a descriptor; it must have exactly this shape and be
+    /// sealed against shrinking (an anonymous segment's), else `Untrusted`.
     pub fn from_fd(fd: OwnedFd, spec: ChannelSpec) -> Result<Ring> {
         Segment::from_fd(fd, Expect::Exact(ring_spec(spec)?)).map(|segment| Ring { segment })
     }
@@ -334,11 +338,9 @@ impl RawProducer {
             Err(Corrupted) => return Err(PushError::Corrupted),
         }
         // SAFETY: the caller guarantees `src` is readable for elem_size bytes outside
-        // the slots; `slot` is in bounds for elem_size (≤ stride) bytes, and with at
-        // least one free slot the consumer does not touch the slot at our tail.
-        unsafe {
-            std::ptr::copy_nonoverlapping(src, self.core.slot(self.tail), self.core.elem_size)
-        };
+        // the slots; `slot` is in bounds for elem_size (≤ stride) bytes of the mapping,
+        // which is only accessed atomically (or by other processes).
+        unsafe { slots::store(src, self.core.slot(self.tail), self.core.elem_size) };
         self.publish(1);
         Ok(())
     }
@@ -357,10 +359,10 @@ impl RawProducer {
         let n = (self.free(count as u64)? as usize).min(count);
         for i in 0..n {
             // SAFETY: i < n ≤ count, so `src + i × elem_size` starts an element the
-            // caller guarantees readable; the n slots after our tail are free (the
-            // consumer does not touch them until we publish) and `slot` is in bounds.
+            // caller guarantees readable; `slot` is in bounds for elem_size bytes of
+            // the mapping, which is only accessed atomically (or by other processes).
             unsafe {
-                std::ptr::copy_nonoverlapping(
+                slots::store(
                     src.add(i * self.core.elem_size),
                     self.core.slot(self.tail.wrapping_add(i as u64)),
                     self.core.elem_size,
@@ -448,11 +450,10 @@ impl RawConsumer {
             Err(Corrupted) => return Err(PopError::Corrupted),
         }
         // SAFETY: the caller guarantees `dst` is writable for elem_size bytes outside
-        // the slots; the slot at our head is in bounds and holds a published element
-        // the producer does not touch until we release it.
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.core.slot(self.head), dst, self.core.elem_size)
-        };
+        // the slots; the slot at our head is in bounds for elem_size bytes of the
+        // mapping, which is only accessed atomically (a producer racing with us makes
+        // the value wrong, not the read undefined).
+        unsafe { slots::load(self.core.slot(self.head), dst, self.core.elem_size) };
         self.release(1);
         Ok(())
     }
@@ -470,10 +471,10 @@ impl RawConsumer {
         let n = (self.available(count as u64)? as usize).min(count);
         for i in 0..n {
             // SAFETY: i < n ≤ count, so `dst + i × elem_size` starts an element the
-            // caller guarantees writable; the n slots after our head are published
-            // and in bounds, and the producer does not touch them until we release.
+            // caller guarantees writable; `slot` is in bounds for elem_size bytes of
+            // the mapping, which is only accessed atomically.
             unsafe {
-                std::ptr::copy_nonoverlapping(
+                slots::load(
                     self.core.slot(self.head.wrapping_add(i as u64)),
                     dst.add(i * self.core.elem_size),
                     self.core.elem_size,
@@ -517,8 +518,8 @@ pub struct Producer<T: Pod> {
 }
 
 impl<T: Pod> Producer<T> {
-    // The typed paths move whole `T`s at compile-time size instead of calling
-    // memcpy with the run-time element size.
+    // The typed paths move whole `T`s at compile-time size (a fixed number of word
+    // accesses) instead of looping over the run-time element size.
     #[inline]
     pub fn push(&mut self, value: T) -> std::result::Result<(), PushError> {
         match self.raw.free(1) {
@@ -526,8 +527,9 @@ impl<T: Pod> Producer<T> {
             Ok(_) => {}
             Err(Corrupted) => return Err(PushError::Corrupted),
         }
-        // SAFETY: the slot is ours (free ≥ 1) and in bounds; T matches the element.
-        unsafe { self.raw.core.typed_slot::<T>(self.raw.tail).write(value) };
+        // SAFETY: the slot is in bounds and T matches the element, so it is a typed
+        // slot of T; the mapping is only accessed atomically.
+        unsafe { slots::store_value(self.raw.core.typed_slot::<T>(self.raw.tail), &value) };
         self.raw.publish(1);
         Ok(())
     }
@@ -539,11 +541,18 @@ impl<T: Pod> Producer<T> {
         let start = (self.raw.tail & self.raw.core.mask) as usize;
         // At most two contiguous runs: up to the end of the slots, then from slot 0.
         let first = n.min(self.raw.core.capacity as usize - start);
-        // SAFETY: the n slots after tail are ours; each run stays inside the slots.
-        unsafe {
-            let base = self.raw.core.typed_slot::<T>(0);
-            std::ptr::copy_nonoverlapping(values.as_ptr(), base.add(start), first);
-            std::ptr::copy_nonoverlapping(values.as_ptr().add(first), base, n - first);
+        // Element by element (each copy has a size known at compile time), in the
+        // two runs: from `start` to the end of the slots, then from slot 0.
+        let base = self.raw.core.typed_slot::<T>(0);
+        let (run1, run2) = values[..n].split_at(first);
+        for (i, value) in run1.iter().enumerate() {
+            // SAFETY: start + i < start + first ≤ capacity: a typed slot of T in
+            // bounds; the mapping is only accessed atomically.
+            unsafe { slots::store_value(base.add(start + i), value) };
+        }
+        for (i, value) in run2.iter().enumerate() {
+            // SAFETY: i < n - first ≤ start < capacity, as above.
+            unsafe { slots::store_value(base.add(i), value) };
         }
         if n > 0 {
             self.raw.publish(n as u64);
@@ -579,8 +588,9 @@ impl<T: Pod> Consumer<T> {
             Ok(_) => {}
             Err(Corrupted) => return Err(PopError::Corrupted),
         }
-        // SAFETY: the slot holds a published element; any bit pattern is a valid T (Pod).
-        let value = unsafe { self.raw.core.typed_slot::<T>(self.raw.head).read() };
+        // SAFETY: the slot is in bounds and a typed slot of T; it is read atomically,
+        // and any bit pattern is a valid T (Pod).
+        let value = unsafe { slots::load_value(self.raw.core.typed_slot::<T>(self.raw.head)) };
         self.raw.release(1);
         Ok(value)
     }
@@ -591,11 +601,16 @@ impl<T: Pod> Consumer<T> {
         let n = (self.raw.available(out.len() as u64)? as usize).min(out.len());
         let start = (self.raw.head & self.raw.core.mask) as usize;
         let first = n.min(self.raw.core.capacity as usize - start);
-        // SAFETY: the n slots after head are published; each run stays inside the slots.
-        unsafe {
-            let base = self.raw.core.typed_slot::<T>(0);
-            std::ptr::copy_nonoverlapping(base.add(start), out.as_mut_ptr(), first);
-            std::ptr::copy_nonoverlapping(base, out.as_mut_ptr().add(first), n - first);
+        let base = self.raw.core.typed_slot::<T>(0);
+        let (run1, run2) = out[..n].split_at_mut(first);
+        for (i, value) in run1.iter_mut().enumerate() {
+            // SAFETY: start + i < capacity (as in push_slice): a typed slot of T in
+            // bounds, read atomically; any bit pattern is a valid T (Pod).
+            *value = unsafe { slots::load_value(base.add(start + i)) };
+        }
+        for (i, value) in run2.iter_mut().enumerate() {
+            // SAFETY: i < start < capacity, as above.
+            *value = unsafe { slots::load_value(base.add(i)) };
         }
         if n > 0 {
             self.raw.release(n as u64);

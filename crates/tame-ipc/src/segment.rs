@@ -17,10 +17,11 @@ use nix::sys::stat::Mode;
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    pack_owner, ChannelSpec, HeaderError, Kind, Layout, RawHeader, HEADER_SIZE, MAX_SEGMENT_SIZE,
-    OFFSET_MAGIC, OFFSET_PEERS, PEER_SLOTS,
+    pack_owner, pack_peer_ns, peer_ns_of, ChannelSpec, HeaderError, Kind, Layout, RawHeader,
+    HEADER_SIZE, OFFSET_MAGIC, OFFSET_PEERS, OFFSET_PEER_PID_NS, PEER_SLOTS,
 };
 use crate::liveness::{Liveness, ProcFs};
+use crate::sigbus::{GuardError, Region};
 
 /// Every named segment is `/dev/shm/tame.NAME`, so leftovers are recognisable.
 pub const SHM_PREFIX: &str = "tame.";
@@ -97,12 +98,24 @@ pub enum Expect {
     Any,
 }
 
-/// An mmap of a whole segment. Unmapped on drop.
+/// Whether a mapping may be written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    ReadWrite,
+    /// Mapped `PROT_READ`: register readers, event listeners, inspection.
+    ReadOnly,
+}
+
+/// An mmap of a segment's layout (never more: a peer that grows the file gains
+/// nothing). Unmapped on drop.
 #[derive(Debug)]
 pub(crate) struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
+    access: Access,
     fd: OwnedFd,
+    /// For unsealed (named) segments: the SIGBUS guard of this mapping.
+    guard: Option<Region>,
 }
 
 // SAFETY: the mapping is plain shared memory owned by this value (unmapped only in
@@ -113,35 +126,70 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    pub(crate) fn map(fd: OwnedFd, len: u64, writable: bool, what: &str) -> Result<Mapping> {
+    /// Maps `len` bytes of `fd`. `guarded`: the file can be shrunk by others (named
+    /// segments), so register the mapping with the SIGBUS guard before any access.
+    pub(crate) fn map(
+        fd: OwnedFd,
+        len: u64,
+        access: Access,
+        guarded: bool,
+        what: &str,
+    ) -> Result<Mapping> {
         let length = usize::try_from(len)
             .ok()
             .and_then(NonZeroUsize::new)
             .ok_or_else(|| Error::os("mmap", what, Errno::EINVAL))?;
-        let prot = if writable {
-            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE
-        } else {
-            ProtFlags::PROT_READ
+        let prot = match access {
+            Access::ReadWrite => ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+            Access::ReadOnly => ProtFlags::PROT_READ,
         };
-        // Writable (channel) mappings are populated now, so the real-time side never
-        // takes a page fault on its first pass over the slots.
-        let flags = if writable {
-            MapFlags::MAP_SHARED | MapFlags::MAP_POPULATE
-        } else {
-            MapFlags::MAP_SHARED
-        };
+        // Populated now, so the real-time side never takes a page fault on its first
+        // pass. Pages a shrink removed meanwhile are simply not populated (no fault).
+        let flags = MapFlags::MAP_SHARED | MapFlags::MAP_POPULATE;
         // SAFETY: a fresh shared mapping of a file we hold; no Rust object aliases it.
         let ptr = unsafe { nix::sys::mman::mmap(None, length, prot, flags, &fd, 0) }
             .map_err(|e| Error::os("mmap", what, e))?;
-        Ok(Mapping {
-            ptr: ptr.cast(),
+        let ptr: NonNull<u8> = ptr.cast();
+        let mut mapping = Mapping {
+            ptr,
             len: length.get(),
+            access,
             fd,
-        })
+            guard: None,
+        };
+        if guarded {
+            // Registered before the first access; on failure `mapping` is unmapped.
+            let region = Region::register(
+                ptr.as_ptr(),
+                length.get(),
+                access == Access::ReadWrite,
+            )
+            .map_err(|e| match e {
+                GuardError::Install(errno) => {
+                    Error::os("installing the SIGBUS handler (sigaction)", what, errno)
+                }
+                GuardError::Full => Error::os(
+                    "guarding the mapping against SIGBUS (at most 1024 named segments per process: close some, or use anonymous segments)",
+                    what,
+                    Errno::ENOSPC,
+                ),
+            })?;
+            mapping.guard = Some(region);
+        }
+        Ok(mapping)
     }
 
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    pub(crate) fn access(&self) -> Access {
+        self.access
+    }
+
+    /// True once the SIGBUS guard replaced the mapping (the segment was shrunk).
+    pub(crate) fn lost(&self) -> bool {
+        self.guard.as_ref().is_some_and(Region::lost)
     }
 
     /// Base pointer; callers stay below `len()`.
@@ -173,16 +221,6 @@ impl Mapping {
         unsafe { &*(self.base().add(offset) as *const AtomicU32) }
     }
 
-    /// A consistent-enough copy of the header: magic first (acquire), then each word.
-    pub(crate) fn header_snapshot(&self) -> RawHeader {
-        let mut words = [0u64; (HEADER_SIZE / 8) as usize];
-        words[0] = self.atomic_u64(OFFSET_MAGIC).load(Ordering::Acquire);
-        for (i, word) in words.iter_mut().enumerate().skip(1) {
-            *word = self.atomic_u64(i as u64 * 8).load(Ordering::Relaxed);
-        }
-        bytemuck::cast(words)
-    }
-
     /// Writes a header, publishing the magic last so openers never see a half header.
     fn publish_header(&self, header: &RawHeader) {
         let words: [u64; (HEADER_SIZE / 8) as usize] = bytemuck::cast(*header);
@@ -197,10 +235,30 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        // Unregistered first, so the SIGBUS guard never touches the range once it is
+        // unmapped (and possibly reused).
+        drop(self.guard.take());
         // SAFETY: we created this mapping with this length; every reference into it is
         // tied to an Arc<Mapping>, so none outlives it.
         let _ = unsafe { nix::sys::mman::munmap(self.ptr.cast(), self.len) };
     }
+}
+
+/// Reads the header with pread (never through a mapping, so neither a shrink nor a
+/// huge file can hurt): a copy of the first [`HEADER_SIZE`] bytes, or `None` if the
+/// file holds fewer.
+pub(crate) fn read_header(fd: BorrowedFd<'_>) -> std::result::Result<Option<RawHeader>, Errno> {
+    let mut bytes = [0u8; HEADER_SIZE as usize];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match nix::sys::uio::pread(fd, &mut bytes[filled..], filled as i64) {
+            Ok(0) => return Ok(None),
+            Ok(n) => filled += n,
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some(bytemuck::cast(bytes)))
 }
 
 /// A mapped, validated segment. Channel handles ([`crate::Ring`] etc.) wrap it.
@@ -212,6 +270,7 @@ pub struct Segment {
     what: Arc<str>,
     creator_pid: u32,
     creator_start_ticks: u64,
+    creator_pid_ns: u32,
     proc: ProcFs,
 }
 
@@ -222,9 +281,11 @@ pub enum PeerState {
     Absent,
     /// The holder exists (pid and start time match).
     Alive { pid: u32 },
-    /// The holder exited or was killed; its pid may even be reused by another process.
+    /// The holder certainly exited or was killed (its pid, in the namespace it recorded
+    /// and which is ours, is gone, a zombie, or reused by another process).
     Dead { pid: u32 },
-    /// The holder could not be checked (/proc unreadable, another pid namespace).
+    /// The holder could not be checked: another or unrecorded pid namespace, hidden
+    /// by /proc (hidepid), /proc unreadable. Never taken over.
     Unknown { pid: u32 },
 }
 
@@ -240,7 +301,9 @@ impl PeerState {
 }
 
 impl Segment {
-    /// Creates `/dev/shm/tame.NAME` with `mode` (refused if it exists).
+    /// Creates `/dev/shm/tame.NAME` with `mode` (refused if it exists). The mode must
+    /// let the owner read and write and must not let others write: opens refuse
+    /// world-writable segments (any local user could write garbage or shrink them).
     pub fn create(name: &SegmentName, spec: ChannelSpec, mode: u32) -> Result<Segment> {
         let layout = Layout::compute(spec)?;
         if mode & !0o777 != 0 || mode & 0o600 != 0o600 {
@@ -248,11 +311,16 @@ impl Segment {
                 "mode {mode:#o} must be a permission mode (≤ 0o777) that lets the owner read and write"
             ))));
         }
+        if mode & 0o002 != 0 {
+            return Err(Error::InvalidSpec(crate::layout::SpecError(format!(
+                "mode {mode:#o} lets every local user write the segment (and shrink it), so opens would refuse it — share it with a group instead (e.g. 0o660)"
+            ))));
+        }
         let what = name.describe();
         let shm_name = name.shm_name();
         let fd = nix::sys::mman::shm_open(
             shm_name.as_str(),
-            OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR | OFlag::O_CLOEXEC,
+            OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
             Mode::from_bits_truncate(mode),
         )
         .map_err(|e| match e {
@@ -298,26 +366,31 @@ impl Segment {
         let size = i64::try_from(layout.segment_size).expect("segment size below MAX_SEGMENT_SIZE");
         nix::unistd::ftruncate(&fd, size).map_err(|e| Error::os("ftruncate", &what, e))?;
         if name.is_none() {
-            let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
             // SAFETY: F_ADD_SEALS takes an integer flag set and touches no memory of
             // ours; `fd` is open for the whole call (owned here).
-            if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+            if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, ANONYMOUS_SEALS) } != 0 {
                 return Err(Error::os("fcntl(F_ADD_SEALS)", &what, Errno::last()));
             }
         }
         let proc = ProcFs::default();
         let start_ticks = proc.own_start_ticks()?;
-        let map = Mapping::map(fd, layout.segment_size, true, &what)?;
+        let pid_ns = proc.pid_ns().unwrap_or(0);
+        // A named file can be shrunk by anyone who may write it: guard the mapping.
+        let map = Mapping::map(
+            fd,
+            layout.segment_size,
+            Access::ReadWrite,
+            name.is_some(),
+            &what,
+        )?;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_nanos();
         let pid = std::process::id();
-        map.publish_header(&layout.header(
-            pid,
-            start_ticks,
-            u64::try_from(now).unwrap_or(u64::MAX),
-        ));
+        let mut header = layout.header(pid, start_ticks, u64::try_from(now).unwrap_or(u64::MAX));
+        header.creator_pid_ns = pid_ns;
+        map.publish_header(&header);
         Ok(Segment {
             map: Arc::new(map),
             layout,
@@ -325,16 +398,34 @@ impl Segment {
             what: what.into(),
             creator_pid: pid,
             creator_start_ticks: start_ticks,
+            creator_pid_ns: pid_ns,
             proc,
         })
     }
 
-    /// Opens `/dev/shm/tame.NAME` and validates it against `expect`.
+    /// Opens `/dev/shm/tame.NAME` read-write and validates it against `expect`.
+    /// Refused (`Untrusted`) unless it is a regular file owned by this user or root
+    /// and not writable by others.
     pub fn open(name: &SegmentName, expect: Expect) -> Result<Segment> {
+        Segment::open_with(name, expect, Access::ReadWrite)
+    }
+
+    /// Opens `/dev/shm/tame.NAME` read-only (mapped `PROT_READ`): enough for register
+    /// readers and event listeners, and for users who may only read the segment.
+    /// Roles cannot be claimed through it (`ReadOnly`).
+    pub fn open_read_only(name: &SegmentName, expect: Expect) -> Result<Segment> {
+        Segment::open_with(name, expect, Access::ReadOnly)
+    }
+
+    fn open_with(name: &SegmentName, expect: Expect, access: Access) -> Result<Segment> {
         let what = name.describe();
+        let mode = match access {
+            Access::ReadWrite => OFlag::O_RDWR,
+            Access::ReadOnly => OFlag::O_RDONLY,
+        };
         let fd = nix::sys::mman::shm_open(
             name.shm_name().as_str(),
-            OFlag::O_RDWR | OFlag::O_CLOEXEC,
+            mode | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
             Mode::empty(),
         )
         .map_err(|e| match e {
@@ -352,9 +443,16 @@ impl Segment {
                     detail,
                 }
             }
+            // O_NOFOLLOW on a symbolic link planted under the name.
+            Errno::ELOOP => Error::Untrusted {
+                what: what.clone(),
+                reason: "it is a symbolic link".into(),
+                remedy: REMOVE_AND_RECREATE,
+            },
             e => Error::os("shm_open", &what, e),
         })?;
-        Segment::from_owned_fd(fd, expect, Some(name.clone()), what)
+        check_owner(&fd, &what)?;
+        Segment::from_owned_fd(fd, expect, Some(name.clone()), what, access)
     }
 
     /// Opens the named segment if it exists (validating it against `spec`), otherwise
@@ -380,10 +478,23 @@ impl Segment {
         })
     }
 
-    /// Maps a segment received as a file descriptor (e.g. a memfd over a Unix socket).
+    /// Maps a segment received as a file descriptor (a memfd from
+    /// [`Segment::create_anonymous`], over a Unix socket). The descriptor must be
+    /// sealed against shrinking (`F_SEAL_SHRINK`): that seal is what makes SIGBUS
+    /// impossible, so an unsealed descriptor is refused (`Untrusted`).
     pub fn from_fd(fd: OwnedFd, expect: Expect) -> Result<Segment> {
+        Segment::from_fd_with(fd, expect, Access::ReadWrite)
+    }
+
+    /// As [`Segment::from_fd`], mapped read-only.
+    pub fn from_fd_read_only(fd: OwnedFd, expect: Expect) -> Result<Segment> {
+        Segment::from_fd_with(fd, expect, Access::ReadOnly)
+    }
+
+    fn from_fd_with(fd: OwnedFd, expect: Expect, access: Access) -> Result<Segment> {
         let what = format!("segment fd {}", fd.as_raw_fd());
-        Segment::from_owned_fd(fd, expect, None, what)
+        check_sealed(&fd, &what)?;
+        Segment::from_owned_fd(fd, expect, None, what, access)
     }
 
     fn from_owned_fd(
@@ -391,29 +502,57 @@ impl Segment {
         expect: Expect,
         name: Option<SegmentName>,
         what: String,
+        access: Access,
     ) -> Result<Segment> {
-        let file_size = file_size(&fd, &what)?;
-        if file_size == 0 {
-            return Err(Error::Header {
+        let stat = fstat(&fd, &what)?;
+        if stat.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(Error::Untrusted {
                 what,
-                source: HeaderError::NotReady,
+                reason: "it is not a regular file".into(),
+                remedy: REMOVE_AND_RECREATE,
             });
         }
-        if !(HEADER_SIZE..=MAX_SEGMENT_SIZE).contains(&file_size) {
-            return Err(Error::Header {
-                what,
-                source: HeaderError::Corrupted(format!(
-                    "size {file_size} B is not a plausible segment size"
-                )),
-            });
-        }
-        let map = Mapping::map(fd, file_size, true, &what)?;
-        let header = map.header_snapshot();
-        let layout = Layout::from_header(&header, file_size).map_err(|source| Error::Header {
-            what: what.clone(),
-            source,
-        })?;
+        let file_size = u64::try_from(stat.st_size).unwrap_or(0);
+        // Only the header is read before validation, with pread: nothing is mapped
+        // until the layout is known, and then exactly the layout (whatever the file
+        // size: a grown file costs nothing, a shrunk one is refused or guarded).
+        // pread is no acquire load: on a weakly ordered CPU it may see the magic a
+        // creator publishes last before the fields it wrote just before (still zero in
+        // the fresh file). A creator publishes once, within microseconds, so a header
+        // that looks half-written is read again a few times before it is refused.
+        let mut attempts = 0;
+        let (header, layout) = loop {
+            let header = match read_header(fd.as_fd()) {
+                Ok(Some(header)) => header,
+                Ok(None) if file_size == 0 => {
+                    return Err(Error::Header {
+                        what,
+                        source: HeaderError::NotReady,
+                    })
+                }
+                Ok(None) => {
+                    return Err(Error::Header {
+                        what,
+                        source: HeaderError::Corrupted(format!(
+                            "size {file_size} B is smaller than a header"
+                        )),
+                    })
+                }
+                Err(e) => return Err(Error::os("pread", &what, e)),
+            };
+            match Layout::from_header(&header, file_size) {
+                Err(HeaderError::Corrupted(_))
+                    if attempts < HALF_WRITTEN_RETRIES && looks_half_written(&header) =>
+                {
+                    attempts += 1;
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                Ok(layout) => break (header, layout),
+                Err(source) => return Err(Error::Header { what, source }),
+            }
+        };
         check_expectation(&layout, expect, &what)?;
+        let map = Mapping::map(fd, layout.segment_size, access, name.is_some(), &what)?;
         Ok(Segment {
             map: Arc::new(map),
             layout,
@@ -421,6 +560,7 @@ impl Segment {
             what: what.into(),
             creator_pid: header.creator_pid,
             creator_start_ticks: header.creator_start_ticks,
+            creator_pid_ns: header.creator_pid_ns,
             proc: ProcFs::default(),
         })
     }
@@ -452,14 +592,41 @@ impl Segment {
         self.map.fd.as_fd()
     }
 
+    /// How many bytes are mapped: always the layout's size, whatever the file's.
+    pub fn mapped_len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether this segment was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.map.access() == Access::ReadOnly
+    }
+
+    /// True once someone shrank this (named) segment under our mapping: the SIGBUS
+    /// guard then replaced the mapping by private zero-filled memory, so this side
+    /// shares nothing with its peers any more (operations see zeros, `Corrupted`
+    /// indices or their own writes). Recreate the channel. Always false for anonymous
+    /// segments, which cannot be shrunk.
+    pub fn is_lost(&self) -> bool {
+        self.map.lost()
+    }
+
     /// Creator pid and start ticks as recorded at creation.
     pub fn creator(&self) -> (u32, u64) {
         (self.creator_pid, self.creator_start_ticks)
     }
 
+    /// The creator's pid namespace as recorded (0: not recorded, a 1.0 creator).
+    pub fn creator_pid_ns(&self) -> u32 {
+        self.creator_pid_ns
+    }
+
     pub fn creator_liveness(&self) -> Liveness {
-        self.proc
-            .liveness(self.creator_pid, self.creator_start_ticks)
+        self.proc.recorded_liveness(
+            self.creator_pid,
+            self.creator_start_ticks,
+            self.creator_pid_ns,
+        )
     }
 
     /// Removes the name of a named segment; mappings stay valid until closed.
@@ -475,21 +642,36 @@ impl Segment {
         self.map.atomic_u64(OFFSET_PEERS + 8 * slot as u64)
     }
 
+    fn peer_ns_slot(&self, slot: usize) -> &AtomicU64 {
+        assert!(slot < PEER_SLOTS);
+        self.map.atomic_u64(OFFSET_PEER_PID_NS + 8 * slot as u64)
+    }
+
     /// Who holds role `slot` now, checked against /proc (a few system calls, no waiting).
     pub fn peer_state(&self, slot: usize) -> PeerState {
         let owner = self.peer_slot(slot).load(Ordering::Acquire);
-        owner_state(owner, &self.proc)
+        let ns_word = self.peer_ns_slot(slot).load(Ordering::Acquire);
+        owner_state(owner, peer_ns_of(owner, ns_word), &self.proc)
     }
 
-    /// Claims role `slot` for this process; takes it over if its holder is dead.
+    /// Claims role `slot` for this process; takes it over only if its holder is
+    /// certainly dead (never when its state is `Unknown`).
     pub(crate) fn claim(&self, slot: usize, role: &'static str) -> Result<RoleClaim> {
+        if self.is_read_only() {
+            return Err(Error::ReadOnly {
+                what: self.what.to_string(),
+                op: role,
+            });
+        }
         let me = pack_owner(std::process::id(), self.proc.own_start_ticks()?);
+        let my_ns = self.proc.pid_ns().unwrap_or(0);
         let cell = self.peer_slot(slot);
         // Bounded: each failed CAS means another process changed the slot; give up
         // with RoleTaken rather than spin.
         for _ in 0..8 {
             let current = cell.load(Ordering::Acquire);
-            let takeover = match owner_state(current, &self.proc) {
+            let ns_word = self.peer_ns_slot(slot).load(Ordering::Acquire);
+            let takeover = match owner_state(current, peer_ns_of(current, ns_word), &self.proc) {
                 PeerState::Absent | PeerState::Dead { .. } => true,
                 PeerState::Alive { pid } | PeerState::Unknown { pid } => {
                     return Err(Error::RoleTaken {
@@ -504,6 +686,10 @@ impl Segment {
                     .compare_exchange(current, me, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
+                // Our namespace, tagged with our owner word: until this store lands a
+                // reader sees no namespace for us and reports Unknown, never Dead.
+                self.peer_ns_slot(slot)
+                    .store(pack_peer_ns(me, my_ns), Ordering::Release);
                 return Ok(RoleClaim {
                     segment: self.clone(),
                     slot,
@@ -539,12 +725,95 @@ impl Drop for RoleClaim {
     }
 }
 
-pub(crate) fn owner_state(owner: u64, proc: &ProcFs) -> PeerState {
+/// How often an open reads a header again that looks half-written (see
+/// `from_owned_fd`).
+const HALF_WRITTEN_RETRIES: u32 = 3;
+
+/// Fields every published header has non-zero, still zero: seen mid-publication.
+fn looks_half_written(header: &RawHeader) -> bool {
+    header.kind == 0
+        || header.header_size == 0
+        || header.control_offset == 0
+        || header.data_offset == 0
+        || header.segment_size == 0
+}
+
+/// Seals every anonymous segment carries; [`REQUIRED_SEALS`] is what `from_fd` relies on.
+const ANONYMOUS_SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+/// Shrinking is what raises SIGBUS in a mapping; growing does no harm (only the layout
+/// is mapped), and further seals a peer could add (F_SEAL_WRITE needs no writable
+/// mapping to exist; F_SEAL_FUTURE_WRITE leaves existing mappings alone) at worst
+/// make a later open fail.
+const REQUIRED_SEALS: libc::c_int = libc::F_SEAL_SHRINK;
+
+const REMOVE_AND_RECREATE: &str =
+    "remove it (`tame ipc rm NAME`) and have the intended owner create it again";
+
+/// A named segment is adopted only if nobody but its owner (this user or root) can
+/// write it: otherwise another user could have planted it, or could shrink or scribble
+/// on it at will.
+fn check_owner(fd: &OwnedFd, what: &str) -> Result<()> {
+    let stat = fstat(fd, what)?;
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let untrusted = |reason: String| Error::Untrusted {
+        what: what.to_string(),
+        reason,
+        remedy: REMOVE_AND_RECREATE,
+    };
+    if stat.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(untrusted("it is not a regular file".into()));
+    }
+    if stat.st_uid != euid && stat.st_uid != 0 {
+        return Err(untrusted(format!(
+            "it is owned by uid {}, neither this user (uid {euid}) nor root, who could have planted it",
+            stat.st_uid
+        )));
+    }
+    if stat.st_mode & 0o002 != 0 {
+        return Err(untrusted(format!(
+            "its mode {:#o} lets every local user write it (and shrink it)",
+            stat.st_mode & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+/// The safe mode's promise rests on the seal against shrinking: refuse a descriptor
+/// that lacks it (a named segment's, an unsealed memfd, any other file).
+fn check_sealed(fd: &OwnedFd, what: &str) -> Result<()> {
+    // SAFETY: F_GET_SEALS takes no argument and touches no memory of ours; `fd` is
+    // open for the whole call (owned by the caller).
+    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+    let reason = if seals < 0 {
+        format!(
+            "it cannot carry seals ({}), so anyone who can write it can shrink it",
+            Errno::last()
+        )
+    } else if seals & REQUIRED_SEALS != REQUIRED_SEALS {
+        format!(
+            "it is not sealed against shrinking (seals {seals:#x}), so a peer could truncate it under the mapping"
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::Untrusted {
+        what: what.to_string(),
+        reason,
+        remedy: "pass the descriptor of an anonymous segment (create_anonymous, sealed), or open a named segment by its name",
+    })
+}
+
+fn fstat(fd: &OwnedFd, what: &str) -> Result<libc::stat> {
+    nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| Error::os("fstat", what, e))
+}
+
+pub(crate) fn owner_state(owner: u64, pid_ns: u32, proc: &ProcFs) -> PeerState {
     if owner == 0 {
         return PeerState::Absent;
     }
     let pid = crate::layout::unpack_owner(owner).0;
-    match proc.owner_liveness(owner) {
+    match proc.owner_liveness(owner, pid_ns) {
         Liveness::Alive => PeerState::Alive { pid },
         Liveness::Dead => PeerState::Dead { pid },
         Liveness::Unknown => PeerState::Unknown { pid },
@@ -571,11 +840,6 @@ fn check_expectation(layout: &Layout, expect: Expect, what: &str) -> Result<()> 
         found: found.to_string(),
         expected,
     })
-}
-
-fn file_size(fd: &OwnedFd, what: &str) -> Result<u64> {
-    let stat = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| Error::os("fstat", what, e))?;
-    Ok(u64::try_from(stat.st_size).unwrap_or(0))
 }
 
 /// Removes `/dev/shm/tame.NAME`.

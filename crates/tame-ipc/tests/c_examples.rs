@@ -1,7 +1,9 @@
 //! Builds the C producer and consumer examples with gcc against the static library
 //! and the checked-in header, and runs them against each other.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -62,15 +64,22 @@ fn gcc(source: &Path, output: &Path, include: &Path, lib: &Path) {
     assert!(status.success(), "gcc failed for {}", source.display());
 }
 
-#[test]
-fn c_producer_and_consumer_talk_through_a_ring() {
-    if Command::new("gcc")
+/// Whether gcc can be run; otherwise the test is skipped (failed under CI).
+fn have_gcc() -> bool {
+    let found = Command::new("gcc")
         .arg("--version")
         .stdout(Stdio::null())
         .status()
-        .is_err()
-    {
-        println!("skipped: gcc is not installed, the C examples cannot be built");
+        .is_ok();
+    if !found {
+        common::skip("gcc is not installed, the C programs cannot be built");
+    }
+    found
+}
+
+#[test]
+fn c_producer_and_consumer_talk_through_a_ring() {
+    if !have_gcc() {
         return;
     }
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -123,5 +132,60 @@ fn c_producer_and_consumer_talk_through_a_ring() {
         report,
         "received 200000 messages; register 200000 after 196 writes; producer state 0"
     );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A C consumer whose ring and register a peer truncates to 0 under its mappings
+/// keeps running (the SIGBUS guard swaps in private memory) and learns it was cut
+/// off; before the guard it died of SIGBUS.
+#[test]
+fn c_consumer_survives_a_peer_shrinking_its_segments() {
+    if !have_gcc() {
+        return;
+    }
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = build_static_library();
+    let out = profile_dir().join(format!("c-victim-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    gcc(
+        &crate_dir.join("tests/c/shrink_victim.c"),
+        &out.join("shrink_victim"),
+        &crate_dir.join("include"),
+        &lib,
+    );
+    let name = format!("test-{}-cvictim", std::process::id());
+    let _cleanup = Cleanup(name.clone());
+    let ring = tame_ipc::Ring::create(&name, tame_ipc::ChannelSpec::ring::<u64>(64)).unwrap();
+    let status = tame_ipc::Register::create(
+        &format!("{name}.status"),
+        tame_ipc::ChannelSpec::register::<u64>(),
+    )
+    .unwrap();
+    ring.producer::<u64>().unwrap().push(1).unwrap();
+    status.writer::<u64>().unwrap().write(&7);
+    let mut victim = Command::new(out.join("shrink_victim"))
+        .arg(&name)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(victim.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "READY");
+    for suffix in ["", ".status"] {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(format!("/dev/shm/tame.{name}{suffix}"))
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+    }
+    writeln!(victim.stdin.take().unwrap(), "GO").unwrap();
+    let status = victim.wait().unwrap();
+    let report = lines.next().map(|l| l.unwrap()).unwrap_or_default();
+    assert!(
+        status.success(),
+        "the C victim ended with {status}: {report}"
+    );
+    assert!(report.starts_with("SURVIVED lost=1 1 popped="), "{report}");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -191,3 +191,116 @@ fn ring_register_and_event_through_the_c_abi() {
         tame_ipc_event_close(event);
     }
 }
+
+/// Removes the named segments of a test even if it fails.
+struct Unlink(Vec<String>);
+
+impl Drop for Unlink {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            let _ = std::fs::remove_file(format!("/dev/shm/tame.{name}"));
+        }
+    }
+}
+
+#[test]
+fn read_only_opens_unsealed_descriptors_and_lost_segments_through_the_c_abi() {
+    let base = format!("test-{}-ffi-ro", std::process::id());
+    let register_name = std::ffi::CString::new(base.clone()).unwrap();
+    let event_name = std::ffi::CString::new(format!("{base}.event")).unwrap();
+    let ring_name = std::ffi::CString::new(format!("{base}.ring")).unwrap();
+    let _unlink = Unlink(vec![
+        base.clone(),
+        format!("{base}.event"),
+        format!("{base}.ring"),
+    ]);
+    // SAFETY: as in ring_register_and_event_through_the_c_abi: each handle is used
+    // between its successful open and its single close, on this thread; buffers are
+    // locals of the element size (u64); names are NUL-terminated CStrings.
+    unsafe {
+        let (mut register, mut read_only) = (null_mut(), null_mut());
+        assert_eq!(
+            tame_ipc_register_create(register_name.as_ptr(), 8, 8, 0o640, &mut register),
+            TAME_IPC_OK
+        );
+        assert_eq!(
+            tame_ipc_register_open_read_only(register_name.as_ptr(), 8, 8, &mut read_only),
+            TAME_IPC_OK
+        );
+        let (mut writer, mut reader, mut refused) = (null_mut(), null_mut(), null_mut());
+        assert_eq!(tame_ipc_writer_open(register, &mut writer), TAME_IPC_OK);
+        assert_eq!(
+            tame_ipc_writer_open(read_only, &mut refused),
+            TAME_IPC_ERR_PERMISSION
+        );
+        assert!(refused.is_null());
+        assert!(last_error().contains("read-only"), "{}", last_error());
+        assert_eq!(tame_ipc_reader_open(read_only, &mut reader), TAME_IPC_OK);
+        let written = 5u64;
+        assert_eq!(
+            tame_ipc_writer_write(writer, &written as *const u64 as *const c_void),
+            TAME_IPC_OK
+        );
+        let (mut value, mut fresh, mut version) = (0u64, 0, 0);
+        assert_eq!(
+            tame_ipc_reader_read(
+                reader,
+                &mut value as *mut u64 as *mut c_void,
+                &mut fresh,
+                &mut version
+            ),
+            TAME_IPC_OK
+        );
+        assert_eq!(value, 5);
+        assert_eq!(tame_ipc_register_lost(read_only), 0);
+        assert_eq!(tame_ipc_register_lost(null()), 0);
+        tame_ipc_reader_close(reader);
+        tame_ipc_writer_close(writer);
+        tame_ipc_register_close(read_only);
+        tame_ipc_register_close(register);
+
+        let (mut event, mut listening, mut listener) = (null_mut(), null_mut(), null_mut());
+        assert_eq!(
+            tame_ipc_event_create(event_name.as_ptr(), 0, &mut event),
+            TAME_IPC_OK
+        );
+        assert_eq!(
+            tame_ipc_event_open_read_only(event_name.as_ptr(), &mut listening),
+            TAME_IPC_OK
+        );
+        assert_eq!(tame_ipc_event_signal(listening), TAME_IPC_ERR_PERMISSION);
+        assert_eq!(
+            tame_ipc_event_signal_and_wake(listening),
+            TAME_IPC_ERR_PERMISSION
+        );
+        assert_eq!(
+            tame_ipc_listener_open(listening, &mut listener),
+            TAME_IPC_OK
+        );
+        assert_eq!(tame_ipc_event_signal(event), TAME_IPC_OK);
+        let mut count = 0;
+        assert_eq!(tame_ipc_listener_poll(listener, &mut count), TAME_IPC_OK);
+        assert_eq!(count, 1);
+        assert_eq!(tame_ipc_event_lost(event), 0);
+        tame_ipc_listener_close(listener);
+        tame_ipc_event_close(listening);
+        tame_ipc_event_close(event);
+
+        // A named segment's descriptor cannot be sealed: refused by _open_fd.
+        let (mut ring, mut by_fd) = (null_mut(), null_mut());
+        assert_eq!(
+            tame_ipc_ring_create(ring_name.as_ptr(), 8, 8, 4, 0, &mut ring),
+            TAME_IPC_OK
+        );
+        assert_eq!(
+            tame_ipc_ring_open_fd(tame_ipc_ring_fd(ring), 8, 8, 4, &mut by_fd),
+            TAME_IPC_ERR_UNTRUSTED
+        );
+        assert!(by_fd.is_null());
+        assert!(last_error().contains("shrink"), "{}", last_error());
+        let name = CStr::from_ptr(tame_ipc_result_name(TAME_IPC_ERR_UNTRUSTED));
+        assert_eq!(name.to_str().unwrap(), "TAME_IPC_ERR_UNTRUSTED");
+        assert_eq!(tame_ipc_ring_lost(ring), 0);
+        tame_ipc_ring_close(ring);
+    }
+}

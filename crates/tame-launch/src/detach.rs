@@ -3,17 +3,19 @@
 //!
 //! Every placed process has a host journal of its own (`<state dir>/placed/PID/`):
 //! a note says what was placed (what `tame ps` shows), and each thread's move is a
-//! placement record holding its previous affinity, scheduling attributes and
-//! cpuset, synced before the thread is touched. `attach` — from any later
-//! invocation — is a revert of that journal, which is removed only when every
-//! thread is restored. Threads created after detach inherit the detached
-//! placement; attach first journals them with the main thread's previous
-//! placement, so the revert gives it to them too.
+//! placement record holding its previous affinity and scheduling attributes,
+//! synced before the thread is touched. Joining a partition's cgroup comes first
+//! (joining a cpuset resets the affinity), through the cgroup interface and the
+//! journal: on cgroup v1 thread by thread into `tasks`, on v2 the whole process
+//! into `cgroup.procs`. `attach` — from any later invocation — is a revert of
+//! that journal, which is removed only when every thread is restored. Threads
+//! created after detach inherit the detached placement; attach first journals
+//! them with the main thread's previous placement, so the revert gives it to them too.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use tame_host::cgroup::{CgroupModel, CgroupVersion};
+use tame_host::cgroup::{CgroupModel, CgroupVersion, Cgroups, Group};
 use tame_host::journal::{self, Change, Journal, PlaceStep, ThreadPlacement};
 use tame_host::reader::Reader;
 use tame_host::{CpuList, Root};
@@ -72,6 +74,8 @@ pub struct ThreadRecord {
     pub tid: u32,
     pub affinity: CpuList,
     pub sched: ThreadSched,
+    /// The cpuset group it was in (relative to the cpuset hierarchy), when it
+    /// joins a partition's: v1 the thread's own, v2 its process's.
     pub cpuset: Option<String>,
     /// Counters at placement, so `tame ps` can show what happened since.
     pub counters: ThreadCounters,
@@ -141,6 +145,10 @@ pub struct Store {
 }
 
 fn journal_failed(e: journal::JournalError) -> LaunchError {
+    // Another tame holding this journal, an unsafe journal directory: the caller's to fix.
+    if e.is_bad_input() {
+        return invalid(e.to_string());
+    }
     failed(e.to_string())
 }
 
@@ -171,6 +179,12 @@ impl Store {
                 self.journal_dir(pid).display()
             ))
         })
+    }
+
+    /// Drop the journal of an earlier process with `pid` (or one torn before its note),
+    /// keeping its directory and the lock the caller holds on it.
+    fn discard(&self, pid: u32) {
+        let _ = std::fs::remove_file(journal::journal_path(&self.journal_dir(pid)));
     }
 
     /// Forget `pid` without restoring anything (its process is gone).
@@ -207,69 +221,89 @@ impl Store {
         Ok(j)
     }
 
+    /// Like [`Store::start`], on a journal directory the caller has locked already.
+    fn start_locked(
+        &self,
+        root: &Root,
+        lock: journal::JournalLock,
+        placed: &Placed,
+    ) -> Result<Journal, LaunchError> {
+        let mut j = Journal::open_locked(root, lock).map_err(journal_failed)?;
+        let note = serde_json::to_vec(placed).expect("placement notes serialise");
+        j.note(NOTE, &note).map_err(journal_failed)?;
+        Ok(j)
+    }
+
     /// Note a program `tame run` placed (before exec, so nothing to restore): for `tame ps`.
     pub fn record_run(&self, root: &Root, placed: &Placed) -> Result<(), LaunchError> {
         self.start(root, placed).map(drop)
     }
 }
 
-/// Read a thread's current state.
-pub fn thread_state(root: &Root, pid: u32, tid: u32) -> Result<ThreadRecord, LaunchError> {
+/// Read a thread's current state; with `cpuset`, also the group it is in there.
+pub fn thread_state(
+    root: &Root,
+    pid: u32,
+    tid: u32,
+    cpuset: Option<&Cgroups>,
+) -> Result<ThreadRecord, LaunchError> {
     let gone =
         |e: std::io::Error| failed(format!("cannot read thread {tid} of process {pid}: {e}"));
+    let group = match cpuset {
+        Some(cgroups) => Some(group_of(root, cgroups, pid, tid)?.rel().to_string()),
+        None => None,
+    };
     Ok(ThreadRecord {
         tid,
         affinity: root.affinity(tid).map_err(gone)?,
         sched: root.thread_sched(tid).map_err(gone)?,
-        cpuset: proc::cpuset_of(root, pid, tid),
+        cpuset: group,
         counters: proc::counters(root, pid, tid).unwrap_or_default(),
     })
 }
 
-/// Where the cpuset controller is mounted (from the mount table), and the file
-/// through which a thread joins a cpuset there: cgroup v1 `tasks` (one thread);
-/// v2 `cgroup.procs`, where the kernel moves the whole process, since a domain
-/// cgroup takes no single threads.
-struct CpusetHome {
-    mount: String,
-    join_file: &'static str,
+/// The cpuset controller where it is usable: where a partition's cgroup is.
+fn cpuset_cgroups(root: &Root) -> Result<Cgroups, LaunchError> {
+    Cgroups::for_controller(&CgroupModel::read(&mut Reader::new(root)), "cpuset").ok_or_else(|| {
+        failed("no cpuset controller is mounted (cgroup v1 cpuset or v2 with cpuset) — the partition's cpuset cannot be joined")
+    })
 }
 
-impl CpusetHome {
-    fn read(root: &Root) -> Result<Self, LaunchError> {
-        let home = CgroupModel::read(&mut Reader::new(root))
-            .controller_home("cpuset")
-            .ok_or_else(|| {
-                failed("no cpuset controller is mounted (cgroup v1 cpuset or v2 with cpuset) — the partition's cpuset cannot be joined")
-            })?;
-        Ok(Self {
-            join_file: match home.version {
-                CgroupVersion::V1 => "tasks",
-                CgroupVersion::V2 => "cgroup.procs",
-            },
-            mount: home.mount,
+/// The cpuset group a thread is in now, from /proc (see [`Cgroups::group_of_thread`]).
+fn group_of(root: &Root, cgroups: &Cgroups, pid: u32, tid: u32) -> Result<Group, LaunchError> {
+    cgroups
+        .group_of_thread(root, pid, tid)
+        .map_err(|e| failed(format!("cannot read the cgroup of thread {tid} of process {pid}: {e}")))?
+        .ok_or_else(|| {
+            failed(format!(
+                "thread {tid} of process {pid} is in no group of the cpuset hierarchy at {} — it could not be put back, so it is not moved",
+                cgroups.mount()
+            ))
         })
-    }
-
-    /// A file of `cpuset` (relative to the hierarchy, `/` its root).
-    fn file(&self, cpuset: &str, file: &str) -> String {
-        let rel = if cpuset == "/" { "" } else { cpuset };
-        format!("{}{rel}/{file}", self.mount)
-    }
-
-    fn join_list(&self, cpuset: &str) -> String {
-        self.file(cpuset, self.join_file)
-    }
 }
 
-/// The file through which a thread joins `cpuset` (see [`CpusetHome`]), as a host path.
-pub fn cpuset_task_list(root: &Root, cpuset: &str) -> Result<String, LaunchError> {
-    Ok(CpusetHome::read(root)?.join_list(cpuset))
-}
-
-/// The `cgroup.procs` of `cpuset` (how `tame run` puts its child there), as a host path.
-pub fn cpuset_procs(root: &Root, cpuset: &str) -> Result<String, LaunchError> {
-    Ok(CpusetHome::read(root)?.file(cpuset, "cgroup.procs"))
+/// A partition's cgroup to join: refused before anything is written when it
+/// does not exist, or when v2 would have to move only some of the threads.
+fn partition_group(
+    root: &Root,
+    cgroups: &Cgroups,
+    rel: &str,
+    threads: &ThreadSelection,
+) -> Result<Group, LaunchError> {
+    let to = cgroups.group(rel);
+    if cgroups.version() == CgroupVersion::V2 && *threads != ThreadSelection::All {
+        return Err(invalid(format!(
+            "a part of the threads cannot join partition cgroup {}: cgroup v2 moves whole processes — use --threads all, or --cpus without -p",
+            to.path()
+        )));
+    }
+    if !root.exists(to.path()) {
+        return Err(invalid(format!(
+            "partition cgroup {} does not exist — is the spec still applied? (tame status)",
+            to.path()
+        )));
+    }
+    Ok(to)
 }
 
 /// The caller may touch this process: root may move any; others only their own.
@@ -307,16 +341,6 @@ pub fn detach(
 ) -> Result<PlacementRecord, LaunchError> {
     let info = proc::inspect(root, req.pid)?;
     check_owner(&info, caller_uid)?;
-    match store.load(req.pid)? {
-        Some(existing) if existing.start_time == info.start_time => {
-            return Err(invalid(format!(
-                "process {} is already placed by tame ({}) on CPUs {} — tame attach {} first",
-                req.pid, existing.kind, existing.cpus, req.pid
-            )));
-        }
-        // Left by an earlier process with the same pid, or torn before its note.
-        _ => store.remove(req.pid),
-    }
     let tids: Vec<u32> = match &req.threads {
         ThreadSelection::All => info.tids.clone(),
         ThreadSelection::Main => vec![req.pid],
@@ -330,21 +354,32 @@ pub fn detach(
             t.clone()
         }
     };
-    let threads = tids
-        .iter()
-        .map(|&tid| thread_state(root, req.pid, tid))
-        .collect::<Result<Vec<_>, _>>()?;
-    let lists = match &req.cpuset {
-        Some(cpuset) => {
-            let home = CpusetHome::read(root)?;
-            let from: Vec<Option<String>> = threads
-                .iter()
-                .map(|t| t.cpuset.as_deref().map(|c| home.join_list(c)))
-                .collect();
-            Some((home.join_list(cpuset), from))
-        }
+    let cpuset = match &req.cpuset {
+        Some(_) => Some(cpuset_cgroups(root)?),
         None => None,
     };
+    let to = match (&cpuset, &req.cpuset) {
+        (Some(cgroups), Some(rel)) => Some(partition_group(root, cgroups, rel, &req.threads)?),
+        _ => None,
+    };
+    let threads = tids
+        .iter()
+        .map(|&tid| thread_state(root, req.pid, tid, cpuset.as_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Everything is checked. Held from the first look at the journal to the last change: a second detach (or
+    // attach) of this process waits for nothing and is refused, naming this one.
+    let lock =
+        journal::JournalLock::acquire(&store.journal_dir(req.pid)).map_err(journal_failed)?;
+    match store.load(req.pid)? {
+        Some(existing) if existing.start_time == info.start_time => {
+            return Err(invalid(format!(
+                "process {} is already placed by tame ({}) on CPUs {} — tame attach {} first",
+                req.pid, existing.kind, existing.cpus, req.pid
+            )));
+        }
+        // Left by an earlier process with the same pid, or torn before its note.
+        _ => store.discard(req.pid),
+    }
     let record = PlacementRecord {
         version: RECORD_VERSION,
         kind: "detach".into(),
@@ -355,26 +390,100 @@ pub fn detach(
         cpuset: req.cpuset.clone(),
         threads,
     };
-    let mut journal = store.start(root, &Placed::from(&record))?;
-    for (i, t) in record.threads.iter().enumerate() {
+    let mut journal = store.start_locked(root, lock, &Placed::from(&record))?;
+    let placed = match (&cpuset, &to) {
+        (Some(cgroups), Some(to)) => join(&mut journal, cgroups, to, &record, req),
+        _ => Ok(Ok(())),
+    }
+    .and_then(|joined| match joined {
+        Ok(()) => place_threads(&mut journal, &record, req),
+        Err(e) => Ok(Err(e)),
+    })
+    .map_err(journal_failed)?;
+    if let Err(e) = placed {
+        // Undo what was done, newest first, then forget the journal.
+        let _ = journal.revert();
+        store.remove(req.pid);
+        return Err(e);
+    }
+    Ok(record)
+}
+
+/// Move the threads into the partition's group `to`. Journaled first: every
+/// thread's placement as it is now, since joining a cpuset changes the affinity
+/// of every thread that moves (on v2 of the whole process) before its own
+/// placement record reads it; revert, newest first, then puts the threads back
+/// into their groups and only then gives them this affinity.
+fn join(
+    journal: &mut Journal,
+    cgroups: &Cgroups,
+    to: &Group,
+    record: &PlacementRecord,
+    req: &DetachRequest,
+) -> Result<Result<(), LaunchError>, journal::JournalError> {
+    let pid = record.pid;
+    let from = |t: &ThreadRecord| cgroups.group(t.cpuset.as_deref().unwrap_or("/"));
+    for t in &record.threads {
+        let before = ThreadPlacement {
+            affinity: Some(t.affinity.clone()),
+            sched: req.sched.map(|_| t.sched),
+            // v1: a thread born since follows the main thread's group back; on
+            // v2 it moves back with its process.
+            cgroup: (cgroups.version() == CgroupVersion::V1).then(|| from(t).members()),
+        };
+        journal.adopt(pid, t.tid, &before)?;
+    }
+    let attaches = match cgroups.version() {
+        CgroupVersion::V1 => record
+            .threads
+            .iter()
+            .map(|t| to.attach_thread(&from(t), pid, t.tid))
+            .collect(),
+        // Every thread's group is its process's.
+        CgroupVersion::V2 => match record.threads.first() {
+            Some(first) => {
+                let tids: Vec<u32> = record.threads.iter().map(|t| t.tid).collect();
+                vec![to.attach_process(&from(first), pid, &tids)]
+            }
+            None => Vec::new(),
+        },
+    };
+    for attach in attaches {
+        for (id, res) in attach.tids.iter().zip(attach.run(journal)?) {
+            if let Err(e) = res {
+                return Ok(Err(failed(match cgroups.version() {
+                    CgroupVersion::V1 => format!(
+                        "cannot move thread {id} into the partition's cpuset {}: {e}",
+                        to.path()
+                    ),
+                    CgroupVersion::V2 => format!(
+                        "cannot move process {id} into the partition's cgroup {}: {e}",
+                        to.path()
+                    ),
+                })));
+            }
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Give every selected thread the CPUs and policy, each journaled first.
+fn place_threads(
+    journal: &mut Journal,
+    record: &PlacementRecord,
+    req: &DetachRequest,
+) -> Result<Result<(), LaunchError>, journal::JournalError> {
+    for t in &record.threads {
         let new = ThreadPlacement {
             affinity: Some(req.cpus.clone()),
             sched: req.sched.as_ref().map(|s| sched_after(s, &t.sched)),
-            cgroup: lists.as_ref().map(|(to, _)| to.clone()),
+            cgroup: None,
         };
-        let from = lists.as_ref().and_then(|(_, from)| from[i].as_deref());
-        let placed = journal
-            .place(req.pid, t.tid, &new, from)
-            .map_err(journal_failed)?;
-        if let Err(e) = placed {
-            // Undo what was done, newest first, then forget the journal.
-            drop(journal);
-            let _ = journal::revert(root, &store.journal_dir(req.pid));
-            store.remove(req.pid);
-            return Err(place_failure(&e, &req.cpus));
+        if let Err(e) = journal.place(record.pid, t.tid, &new, None)? {
+            return Ok(Err(place_failure(&e, &req.cpus)));
         }
     }
-    Ok(record)
+    Ok(Ok(()))
 }
 
 fn place_failure(e: &journal::PlaceError, cpus: &CpuList) -> LaunchError {
@@ -382,10 +491,6 @@ fn place_failure(e: &journal::PlaceError, cpus: &CpuList) -> LaunchError {
     match e.step {
         PlaceStep::Affinity if e.raw_os_error() == Some(libc::EINVAL) => failed(format!(
             "cannot set the affinity of thread {tid} to CPUs {cpus}: its cpuset does not include them — use -p PARTITION to move it into a cpuset that does"
-        )),
-        PlaceStep::Cgroup => failed(format!(
-            "cannot move thread {tid} into the partition's cpuset: {}",
-            e.source
         )),
         _ => failed(e.to_string()),
     }
@@ -470,7 +575,7 @@ pub fn attach(
             .iter()
             .find(|e| e.seq == n.seq)
             .and_then(|e| match &e.change {
-                Change::Placement { tid, .. } => Some(*tid),
+                Change::Placement { tid, .. } | Change::MoveTask { tid, .. } => Some(*tid),
                 _ => None,
             });
         report
@@ -478,11 +583,14 @@ pub fn attach(
             .push((tid.unwrap_or(0), format!("{}: {}", n.what, n.reason)));
     }
     let failed = |t: &u32| report.failed.iter().any(|(f, _)| f == t);
-    report.restored = placements
-        .iter()
-        .map(|(_, tid, _)| *tid)
-        .filter(|t| info.tids.contains(t) && !failed(t))
-        .collect();
+    // A thread joining a partition has two records (as it was, then as placed): listed once.
+    let mut restored: Vec<u32> = Vec::new();
+    for (_, tid, _) in &placements {
+        if info.tids.contains(tid) && !failed(tid) && !restored.contains(tid) {
+            restored.push(*tid);
+        }
+    }
+    report.restored = restored;
     if main.is_some() {
         report.adopted = born.iter().copied().filter(|t| !failed(t)).collect();
     }

@@ -3,8 +3,6 @@
 
 use std::io;
 
-use tame_host::HostError;
-
 /// The two outcomes callers act on differently (the CLI: exit 2 or 1).
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
@@ -16,28 +14,8 @@ pub enum LaunchError {
     Failed(#[from] Failure),
 }
 
-/// What failed, with the error underneath where there is one. The message names what was
-/// being done; the cause stays reachable through `source()`.
-#[derive(Debug, thiserror::Error)]
-pub enum Failure {
-    /// Described in words alone: there is no error underneath.
-    #[error("{0}")]
-    Message(String),
-    /// A system call or file operation failed.
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: io::Error,
-    },
-    /// A host file could not be read or understood.
-    #[error("{what}: {source}")]
-    Host {
-        what: String,
-        #[source]
-        source: HostError,
-    },
-}
+/// What failed underneath: one type for every layer (see [`tame_host::Failure`]).
+pub use tame_host::Failure;
 
 impl LaunchError {
     /// True when the caller has to change the request (the CLI exits 2).
@@ -58,10 +36,7 @@ pub(crate) fn failed(message: impl Into<String>) -> LaunchError {
 
 /// `what` failed with the OS error `source`.
 pub(crate) fn io_failed(what: impl Into<String>, source: io::Error) -> LaunchError {
-    LaunchError::Failed(Failure::Io {
-        what: what.into(),
-        source,
-    })
+    LaunchError::Failed(Failure::io(what, source))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! (`tame_host::process::inspect`); here its refusals become [`LaunchError`]s
 //! (bad input: a wrong PID), for the launch commands.
 
-pub use tame_host::process::{counters, cpuset_of, ProcessInfo, ThreadCounters};
+pub use tame_host::process::{counters, ProcessInfo, ThreadCounters};
 use tame_host::Root;
 
 use crate::error::{invalid, LaunchError};

@@ -10,7 +10,7 @@ use tame_host::cgroup::{CgroupModel, CgroupVersion};
 use tame_host::kernel::BootIsolation;
 use tame_host::reader::Reader;
 use tame_host::{CpuList, Root};
-use tame_partition::spec::{PartitionSpec, Role, Spec};
+use tame_partition::spec::{PartitionSpec, Role};
 use tame_rt::sched::{self, SchedSpec};
 use tame_rt::Policy;
 
@@ -151,7 +151,8 @@ pub fn resolve(root: &Root, req: &TargetRequest, caller: &Caller) -> Result<Targ
     if cgroup.is_none() {
         // Without a partition cgroup to join, the program inherits tame's own CPUs.
         let allowed = CpuList::from_cpus(sched::allowed_cpus());
-        check_usable(&cpus, &online, &allowed)?;
+        cpus.check_usable(&online, &allowed)
+            .map_err(|e| invalid(e.to_string()))?;
     } else {
         let offline = cpus.difference(&online);
         if !offline.is_empty() {
@@ -191,28 +192,6 @@ fn requested_cpus(req: &TargetRequest) -> Result<CpuList, LaunchError> {
             "no target — say where it goes with -p PARTITION, --cpus LIST or --cpu N",
         )),
     }
-}
-
-/// CPUs a program that inherits `allowed` (tame's own affinity) can be placed on.
-fn check_usable(cpus: &CpuList, online: &CpuList, allowed: &CpuList) -> Result<(), LaunchError> {
-    if cpus.is_empty() {
-        return Err(invalid(
-            "the CPU list is empty — name at least one CPU, e.g. --cpus 0, or --cpus all",
-        ));
-    }
-    let offline = cpus.difference(online);
-    if !offline.is_empty() {
-        return Err(invalid(format!(
-            "CPU {offline} is not online on this machine (online: {online}) — pick CPUs from the online list"
-        )));
-    }
-    let refused = cpus.difference(allowed);
-    if !refused.is_empty() {
-        return Err(invalid(format!(
-            "CPU {refused} is online but this process may not run there (its affinity/cpuset allows {allowed}) — pick CPUs from {allowed}, or run tame from a cpuset that includes them"
-        )));
-    }
-    Ok(())
 }
 
 /// The scheduling spec for `policy`, after checking the priority range and
@@ -271,15 +250,14 @@ pub fn applied_partition(
     name: &str,
     caller: &Caller,
 ) -> Result<AppliedPartition, LaunchError> {
-    let status =
-        tame_partition::status::status(root, journal_dir).map_err(|e| failed(e.to_string()))?;
-    let spec_text = status.spec.filter(|_| status.applied).ok_or_else(|| {
-        invalid(format!(
-            "no partitions are applied (no journal in {}) — apply a spec with `tame apply SPEC` first, or use --cpus",
-            journal_dir.display()
-        ))
-    })?;
-    let spec = Spec::parse("applied spec", &spec_text).map_err(|e| failed(e.to_string()))?;
+    let spec = tame_partition::status::applied_spec(journal_dir)
+        .map_err(|e| failed(e.to_string()))?
+        .ok_or_else(|| {
+            invalid(format!(
+                "no partitions are applied (no journal in {}) — apply a spec with `tame apply SPEC` first, or use --cpus",
+                journal_dir.display()
+            ))
+        })?;
     let p = spec
         .partitions
         .iter()
@@ -371,6 +349,7 @@ mod tests {
     use super::*;
 
     use tame_partition::apply::SPEC_NOTE;
+    use tame_partition::spec::Spec;
 
     const SPEC: &str = r#"
 [[partition]]
@@ -706,15 +685,18 @@ group = "rtgroup"
         let online = CpuList::parse("0-5").unwrap();
         let allowed = CpuList::parse("0-1").unwrap();
         let list = |t: &str| CpuList::parse(t).unwrap();
-        assert!(check_usable(&list("1"), &online, &allowed).is_ok());
-        let err = check_usable(&list("1-2"), &online, &allowed)
+        assert!(list("1").check_usable(&online, &allowed).is_ok());
+        let err = list("1-2")
+            .check_usable(&online, &allowed)
             .unwrap_err()
             .to_string();
         assert!(
             err.contains("CPU 2 is online but this process may not run there"),
             "{err}"
         );
-        assert!(check_usable(&CpuList::new(), &online, &allowed).is_err());
+        req.cpus = Some(String::new());
+        let err = invalid_text(h.resolve(&req, &root_caller()));
+        assert!(err.starts_with("the CPU list is empty"), "{err}");
     }
 
     #[test]

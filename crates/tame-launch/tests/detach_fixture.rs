@@ -2,6 +2,7 @@
 //! partition's cpuset, take the CPUs and policy, and attach — a revert of the
 //! process's journal — gives every thread, and one born since, its old placement.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use tame_host::CpuList;
@@ -37,7 +38,7 @@ fn detach_then_attach_on_a_fixture_restores_every_thread() {
     put("/proc/40/status", "Uid:\t0\t0\t0\t0\n");
     for tid in [40, 41] {
         put(&format!("/proc/40/task/{tid}/stat"), &stat(tid));
-        put(&format!("/proc/40/task/{tid}/cpuset"), "/\n");
+        put(&format!("/proc/40/task/{tid}/cgroup"), "3:cpuset:/\n0::/\n");
         backend.add_thread(tid, CpuList::parse("0-3").unwrap());
     }
     backend.set_thread(
@@ -127,7 +128,7 @@ fn a_refused_placement_puts_back_the_threads_already_moved() {
     put("/proc/40/status", "Uid:\t0\t0\t0\t0\n");
     for tid in [40, 41] {
         put(&format!("/proc/40/task/{tid}/stat"), &stat(tid));
-        put(&format!("/proc/40/task/{tid}/cpuset"), "/\n");
+        put(&format!("/proc/40/task/{tid}/cgroup"), "3:cpuset:/\n0::/\n");
         backend.add_thread(tid, CpuList::parse("0-3").unwrap());
     }
     let before = snapshot_tree(&base);
@@ -152,5 +153,187 @@ fn a_refused_placement_puts_back_the_threads_already_moved() {
         "thread 40 is back in the root cpuset"
     );
     assert!(store.list().is_empty());
+    assert!(!dir.path().join("state/placed").exists());
+}
+
+/// A fixture host with process 40 (threads 40 and 41, affinities 0-3 and 1) and `files`.
+fn host(files: &[(&str, &str)]) -> (tempfile::TempDir, Arc<FixtureBackend>, tame_host::Root) {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(FixtureBackend::new());
+    let root = backend.root(dir.path().join("root"));
+    let mut all = vec![
+        ("/proc/40/stat".to_string(), stat(40)),
+        ("/proc/40/status".into(), "Uid:\t0\t0\t0\t0\n".into()),
+        ("/proc/40/task/40/stat".into(), stat(40)),
+        ("/proc/40/task/41/stat".into(), stat(41)),
+    ];
+    all.extend(files.iter().map(|(p, t)| (p.to_string(), t.to_string())));
+    for (p, text) in all {
+        let f = root.path(&p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, text).unwrap();
+    }
+    backend.add_thread(40, CpuList::parse("0-3").unwrap());
+    backend.add_thread(41, CpuList::parse("1").unwrap());
+    (dir, backend, root)
+}
+
+fn fifo_request(threads: ThreadSelection) -> DetachRequest {
+    DetachRequest {
+        pid: 40,
+        cpus: CpuList::parse("3").unwrap(),
+        threads,
+        sched: Some(SchedSpec::static_priority(Policy::Fifo, 5)),
+        cpuset: Some("/tame-rt".into()),
+    }
+}
+
+/// Detach into tame-rt, check `placed`, attach: every thread as before, the tree byte for byte.
+fn detach_and_attach(
+    dir: &Path,
+    backend: &FixtureBackend,
+    root: &tame_host::Root,
+    placed: &[(&str, &str)],
+) {
+    let before = snapshot_tree(root.base());
+    let store = Store::new(&dir.join("state"));
+    let record = detach::detach(root, &store, &fifo_request(ThreadSelection::All), 0).unwrap();
+    for (path, want) in placed {
+        assert_eq!(root.read(path).unwrap(), *want, "{path}");
+    }
+    for tid in [40, 41] {
+        let t = backend.thread(tid).unwrap();
+        assert_eq!(t.affinity.to_string(), "3");
+        assert_eq!((t.sched.policy, t.sched.priority), (libc::SCHED_FIFO, 5));
+    }
+    let report = detach::attach(root, &store, 40, 0).unwrap();
+    assert!(report.failed.is_empty(), "{report:?}");
+    assert_eq!(report.restored, vec![40, 41]);
+    assert_eq!(backend.thread(40).unwrap().affinity.to_string(), "0-3");
+    assert_eq!(backend.thread(41).unwrap().affinity.to_string(), "1");
+    assert!([40, 41]
+        .iter()
+        .all(|&t| backend.thread(t).unwrap().sched.policy == libc::SCHED_OTHER));
+    assert_eq!(snapshot_tree(root.base()), before, "{record:?}");
+    assert!(store.list().is_empty());
+}
+
+/// v1: each thread joins tame-rt/tasks from its own cpuset, and goes back to it.
+#[test]
+fn v1_threads_go_back_to_their_own_cpusets() {
+    let (dir, backend, root) = host(&[
+        (
+            "/proc/mounts",
+            "cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n",
+        ),
+        ("/sys/fs/cgroup/cpuset/tasks", "1\n40\n"),
+        ("/sys/fs/cgroup/cpuset/cpuset.cpus", "0-3\n"),
+        ("/sys/fs/cgroup/cpuset/a/tasks", "41\n"),
+        ("/sys/fs/cgroup/cpuset/a/cpuset.cpus", "1\n"),
+        ("/sys/fs/cgroup/cpuset/tame-rt/tasks", ""),
+        ("/sys/fs/cgroup/cpuset/tame-rt/cpuset.cpus", "2-3\n"),
+        ("/proc/40/task/40/cgroup", "3:cpuset:/\n"),
+        ("/proc/40/task/41/cgroup", "3:cpuset:/a\n"),
+    ]);
+    detach_and_attach(
+        dir.path(),
+        &backend,
+        &root,
+        &[
+            ("/sys/fs/cgroup/cpuset/tame-rt/tasks", "40\n41\n"),
+            ("/sys/fs/cgroup/cpuset/tasks", "1\n"),
+            ("/sys/fs/cgroup/cpuset/a/tasks", ""),
+        ],
+    );
+}
+
+/// cgroup v2 at /sys/fs/cgroup/unified; process 40 in /user.slice/s.scope, where
+/// cpuset is not enabled (its `cpuset` file names the root, where it is effective).
+const V2: &[(&str, &str)] = &[
+    (
+        "/proc/mounts",
+        "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n",
+    ),
+    ("/sys/fs/cgroup/unified/cgroup.controllers", "cpuset cpu\n"),
+    ("/sys/fs/cgroup/unified/cgroup.subtree_control", "cpuset\n"),
+    ("/sys/fs/cgroup/unified/cgroup.procs", "1\n"),
+    ("/sys/fs/cgroup/unified/user.slice/cgroup.procs", "7\n"),
+    (
+        "/sys/fs/cgroup/unified/user.slice/s.scope/cgroup.procs",
+        "40\n",
+    ),
+    ("/sys/fs/cgroup/unified/tame-rt/cgroup.procs", ""),
+    ("/sys/fs/cgroup/unified/tame-rt/cpuset.cpus", "2-3\n"),
+    ("/proc/40/cgroup", "0::/user.slice/s.scope\n"),
+    ("/proc/40/task/40/cgroup", "0::/user.slice/s.scope\n"),
+    ("/proc/40/task/41/cgroup", "0::/user.slice/s.scope\n"),
+    ("/proc/40/task/40/cpuset", "/\n"),
+    ("/proc/40/task/41/cpuset", "/\n"),
+];
+
+/// v2: the process joins tame-rt/cgroup.procs and goes back to the exact `0::` group.
+#[test]
+fn v2_the_process_goes_back_to_its_exact_group() {
+    let (dir, backend, root) = host(V2);
+    detach_and_attach(
+        dir.path(),
+        &backend,
+        &root,
+        &[
+            ("/sys/fs/cgroup/unified/tame-rt/cgroup.procs", "40\n"),
+            ("/sys/fs/cgroup/unified/user.slice/s.scope/cgroup.procs", ""),
+            ("/sys/fs/cgroup/unified/user.slice/cgroup.procs", "7\n"),
+            ("/sys/fs/cgroup/unified/cgroup.procs", "1\n"),
+        ],
+    );
+}
+
+/// v2: a thread born in the partition gets the main thread's previous placement.
+#[test]
+fn v2_a_thread_born_since_detach_is_given_the_main_threads_placement() {
+    let (dir, backend, root) = host(V2);
+    let store = Store::new(&dir.path().join("state"));
+    detach::detach(&root, &store, &fifo_request(ThreadSelection::All), 0).unwrap();
+    let f = root.path("/proc/40/task/42/stat");
+    std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+    std::fs::write(f, stat(42)).unwrap();
+    backend.set_thread(42, backend.thread(40).unwrap());
+    let report = detach::attach(&root, &store, 40, 0).unwrap();
+    assert!(report.failed.is_empty(), "{report:?}");
+    assert_eq!((report.restored, report.adopted), (vec![40, 41], vec![42]));
+    let t = backend.thread(42).unwrap();
+    assert_eq!(
+        (t.affinity.to_string(), t.sched.policy),
+        ("0-3".to_string(), libc::SCHED_OTHER)
+    );
+    assert_eq!(
+        root.read("/sys/fs/cgroup/unified/user.slice/s.scope/cgroup.procs")
+            .unwrap(),
+        "40\n"
+    );
+}
+
+/// v2 refusals come before anything is written: a part of the threads, a missing partition.
+#[test]
+fn v2_refusals_change_nothing() {
+    let (dir, _backend, root) = host(V2);
+    let store = Store::new(&dir.path().join("state"));
+    let before = snapshot_tree(root.base());
+    let err = detach::detach(&root, &store, &fifo_request(ThreadSelection::Main), 0)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cgroup v2 moves whole processes"), "{err}");
+    let gone = DetachRequest {
+        cpuset: Some("/tame-gone".into()),
+        ..fifo_request(ThreadSelection::All)
+    };
+    let err = detach::detach(&root, &store, &gone, 0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("partition cgroup /sys/fs/cgroup/unified/tame-gone does not exist"),
+        "{err}"
+    );
+    assert_eq!(snapshot_tree(root.base()), before);
     assert!(!dir.path().join("state/placed").exists());
 }

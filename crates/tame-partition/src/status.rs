@@ -12,7 +12,8 @@ use tame_host::timer_list::{read_armed, ArmedTimers};
 use tame_host::{CpuList, HostModel, Root};
 
 use crate::apply::SPEC_NOTE;
-use crate::spec::{Role, Spec};
+use crate::plan::{same_value, ValueKind};
+use crate::spec::{Role, Spec, SpecError};
 
 /// Version of the JSON shape of [`Status`].
 pub const STATUS_SCHEMA: u32 = 1;
@@ -87,9 +88,7 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
             audit: Audit::default(),
         });
     };
-    let spec_text = rec
-        .note(SPEC_NOTE)
-        .map(|t| String::from_utf8_lossy(t).into_owned());
+    let spec_text = spec_note(&rec);
     let spec = spec_text
         .as_deref()
         .and_then(|t| Spec::parse("journal", t).ok());
@@ -114,7 +113,34 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
     })
 }
 
-/// The files whose value is no longer the last one apply wrote.
+/// Why the applied spec could not be read from the journal.
+#[derive(Debug, thiserror::Error)]
+pub enum AppliedSpecError {
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// The journal's note holds a spec that does not parse (a damaged journal).
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+}
+
+/// The spec applied with the journal in `dir`, from the journal's note alone (no
+/// read of the host, no audit): `None` when nothing is applied. For callers that
+/// need the applied partitions, such as `tame run -p`.
+pub fn applied_spec(dir: &Path) -> Result<Option<Spec>, AppliedSpecError> {
+    let Some(text) = journal::load(dir)?.as_ref().and_then(spec_note) else {
+        return Ok(None);
+    };
+    Ok(Some(Spec::parse("applied spec", &text)?))
+}
+
+/// The spec text apply noted in the journal.
+fn spec_note(rec: &Recorded) -> Option<String> {
+    rec.note(SPEC_NOTE)
+        .map(|t| String::from_utf8_lossy(t).into_owned())
+}
+
+/// The files whose value is no longer the last one apply wrote, compared as the
+/// planner compares them ([`same_value`]) so a file plan leaves alone is no drift.
 fn drift(root: &Root, rec: &Recorded) -> Vec<Drift> {
     let mut last: BTreeMap<&str, &[u8]> = BTreeMap::new();
     for e in &rec.entries {
@@ -126,10 +152,10 @@ fn drift(root: &Root, rec: &Recorded) -> Vec<Drift> {
         .filter_map(|(path, new)| {
             let applied = String::from_utf8_lossy(new).trim().to_string();
             let now = root.read(path).ok().map(|t| t.trim().to_string());
-            let same = now.as_deref().is_some_and(|n| {
-                n == applied
-                    || matches!((CpuList::parse(n), CpuList::parse(&applied)), (Ok(a), Ok(b)) if a == b)
-            });
+            let kind = ValueKind::of_written(&applied);
+            let same = now
+                .as_deref()
+                .is_some_and(|n| same_value(n, &applied, kind));
             (!same).then(|| Drift {
                 path: path.to_string(),
                 applied,

@@ -6,6 +6,7 @@ use common::*;
 use tame_host::cgroup::{CgroupVersion, V1Hierarchy};
 use tame_host::irq::{Irq, ManagedSource};
 use tame_host::{CpuList, HostModel, Root};
+use tame_partition::status::{applied_spec, AppliedSpecError, Drift};
 use tame_partition::{apply, plan, revert, status, ApplyError, Spec, Step};
 use tame_testing::synthetic::SyntheticHost;
 
@@ -267,6 +268,54 @@ fn v2_without_cpuset_in_subtree_control_enables_it_and_reverts() {
     let rep = revert(&f.root, &f.journal).unwrap();
     assert!(rep.not_restored.is_empty(), "{rep:?}");
     assert!(differences(&before, &snapshot(&f.root)).is_empty());
+}
+
+#[test]
+fn v2_status_and_plan_agree_that_an_enabled_controller_is_no_change() {
+    const SC: &str = "/sys/fs/cgroup/cgroup.subtree_control";
+    let f = fixture(&SyntheticHost::two_socket_smt());
+    put(&f.root, SC, "cpu io memory pids\n");
+    let text = "[[partition]]\nname = \"s\"\ncpus = \"0-3\"\nrole = \"system\"\n[[partition]]\nname = \"r\"\ncpus = \"8\"\nrole = \"isolated\"\n";
+    let s = spec(text);
+    assert!(write_paths(&plan(&s, &HostModel::read(&f.root)).unwrap()).contains(&SC.to_string()));
+    apply(&f.root, &s, text, &f.journal, None).unwrap();
+    // apply wrote `+cpuset`; the kernel (the fixture backend) prints the enabled set.
+    assert_eq!(f.root.read(SC).unwrap(), "cpuset cpu io memory pids\n");
+    let st = status(&f.root, &f.journal).unwrap();
+    assert!(st.drift.is_empty(), "{:#?}", st.drift);
+    assert!(!write_paths(&plan(&s, &HostModel::read(&f.root)).unwrap()).contains(&SC.to_string()));
+    // Someone disables cpuset again: status says so, and plan would enable it.
+    put(&f.root, SC, "cpu io memory pids\n");
+    let st = status(&f.root, &f.journal).unwrap();
+    assert_eq!(
+        st.drift,
+        vec![Drift {
+            path: SC.into(),
+            applied: "+cpuset".into(),
+            now: Some("cpu io memory pids".into()),
+        }]
+    );
+    assert!(write_paths(&plan(&s, &HostModel::read(&f.root)).unwrap()).contains(&SC.to_string()));
+}
+
+#[test]
+fn the_applied_spec_is_read_from_the_journal_alone() {
+    let f = v1_fixture();
+    assert!(applied_spec(&f.journal).unwrap().is_none());
+    let s = spec(MINIMAL_8);
+    apply(&f.root, &s, MINIMAL_8, &f.journal, None).unwrap();
+    assert_eq!(applied_spec(&f.journal).unwrap(), Some(s));
+    revert(&f.root, &f.journal).unwrap();
+    assert!(applied_spec(&f.journal).unwrap().is_none());
+    // A journal whose note is no spec is damaged, not "nothing applied".
+    let mut j = tame_host::journal::Journal::open(&f.root, &f.journal).unwrap();
+    j.note(tame_partition::apply::SPEC_NOTE, b"[[partition]\n")
+        .unwrap();
+    let e = applied_spec(&f.journal).unwrap_err();
+    assert!(
+        matches!(e, AppliedSpecError::Spec(_)) && e.to_string().starts_with("applied spec:1:"),
+        "{e}"
+    );
 }
 
 #[test]

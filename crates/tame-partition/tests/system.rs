@@ -99,7 +99,8 @@ fn isolate_one_cpu_for_real_and_revert_byte_for_byte() {
     // start in the root cpuset and are the only exception.
     for t in HostModel::read(&root).processes.tasks {
         let pinned = kernel_places(t.kthread, t.affinity_locked, &t.comm);
-        if t.affinity.intersection(&iso).is_empty() || pinned {
+        // A zombie never runs again (and cannot be attached anywhere): not a disturbance.
+        if t.affinity.intersection(&iso).is_empty() || pinned || t.state == 'Z' {
             continue;
         }
         let in_partition =

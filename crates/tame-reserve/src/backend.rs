@@ -203,7 +203,7 @@ impl Backend for Deadline {
     }
 
     fn release(&self, pid: u32) -> Result<bool> {
-        let held = bandwidth::deadline_threads(&self.root, |_| None)
+        let held = bandwidth::deadline_threads(&self.root)
             .iter()
             .any(|t| t.pid == pid);
         if !held {
@@ -221,14 +221,8 @@ impl Backend for Deadline {
     }
 
     fn list(&self, into: &mut Listing) {
-        // Fixture trees have no live threads to ask for their parameters.
-        let live = if self.root.is_system() {
-            bandwidth::live_params
-        } else {
-            |_| None
-        };
         into.reservations.extend(
-            bandwidth::deadline_threads(&self.root, live)
+            bandwidth::deadline_threads(&self.root)
                 .into_iter()
                 .map(|t| Reservation {
                     backend: spec::Backend::Deadline,

@@ -111,10 +111,7 @@ impl DeadlineThread {
 
 /// Every SCHED_DEADLINE thread under /proc. `params` reads a thread's runtime and period
 /// (sched_getattr on the live system; tests pass a table).
-pub fn deadline_threads(
-    root: &Root,
-    params: impl Fn(u32) -> Option<(u64, u64)>,
-) -> Vec<DeadlineThread> {
+pub fn deadline_threads(root: &Root) -> Vec<DeadlineThread> {
     let mut found = Vec::new();
     for pid in root.pids() {
         let process = root.process(pid);
@@ -125,7 +122,10 @@ pub fn deadline_threads(
             if stat.policy != SCHED_DEADLINE {
                 continue;
             }
-            let (runtime_ns, period_ns) = params(tid).unwrap_or((0, 0));
+            // Runtime and period are not in /proc: the backend asks the kernel (sched_getattr).
+            let (runtime_ns, period_ns) = root
+                .thread_sched(tid)
+                .map_or((0, 0), |s| (s.dl_runtime_ns, s.dl_period_ns));
             found.push(DeadlineThread {
                 pid,
                 tid,
@@ -136,12 +136,6 @@ pub fn deadline_threads(
         }
     }
     found
-}
-
-/// sched_getattr of a live thread: its deadline runtime and period.
-pub fn live_params(tid: u32) -> Option<(u64, u64)> {
-    let s = tame_rt::sched::get_thread_sched(tid as libc::pid_t).ok()?;
-    Some((s.dl_runtime_ns, s.dl_period_ns))
 }
 
 /// Deadline bandwidth free on the root domain, in ppm of one CPU (so 2 CPUs × 90 % = 1 800 000).
@@ -188,7 +182,21 @@ mod tests {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, text).unwrap();
         }
-        let root = Root::new(dir.path());
+        let backend = std::sync::Arc::new(tame_testing::FixtureBackend::new());
+        backend.set_thread(
+            10,
+            tame_testing::FixtureThread {
+                affinity: tame_host::CpuList::parse("0-1").unwrap(),
+                sched: tame_rt::sched::ThreadSched {
+                    policy: 6,
+                    dl_runtime_ns: 10_000_000,
+                    dl_deadline_ns: 40_000_000,
+                    dl_period_ns: 40_000_000,
+                    ..tame_testing::fixture::default_sched()
+                },
+            },
+        );
+        let root = backend.root(dir.path());
         (dir, root)
     }
 
@@ -221,7 +229,7 @@ mod tests {
         assert!(limits.fair_server);
         assert_eq!(limits.deadline_cap_ppm(), 900_000);
         assert_eq!(limits.notes().len(), 2);
-        let found = deadline_threads(&root, |tid| (tid == 10).then_some((10_000_000, 40_000_000)));
+        let found = deadline_threads(&root);
         assert_eq!(found.len(), 1);
         assert_eq!(
             (found[0].pid, found[0].tid, found[0].share_ppm()),

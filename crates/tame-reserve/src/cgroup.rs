@@ -9,10 +9,11 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use tame_host::cgroup::{CgroupModel, CgroupVersion, ControllerHome};
-use tame_host::journal::{self, Journal};
+use tame_host::cgroup::proc::proc_cgroup_path;
+use tame_host::cgroup::{write_all, CgroupModel, CgroupVersion, Cgroups, ControllerHome, Group};
+use tame_host::journal::{self, Journal, ThreadPlacement};
 use tame_host::reader::Reader;
-use tame_host::Root;
+use tame_host::{CpuList, Root};
 
 use crate::error::{failed, invalid, Result};
 use crate::spec::{percent, Request};
@@ -33,35 +34,31 @@ pub struct CgroupReservation {
     pub quota_us: u64,
     pub period_us: u64,
     pub share_ppm: u64,
-    /// The affinity the threads had before `--cpu` pinned them (restored on release).
+    /// The affinity the threads had before `--cpu` pinned them (for the record:
+    /// release restores it from the journal's placement records).
     pub previous_affinity: Option<Vec<(u32, Vec<u32>)>>,
 }
 
-/// Where the CPU controller is usable.
-pub fn controller(root: &Root) -> Result<ControllerHome> {
-    let model = CgroupModel::read(&mut Reader::new(root));
-    model.controller_home("cpu").ok_or_else(|| {
+/// The CPU controller where it is usable.
+fn cpu_cgroups(root: &Root) -> Result<Cgroups> {
+    Cgroups::for_controller(&CgroupModel::read(&mut Reader::new(root)), "cpu").ok_or_else(|| {
         invalid(
             "no cgroup CPU controller is mounted (neither cgroup v2 with cpu enabled nor a v1 cpu hierarchy) — mount one, or use --backend server or deadline",
         )
     })
 }
 
-pub fn journal_dir(state_dir: &Path, pid: u32) -> PathBuf {
-    state_dir.join("reserve").join(format!("cgroup-{pid}"))
+/// Where the CPU controller is usable.
+pub fn controller(root: &Root) -> Result<ControllerHome> {
+    let cpu = cpu_cgroups(root)?;
+    Ok(ControllerHome {
+        version: cpu.version(),
+        mount: cpu.mount().to_string(),
+    })
 }
 
-/// The task's group path (relative to the hierarchy's mount) from /proc/PID/cgroup.
-pub fn current_group(proc_cgroup: &str, version: CgroupVersion) -> Option<String> {
-    proc_cgroup.lines().find_map(|line| {
-        let mut parts = line.splitn(3, ':');
-        let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let hit = match version {
-            CgroupVersion::V2 => id == "0" && controllers.is_empty(),
-            CgroupVersion::V1 => controllers.split(',').any(|c| c == "cpu"),
-        };
-        hit.then(|| path.to_string())
-    })
+pub fn journal_dir(state_dir: &Path, pid: u32) -> PathBuf {
+    state_dir.join("reserve").join(format!("cgroup-{pid}"))
 }
 
 /// Quota and period in µs for a request, validated against the kernel's bounds.
@@ -90,7 +87,7 @@ pub fn reserve_pid(
     pid: u32,
     req: &Request,
 ) -> Result<CgroupReservation> {
-    let home = controller(root)?;
+    let cpu = cpu_cgroups(root)?;
     let (quota_us, period_us) = quota_period_us(req)?;
     let info = tame_host::process::inspect(root, pid).map_err(|e| invalid(e.to_string()))?;
     let jdir = journal_dir(state_dir, pid);
@@ -99,40 +96,36 @@ pub fn reserve_pid(
             "process {pid} already has a cgroup reservation — release it first (tame reserve --release {pid})"
         )));
     }
-    let proc_cgroup = root.read(format!("/proc/{pid}/cgroup")).map_err(|e| {
-        invalid(format!(
-            "cannot read process {pid}'s cgroups: {e} — it may have exited"
-        ))
-    })?;
-    let from_rel = current_group(&proc_cgroup, home.version).ok_or_else(|| {
-        failed(format!(
-            "process {pid} is in no cpu cgroup according to /proc/{pid}/cgroup"
-        ))
-    })?;
-    let parent = format!("{}{}", home.mount, from_rel.trim_end_matches('/'));
-    let group = format!("{}/{GROUP_PREFIX}{pid}", home.mount);
-    if root.exists(&group) {
+    let from = cpu
+        .group_of_process(root, pid)
+        .map_err(|e| {
+            invalid(format!(
+                "cannot read process {pid}'s cgroups: {e} — it may have exited"
+            ))
+        })?
+        .ok_or_else(|| {
+            failed(format!(
+                "process {pid} is in no cpu cgroup according to {}",
+                proc_cgroup_path(pid)
+            ))
+        })?;
+    // Beside the other top-level groups, wherever the process is now.
+    let parent = cpu.root();
+    let group = parent.child(&format!("{GROUP_PREFIX}{pid}"));
+    if root.exists(group.path()) {
         return Err(invalid(format!(
-            "{group} exists already (left over from an earlier run?) — release it (tame reserve --release {pid}) or remove it"
+            "{} exists already (left over from an earlier run?) — release it (tame reserve --release {pid}) or remove it",
+            group.path()
         )));
     }
-    let (members, parent_members) = match home.version {
-        CgroupVersion::V1 => (format!("{group}/tasks"), format!("{parent}/tasks")),
-        CgroupVersion::V2 => {
-            let control = root
-                .read_trimmed(format!("{parent}/cgroup.subtree_control"))
-                .unwrap_or_default();
-            if !control.split_whitespace().any(|c| c == "cpu") {
-                return Err(invalid(format!(
-                    "the cpu controller is not enabled below {parent} (cgroup.subtree_control: {control:?}) — enable it (echo +cpu > {parent}/cgroup.subtree_control) or use another backend"
-                )));
-            }
-            (
-                format!("{group}/cgroup.procs"),
-                format!("{parent}/cgroup.procs"),
-            )
-        }
-    };
+    if !parent.children_may_use(root, "cpu") {
+        let control = parent.subtree_control_file().unwrap_or_default();
+        let now = root.read_trimmed(&control).unwrap_or_default();
+        return Err(invalid(format!(
+            "the cpu controller is not enabled below {} ({control}: {now:?}) — enable it (echo +cpu > {control}) or use another backend",
+            parent.path()
+        )));
+    }
     let previous_affinity = req.cpu.map(|_| {
         info.tids
             .iter()
@@ -141,75 +134,58 @@ pub fn reserve_pid(
     });
     let reservation = CgroupReservation {
         pid,
-        group: group.clone(),
-        version: home.version,
+        group: group.path(),
+        version: cpu.version(),
         quota_us,
         period_us,
         share_ppm: req.share_ppm,
         previous_affinity,
     };
     // Everything is checked; from here on every change is journaled first.
-    let result = apply(
-        root,
-        &jdir,
-        &reservation,
-        &members,
-        &parent_members,
-        &info.tids,
-        req.cpu,
-    );
-    if let Err(e) = result {
-        let _ = release_dir(root, &jdir, None);
+    let made = Made {
+        group: &group,
+        from: &from,
+        tids: &info.tids,
+    };
+    if let Err(e) = apply(root, &jdir, &reservation, &made, req.cpu) {
+        let _ = release_dir(root, &jdir);
         return Err(e);
     }
     Ok(reservation)
+}
+
+/// The group to make, where the process is now, and its threads.
+struct Made<'a> {
+    group: &'a Group,
+    from: &'a Group,
+    tids: &'a [u32],
 }
 
 fn apply(
     root: &Root,
     jdir: &Path,
     r: &CgroupReservation,
-    members: &str,
-    parent_members: &str,
-    tids: &[u32],
+    made: &Made,
     cpu: Option<u32>,
 ) -> Result<()> {
     let jerr = |e: journal::JournalError| failed(e.to_string());
     let mut j = Journal::open(root, jdir).map_err(jerr)?;
     let note = serde_json::to_vec(r).map_err(|e| failed(e.to_string()))?;
     j.note(NOTE, &note).map_err(jerr)?;
-    j.create_dir(&r.group, Some((members, parent_members)))
+    // Revert hands the tasks back to the group they came from, then removes it.
+    made.group
+        .create(made.from)
+        .run(&mut j)
         .map_err(jerr)?
         .map_err(|e| failed(format!("cannot create {}: {e}", r.group)))?;
-    let writes: Vec<(String, String)> = match r.version {
-        CgroupVersion::V1 => vec![
-            (
-                format!("{}/cpu.cfs_period_us", r.group),
-                r.period_us.to_string(),
-            ),
-            (
-                format!("{}/cpu.cfs_quota_us", r.group),
-                r.quota_us.to_string(),
-            ),
-        ],
-        CgroupVersion::V2 => vec![(
-            format!("{}/cpu.max", r.group),
-            format!("{} {}", r.quota_us, r.period_us),
-        )],
-    };
-    for (path, value) in writes {
-        j.write(&path, value.as_bytes(), None)
-            .map_err(jerr)?
-            .map_err(|e| failed(format!("cannot write {value} to {path}: {e}")))?;
+    // One at a time: the kernel checks a v1 quota against the period written before it.
+    for w in made.group.cpu_bandwidth(r.quota_us, r.period_us) {
+        for res in write_all(&mut j, std::slice::from_ref(&w)).map_err(jerr)? {
+            res.map_err(|e| failed(format!("cannot write {} to {}: {e}", w.value, w.path)))?;
+        }
     }
-    let ids: Vec<u32> = match r.version {
-        CgroupVersion::V1 => tids.to_vec(),
-        CgroupVersion::V2 => vec![r.pid],
-    };
-    for (id, res) in ids
-        .iter()
-        .zip(j.move_tasks(&ids, parent_members, members).map_err(jerr)?)
-    {
+    let attach = made.group.attach_process(made.from, r.pid, made.tids);
+    for (id, res) in attach.tids.iter().zip(attach.run(&mut j).map_err(jerr)?) {
         // A thread that ended meanwhile is no failure.
         if let Err(e) = res {
             if e.raw_os_error() != Some(libc::ESRCH) {
@@ -221,21 +197,22 @@ fn apply(
         }
     }
     if let Some(cpu) = cpu {
-        for &t in tids {
-            let _ = root.set_affinity(t, &tame_host::CpuList::from_cpus([cpu]));
+        // Journaled too, so release (or recovery) gives each thread its affinity back.
+        let pin = ThreadPlacement {
+            affinity: Some(CpuList::from_cpus([cpu])),
+            ..ThreadPlacement::default()
+        };
+        for &t in made.tids {
+            // A thread that ended or refuses keeps running capped, as before.
+            let _ = j.place(r.pid, t, &pin, None).map_err(jerr)?;
         }
     }
     Ok(())
 }
 
-/// Undo a reservation: tasks back, group removed, affinity restored, journal gone.
-fn release_dir(root: &Root, jdir: &Path, r: Option<&CgroupReservation>) -> Result<()> {
+/// Undo a reservation: affinity restored, tasks back, group removed, journal gone.
+fn release_dir(root: &Root, jdir: &Path) -> Result<()> {
     let report = journal::revert(root, jdir).map_err(|e| failed(e.to_string()))?;
-    if let Some(prev) = r.and_then(|r| r.previous_affinity.as_ref()) {
-        for (tid, cpus) in prev {
-            let _ = tame_rt::sched::set_affinity(*tid as libc::pid_t, cpus.iter().copied());
-        }
-    }
     if !report.not_restored.is_empty() {
         let what: Vec<String> = report
             .not_restored
@@ -255,10 +232,10 @@ fn release_dir(root: &Root, jdir: &Path, r: Option<&CgroupReservation>) -> Resul
 /// Release `pid`'s cgroup reservation. Ok(false): it had none.
 pub fn release_pid(root: &Root, state_dir: &Path, pid: u32) -> Result<bool> {
     let jdir = journal_dir(state_dir, pid);
-    let Some(r) = load(&jdir) else {
+    if load(&jdir).is_none() {
         return Ok(false);
-    };
-    release_dir(root, &jdir, Some(&r))?;
+    }
+    release_dir(root, &jdir)?;
     Ok(true)
 }
 
@@ -283,8 +260,11 @@ pub fn list(state_dir: &Path) -> Vec<CgroupReservation> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::spec::Backend;
+    use tame_testing::{snapshot_tree, FixtureBackend};
 
     fn req(share_ppm: u64, period_ns: u64) -> Request {
         Request {
@@ -293,23 +273,6 @@ mod tests {
             cpu: None,
             backend: Backend::Cgroup,
         }
-    }
-
-    #[test]
-    fn finds_the_cpu_group_of_a_task() {
-        let text = "12:cpuset:/\n5:cpu:/user.slice\n4:cpuacct:/\n0::/init.scope\n";
-        assert_eq!(
-            current_group(text, CgroupVersion::V1).as_deref(),
-            Some("/user.slice")
-        );
-        assert_eq!(
-            current_group(text, CgroupVersion::V2).as_deref(),
-            Some("/init.scope")
-        );
-        assert_eq!(
-            current_group("3:cpu,cpuacct:/a\n", CgroupVersion::V1).as_deref(),
-            Some("/a")
-        );
     }
 
     #[test]
@@ -328,47 +291,197 @@ mod tests {
             .contains("1000 µs"));
     }
 
-    /// On a fixture tree: the group is made, capped, the task moved; release puts all back.
+    /// A fixture host with process 42 (threads 42 and 43) and `files`; the state dir beside it.
+    struct Host {
+        dir: tempfile::TempDir,
+        backend: Arc<FixtureBackend>,
+        root: Root,
+    }
+
+    impl Host {
+        fn new(files: &[(&str, &str)]) -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let backend = Arc::new(FixtureBackend::new());
+            let root = backend.root(dir.path().join("root"));
+            let stat = |tid: u32| {
+                format!("{tid} (worker) R 1 42 42 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 2 0 777 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
+            };
+            let mut all = vec![
+                ("/proc/42/stat".to_string(), stat(42)),
+                ("/proc/42/status".into(), "Uid:\t0\t0\t0\t0\n".into()),
+                ("/proc/42/task/42/stat".into(), stat(42)),
+                ("/proc/42/task/43/stat".into(), stat(43)),
+            ];
+            all.extend(files.iter().map(|(p, t)| (p.to_string(), t.to_string())));
+            for (p, text) in all {
+                let f = root.path(&p);
+                std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+                std::fs::write(f, text).unwrap();
+            }
+            Host { dir, backend, root }
+        }
+
+        fn state(&self) -> PathBuf {
+            self.dir.path().join("state")
+        }
+
+        fn read(&self, p: &str) -> String {
+            self.root.read(p).unwrap()
+        }
+
+        fn snapshot(&self) -> tame_testing::TreeSnapshot {
+            snapshot_tree(self.root.base())
+        }
+
+        /// Reserve 25 % of 40 ms for 42, check `expect`, release: the tree is as before.
+        fn reserve_and_release(&self, req: &Request, expect: &[(&str, &str)]) -> CgroupReservation {
+            let before = self.snapshot();
+            let r = reserve_pid(&self.root, &self.state(), 42, req).unwrap();
+            for (path, want) in expect {
+                assert_eq!(self.read(path), *want, "{path}");
+            }
+            assert_eq!(list(&self.state()), vec![r.clone()]);
+            // A second reservation of the same process is refused, nothing changed.
+            let during = self.snapshot();
+            let again = reserve_pid(&self.root, &self.state(), 42, req).unwrap_err();
+            assert!(again.to_string().contains("already has"), "{again}");
+            assert_eq!(self.snapshot(), during);
+            assert!(release_pid(&self.root, &self.state(), 42).unwrap());
+            assert_eq!(self.snapshot(), before, "released byte for byte");
+            assert!(list(&self.state()).is_empty());
+            assert!(!journal_dir(&self.state(), 42).exists());
+            assert!(!release_pid(&self.root, &self.state(), 42).unwrap());
+            r
+        }
+    }
+
+    const V1_CPU: &str = "cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu,cpuacct 0 0\n";
+    const V2: &str = "cgroup2 /sys/fs/cgroup cgroup2 rw,relatime 0 0\n";
+
+    /// v1: every thread of the process moves to the capped group's `tasks`, back on release.
     #[test]
-    fn reserve_and_release_on_a_fixture_tree() {
-        let dir = tempfile::tempdir().unwrap();
-        let base = dir.path().join("root");
-        let put = |p: &str, t: &str| {
-            let f = base.join(p.trim_start_matches('/'));
-            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-            std::fs::write(f, t).unwrap();
-        };
-        put(
-            "/proc/mounts",
-            "cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n",
+    fn v1_caps_a_group_of_every_thread_and_release_restores_the_tree() {
+        let host = Host::new(&[
+            ("/proc/mounts", V1_CPU),
+            ("/sys/fs/cgroup/cpu/tasks", "1\n"),
+            ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n"),
+            ("/sys/fs/cgroup/cpu/user.slice/tasks", "42\n43\n"),
+            ("/proc/42/cgroup", "5:cpu,cpuacct:/user.slice\n0::/\n"),
+        ]);
+        let r = host.reserve_and_release(
+            &req(250_000, 40_000_000),
+            &[
+                (
+                    "/sys/fs/cgroup/cpu/tame-reserve-42/cpu.cfs_quota_us",
+                    "10000",
+                ),
+                (
+                    "/sys/fs/cgroup/cpu/tame-reserve-42/cpu.cfs_period_us",
+                    "40000",
+                ),
+                ("/sys/fs/cgroup/cpu/tame-reserve-42/tasks", "42\n43\n"),
+                ("/sys/fs/cgroup/cpu/user.slice/tasks", ""),
+            ],
         );
-        put("/sys/fs/cgroup/cpu/tasks", "1\n42\n");
-        put("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n");
-        put("/proc/42/stat", "42 (worker) R 1 42 42 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n");
-        put("/proc/42/status", "Uid:\t0\t0\t0\t0\n");
-        put("/proc/42/task/42/stat", "");
-        put("/proc/42/cgroup", "5:cpu:/\n");
-        let root = tame_testing::fixture_root(&base);
-        let state = dir.path().join("state");
-        let r = reserve_pid(&root, &state, 42, &req(250_000, 40_000_000)).unwrap();
         assert_eq!(r.group, "/sys/fs/cgroup/cpu/tame-reserve-42");
-        let read = |p: &str| std::fs::read_to_string(base.join(p.trim_start_matches('/'))).unwrap();
-        assert_eq!(
-            read("/sys/fs/cgroup/cpu/tame-reserve-42/cpu.cfs_quota_us"),
-            "10000"
+        assert_eq!(r.version, CgroupVersion::V1);
+    }
+
+    /// v2: the process moves to the capped group's `cgroup.procs` and back to the
+    /// exact `0::` group it came from.
+    #[test]
+    fn v2_caps_the_process_and_release_puts_it_back_where_it_was() {
+        let host = Host::new(&[
+            ("/proc/mounts", V2),
+            ("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu\n"),
+            ("/sys/fs/cgroup/cgroup.subtree_control", "cpu\n"),
+            ("/sys/fs/cgroup/cgroup.procs", "1\n"),
+            ("/sys/fs/cgroup/user.slice/cgroup.procs", "7\n"),
+            ("/sys/fs/cgroup/user.slice/s.scope/cgroup.procs", "42\n"),
+            ("/proc/42/cgroup", "0::/user.slice/s.scope\n"),
+        ]);
+        let r = host.reserve_and_release(
+            &req(250_000, 40_000_000),
+            &[
+                ("/sys/fs/cgroup/tame-reserve-42/cpu.max", "10000 40000"),
+                ("/sys/fs/cgroup/tame-reserve-42/cgroup.procs", "42\n"),
+                ("/sys/fs/cgroup/user.slice/s.scope/cgroup.procs", ""),
+                ("/sys/fs/cgroup/user.slice/cgroup.procs", "7\n"),
+            ],
         );
+        assert_eq!(r.group, "/sys/fs/cgroup/tame-reserve-42");
+        assert_eq!(r.version, CgroupVersion::V2);
+    }
+
+    /// `--cpu`: the pin is journaled with the affinity it replaced; release gives it back.
+    #[test]
+    fn a_pinned_reservation_gets_its_affinity_back() {
+        let host = Host::new(&[
+            ("/proc/mounts", V2),
+            ("/sys/fs/cgroup/cgroup.controllers", "cpu\n"),
+            ("/sys/fs/cgroup/cgroup.subtree_control", "cpu\n"),
+            ("/sys/fs/cgroup/cgroup.procs", "1\n42\n"),
+            ("/proc/42/cgroup", "0::/\n"),
+        ]);
+        host.backend.add_thread(42, CpuList::parse("0-3").unwrap());
+        host.backend.add_thread(43, CpuList::parse("1").unwrap());
+        let pinned = Request {
+            cpu: Some(2),
+            ..req(250_000, 40_000_000)
+        };
+        let before = host.snapshot();
+        let r = reserve_pid(&host.root, &host.state(), 42, &pinned).unwrap();
         assert_eq!(
-            read("/sys/fs/cgroup/cpu/tame-reserve-42/cpu.cfs_period_us"),
-            "40000"
+            r.previous_affinity,
+            Some(vec![(42, vec![0, 1, 2, 3]), (43, vec![1])])
         );
-        assert_eq!(read("/sys/fs/cgroup/cpu/tame-reserve-42/tasks"), "42\n");
-        assert_eq!(list(&state), vec![r.clone()]);
-        // A second reservation of the same process is refused, nothing changed.
-        assert!(reserve_pid(&root, &state, 42, &req(250_000, 40_000_000)).is_err());
-        assert!(release_pid(&root, &state, 42).unwrap());
-        assert!(!base.join("sys/fs/cgroup/cpu/tame-reserve-42").exists());
-        assert_eq!(read("/sys/fs/cgroup/cpu/tasks"), "1\n42\n");
-        assert!(list(&state).is_empty());
-        assert!(!release_pid(&root, &state, 42).unwrap());
+        for t in [42, 43] {
+            assert_eq!(host.backend.thread(t).unwrap().affinity.to_string(), "2");
+        }
+        assert!(release_pid(&host.root, &host.state(), 42).unwrap());
+        assert_eq!(host.backend.thread(42).unwrap().affinity.to_string(), "0-3");
+        assert_eq!(host.backend.thread(43).unwrap().affinity.to_string(), "1");
+        assert_eq!(host.snapshot(), before);
+    }
+
+    /// v2 without `cpu` in the new group's parent's subtree_control: refused, nothing written.
+    #[test]
+    fn v2_without_the_cpu_controller_below_the_root_is_refused() {
+        let host = Host::new(&[
+            ("/proc/mounts", V2),
+            ("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu\n"),
+            ("/sys/fs/cgroup/cgroup.subtree_control", "cpuset\n"),
+            ("/sys/fs/cgroup/cgroup.procs", "1\n42\n"),
+            ("/proc/42/cgroup", "0::/\n"),
+        ]);
+        let before = host.snapshot();
+        let e = reserve_pid(&host.root, &host.state(), 42, &req(250_000, 40_000_000)).unwrap_err();
+        assert!(e.is_bad_input(), "{e}");
+        assert!(
+            e.to_string().contains(
+                "the cpu controller is not enabled below /sys/fs/cgroup (/sys/fs/cgroup/cgroup.subtree_control: \"cpuset\")"
+            ),
+            "{e}"
+        );
+        assert_eq!(host.snapshot(), before);
+        assert!(!journal_dir(&host.state(), 42).exists());
+    }
+
+    /// A process whose /proc names no group of the cpu hierarchy: said so, nothing written.
+    #[test]
+    fn a_process_in_no_cpu_group_is_refused() {
+        let host = Host::new(&[
+            ("/proc/mounts", V1_CPU),
+            ("/sys/fs/cgroup/cpu/tasks", "1\n42\n43\n"),
+            ("/proc/42/cgroup", "3:cpuset:/\n"),
+        ]);
+        let before = host.snapshot();
+        let e = reserve_pid(&host.root, &host.state(), 42, &req(250_000, 40_000_000)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("process 42 is in no cpu cgroup according to /proc/42/cgroup"),
+            "{e}"
+        );
+        assert_eq!(host.snapshot(), before);
     }
 }

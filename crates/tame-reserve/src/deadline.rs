@@ -6,9 +6,7 @@ use serde::{Deserialize, Serialize};
 use tame_host::Root;
 use tame_rt::sched::{self, Policy, SchedSpec, ThreadSched};
 
-use crate::bandwidth::{
-    deadline_threads, exhausted_message, free_deadline_ppm, live_params, Limits,
-};
+use crate::bandwidth::{deadline_threads, exhausted_message, free_deadline_ppm, Limits};
 use crate::error::{invalid, io_failed, refused, Result};
 use crate::spec::Request;
 
@@ -47,7 +45,7 @@ pub fn reserve_pid(root: &Root, pid: u32, req: &Request) -> Result<Applied> {
     }
     let info = tame_host::process::inspect(root, pid).map_err(|e| invalid(e.to_string()))?;
     let limits = Limits::read(root)?;
-    let existing: Vec<_> = deadline_threads(root, live_params)
+    let existing: Vec<_> = deadline_threads(root)
         .into_iter()
         .filter(|t| t.pid != pid)
         .collect();

@@ -3,9 +3,6 @@
 
 use std::io;
 
-use tame_host::journal::JournalError;
-use tame_host::HostError;
-
 /// `Invalid` and `Refused` mean the user must change the request (exit 2); nothing was changed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReserveError {
@@ -20,38 +17,8 @@ pub enum ReserveError {
     Failed(#[from] Failure),
 }
 
-/// What failed, with the error underneath where there is one. The message names what was
-/// being done; the cause stays reachable through `source()`.
-#[derive(Debug, thiserror::Error)]
-pub enum Failure {
-    /// Described in words alone: there is no error underneath (or it came over the wire).
-    #[error("{0}")]
-    Message(String),
-    /// A system call, socket or file operation failed.
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: io::Error,
-    },
-    /// A host file could not be read or understood.
-    #[error("{what}: {source}")]
-    Host {
-        what: String,
-        #[source]
-        source: HostError,
-    },
-    /// The journal that makes a change reversible failed.
-    #[error("{what}: {source}")]
-    Journal {
-        what: String,
-        #[source]
-        source: JournalError,
-    },
-    /// Starting or waiting for the reserved program failed.
-    #[error(transparent)]
-    Launch(tame_launch::error::Failure),
-}
+/// What failed underneath: one type for every layer (see [`tame_host::Failure`]).
+pub use tame_host::Failure;
 
 impl ReserveError {
     /// True when the user has to change the request: the CLI exits 2.
@@ -65,7 +32,7 @@ impl From<tame_launch::LaunchError> for ReserveError {
     fn from(e: tame_launch::LaunchError) -> Self {
         match e {
             tame_launch::LaunchError::Invalid(m) => ReserveError::Invalid(m),
-            tame_launch::LaunchError::Failed(f) => ReserveError::Failed(Failure::Launch(f)),
+            tame_launch::LaunchError::Failed(f) => ReserveError::Failed(f),
         }
     }
 }
@@ -89,10 +56,7 @@ pub(crate) fn failed(message: impl Into<String>) -> ReserveError {
 
 /// `what` failed with the OS error `source`.
 pub(crate) fn io_failed(what: impl Into<String>, source: io::Error) -> ReserveError {
-    ReserveError::Failed(Failure::Io {
-        what: what.into(),
-        source,
-    })
+    ReserveError::Failed(Failure::io(what, source))
 }
 
 #[cfg(test)]

@@ -1,12 +1,19 @@
 //! The server backend: `tame serve`, a user-space scheduling server after SONiC's.
-//! A SCHED_FIFO 99 thread per CPU hands out slices: clients wait at SCHED_IDLE and are
-//! raised to SCHED_FIFO 98 for their slice, in EDF order. A watchdog process, forked before
-//! anything runs real-time, returns every client to SCHED_OTHER if the server dies.
+//! A SCHED_FIFO 99 thread per CPU hands out slices: clients wait at nice 19 and are
+//! raised to SCHED_FIFO 98 for their slice, in EDF order. Who may reserve what is a
+//! policy's; a watchdog process, forked before anything runs real-time, and a restore
+//! record beside the socket give every client its policy and affinity back if the server
+//! dies.
 
 pub mod client;
+pub mod conn;
 pub mod daemon;
 pub mod edf;
+pub mod policy;
 pub mod protocol;
+pub mod record;
+pub mod scheduler;
+pub mod thread;
 pub mod watchdog;
 
 /// Where `tame serve` listens unless told otherwise.

@@ -318,8 +318,7 @@ fn deadline_reserves_refuses_and_releases() {
 
     // Fill the root domain, then one more is refused with numbers, nothing changed.
     let limits = tame_reserve::bandwidth::Limits::read(&root).unwrap();
-    let existing =
-        tame_reserve::bandwidth::deadline_threads(&root, tame_reserve::bandwidth::live_params);
+    let existing = tame_reserve::bandwidth::deadline_threads(&root);
     let free = tame_reserve::bandwidth::free_deadline_ppm(&limits, &existing);
     let b = Proc::sleeper();
     let c = Proc::sleeper();

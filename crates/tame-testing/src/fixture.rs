@@ -24,7 +24,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tame_host::backend::{read_file, HostBackend, Ownership};
+use tame_host::backend::{read_file, HostBackend, Ownership, RealBackend};
 use tame_host::{CpuList, Root};
 use tame_rt::sched::ThreadSched;
 
@@ -284,20 +284,17 @@ impl HostBackend for FixtureBackend {
         std::fs::write(path, data)
     }
 
+    // Reading a fixture tree is reading files: the real backend does that.
     fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
-        let mut names = Vec::new();
-        for entry in std::fs::read_dir(path)? {
-            names.push(entry?.file_name().to_string_lossy().into_owned());
-        }
-        Ok(names)
+        RealBackend.list_dir(path)
     }
 
     fn exists(&self, path: &Path) -> bool {
-        path.exists()
+        RealBackend.exists(path)
     }
 
     fn is_dir(&self, path: &Path) -> bool {
-        path.is_dir()
+        RealBackend.is_dir(path)
     }
 
     fn create_dir(&self, path: &Path) -> io::Result<()> {

@@ -18,10 +18,12 @@
 mod endpoint;
 mod goals;
 mod run;
+mod view;
 
 pub use endpoint::STALL_TIMEOUT;
 pub use goals::{evaluate, GoalCheck};
-pub use run::{check, run, summary_text, IpcRun};
+pub use run::{check, run, IpcRun};
+pub use view::summary_text;
 
 use serde::{Deserialize, Serialize};
 use tame_rt::ClockKind;

@@ -6,7 +6,6 @@
 //! makes (none for the shared-memory transports).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io;
 use std::sync::Barrier;
 use std::time::Duration;
@@ -48,15 +47,15 @@ struct Plan {
 }
 
 /// What one transport and size accumulated over the rounds.
-struct Tally {
-    latency: Recorder,
-    throughput: Recorder,
-    messages: u64,
-    throughput_ns: u64,
+pub(super) struct Tally {
+    pub(super) latency: Recorder,
+    pub(super) throughput: Recorder,
+    pub(super) messages: u64,
+    pub(super) throughput_ns: u64,
 }
 
 impl Tally {
-    fn new() -> Tally {
+    pub(super) fn new() -> Tally {
         Tally {
             latency: Recorder::new(),
             throughput: Recorder::new(),
@@ -98,72 +97,15 @@ pub fn run(
         warmup: settings.warmup_round_trips,
     };
 
-    let mut tallies: BTreeMap<(usize, Transport), Tally> = BTreeMap::new();
-    for &size in &settings.sizes {
-        for &transport in &settings.transports {
-            tallies.insert((size, transport), Tally::new());
-        }
-    }
+    let mut tallies = empty_tallies(&settings);
     let started_unix_ns = unix_now_ns();
     let started = clock.raw();
-    let rounds = u64::from(settings.rounds);
-    let mut interrupted = false;
-    'rounds: for round in 0..rounds {
-        // The first round takes the remainder so the totals are exact.
-        let share = |total: u64| total / rounds + if round == 0 { total % rounds } else { 0 };
-        let round_trips = share(settings.round_trips);
-        let messages = share(settings.throughput_messages / BLOCK) * BLOCK;
-        for &size in &settings.sizes {
-            for &transport in &settings.transports {
-                if control.stopped() {
-                    interrupted = true;
-                    break 'rounds;
-                }
-                let tally = tallies
-                    .get_mut(&(size, transport))
-                    .expect("tally for every pair");
-                let failed = |what: &str, e: io::Error| {
-                    io_failed(format!("{} {size} B {what} failed", transport.name()), e)
-                };
-                measure_latency(
-                    size,
-                    transport,
-                    &plan,
-                    &settings,
-                    round_trips,
-                    &mut tally.latency,
-                )
-                .map_err(|e| failed("latency", e))?;
-                if transport.is_queue() {
-                    let ns = measure_throughput(
-                        size,
-                        transport,
-                        &plan,
-                        &settings,
-                        messages,
-                        &mut tally.throughput,
-                    )
-                    .map_err(|e| failed("throughput", e))?;
-                    tally.messages += messages;
-                    tally.throughput_ns += ns;
-                }
-            }
-        }
-    }
+    let interrupted = measure_rounds(&plan, &settings, control, &mut tallies)?;
     let elapsed_ns = clock.raw_delta_ns(clock.raw().wrapping_sub(started));
 
     let groups = build_groups(&settings, &tallies);
     let goals = goals::evaluate(&groups, &settings.sizes);
-    let merged = GroupResult {
-        label: "goals".into(),
-        cpu: None,
-        metrics: Vec::new(),
-        counters: goals
-            .iter()
-            .map(|g| (g.name.clone(), u64::from(g.met)))
-            .collect(),
-        derived: goals.iter().map(|g| (g.name.clone(), g.value)).collect(),
-    };
+    let merged = goals_group(&goals);
     let result = BenchResult {
         schema_version: SCHEMA_VERSION,
         bench: "ipc".into(),
@@ -182,7 +124,113 @@ pub fn run(
     Ok(IpcRun { result, goals })
 }
 
-fn build_groups(
+/// An empty tally for every size and transport.
+fn empty_tallies(settings: &IpcSettings) -> BTreeMap<(usize, Transport), Tally> {
+    let mut tallies = BTreeMap::new();
+    for &size in &settings.sizes {
+        for &transport in &settings.transports {
+            tallies.insert((size, transport), Tally::new());
+        }
+    }
+    tallies
+}
+
+/// What one round measures of each size and transport.
+struct RoundShare {
+    round_trips: u64,
+    messages: u64,
+}
+
+impl RoundShare {
+    fn of(settings: &IpcSettings, round: u64) -> Self {
+        let rounds = u64::from(settings.rounds);
+        // The first round takes the remainder so the totals are exact.
+        let share = |total: u64| total / rounds + if round == 0 { total % rounds } else { 0 };
+        RoundShare {
+            round_trips: share(settings.round_trips),
+            messages: share(settings.throughput_messages / BLOCK) * BLOCK,
+        }
+    }
+}
+
+/// Each round measures every size and transport once, in turn, so that machine noise
+/// hits them alike. Returns whether `control` stopped the run before its end.
+fn measure_rounds(
+    plan: &Plan,
+    settings: &IpcSettings,
+    control: &RunControl,
+    tallies: &mut BTreeMap<(usize, Transport), Tally>,
+) -> crate::Result<bool> {
+    for round in 0..u64::from(settings.rounds) {
+        let share = RoundShare::of(settings, round);
+        for &size in &settings.sizes {
+            for &transport in &settings.transports {
+                if control.stopped() {
+                    return Ok(true);
+                }
+                let tally = tallies
+                    .get_mut(&(size, transport))
+                    .expect("tally for every pair");
+                measure_segment(size, transport, plan, settings, &share, tally)?;
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// One round's segment of one size and transport: latency, then throughput for queues.
+fn measure_segment(
+    size: usize,
+    transport: Transport,
+    plan: &Plan,
+    settings: &IpcSettings,
+    share: &RoundShare,
+    tally: &mut Tally,
+) -> crate::Result<()> {
+    let failed = |what: &str, e: io::Error| {
+        io_failed(format!("{} {size} B {what} failed", transport.name()), e)
+    };
+    measure_latency(
+        size,
+        transport,
+        plan,
+        settings,
+        share.round_trips,
+        &mut tally.latency,
+    )
+    .map_err(|e| failed("latency", e))?;
+    if transport.is_queue() {
+        let ns = measure_throughput(
+            size,
+            transport,
+            plan,
+            settings,
+            share.messages,
+            &mut tally.throughput,
+        )
+        .map_err(|e| failed("throughput", e))?;
+        tally.messages += share.messages;
+        tally.throughput_ns += ns;
+    }
+    Ok(())
+}
+
+/// The merged group of an IPC result: each goal's ratio (derived) and verdict (counter,
+/// 1 met / 0 not).
+fn goals_group(goals: &[GoalCheck]) -> GroupResult {
+    GroupResult {
+        label: "goals".into(),
+        cpu: None,
+        metrics: Vec::new(),
+        counters: goals
+            .iter()
+            .map(|g| (g.name.clone(), u64::from(g.met)))
+            .collect(),
+        derived: goals.iter().map(|g| (g.name.clone(), g.value)).collect(),
+    }
+}
+
+pub(super) fn build_groups(
     settings: &IpcSettings,
     tallies: &BTreeMap<(usize, Transport), Tally>,
 ) -> Vec<GroupResult> {
@@ -475,114 +523,50 @@ fn stream<const N: usize, E: Endpoint<N>>(
     })
 }
 
-/// The human view: one-way latency percentiles, throughput, goal verdicts and the
-/// run's circumstances.
-pub fn summary_text(run: &IpcRun) -> String {
-    use crate::output::human_ns;
-    let result = &run.result;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "tame bench ipc — one-way latency (round trip / 2), CPU {} ⇄ CPU {}",
-        result.settings.cpus[0], result.settings.cpus[1]
-    );
-    let _ = writeln!(
-        out,
-        "{:<22} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
-        "transport", "count", "min", "p50", "p90", "p99", "p99.9", "p99.99", "p99.999", "max"
-    );
-    for group in &result.groups {
-        if let Some(m) = group.metric("one_way_latency") {
-            let s = &m.summary;
-            let _ = writeln!(
-                out,
-                "{:<22} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
-                group.label,
-                s.count,
-                human_ns(s.min),
-                human_ns(s.p50),
-                human_ns(s.p90),
-                human_ns(s.p99),
-                human_ns(s.p99_9),
-                human_ns(s.p99_99),
-                human_ns(s.p99_999),
-                human_ns(s.max)
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "\nthroughput (receiver side; ns per message in blocks of {BLOCK})\n{:<22} {:>12} {:>14} {:>8} {:>8} {:>8}",
-        "transport", "messages", "msgs/s", "p50", "p99", "max"
-    );
-    for group in &result.groups {
-        if let (Some(rate), Some(m)) = (
-            group.derived.get("throughput_msgs_per_s"),
-            group.metric("throughput_ns_per_msg"),
-        ) {
-            let _ = writeln!(
-                out,
-                "{:<22} {:>12} {:>14.0} {:>8} {:>8} {:>8}",
-                group.label,
-                group
-                    .counters
-                    .get("throughput_messages")
-                    .copied()
-                    .unwrap_or(0),
-                rate,
-                human_ns(m.summary.p50),
-                human_ns(m.summary.p99),
-                human_ns(m.summary.max)
-            );
-        }
-    }
-    if !run.goals.is_empty() {
-        let _ = writeln!(out, "\ngoals");
-        for goal in &run.goals {
-            let relation = if goal.name.starts_with("latency") {
-                "≤"
-            } else {
-                "≥"
-            };
-            let _ = writeln!(
-                out,
-                "  {:<44} {:>9.2}  (goal {relation} {})  {}",
-                goal.name,
-                goal.value,
-                goal.threshold,
-                if goal.met { "met" } else { "NOT met" }
-            );
-        }
-    }
-    let c = &result.calibration;
-    let env = &result.environment;
-    let _ = writeln!(
-        out,
-        "\nclock {} (read {} ns); kernel {} ({}); {}",
-        c.clock
-            .map_or("-".to_string(), |k| format!("{k:?}").to_lowercase()),
-        c.clock_read_cost_ns,
-        env.kernel_release,
-        env.preemption_model,
-        env.hypervisor
-            .as_deref()
-            .map_or("bare metal".to_string(), |h| format!(
-                "virtualised ({h}): hypervisor noise no guest setting removes"
-            )),
-    );
-    if result.interrupted {
-        let _ = writeln!(
-            out,
-            "interrupted: the numbers cover the segments measured before Ctrl-C"
-        );
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use tame_rt::ClockKind;
+
+    #[test]
+    fn rounds_share_the_totals_exactly() {
+        let settings = IpcSettings {
+            cpus: [0, 1],
+            sizes: vec![8],
+            transports: vec![Transport::Pipe],
+            round_trips: 1_001,
+            warmup_round_trips: 0,
+            throughput_messages: 7 * BLOCK + 5,
+            rounds: 3,
+            ring_capacity: 256,
+            clock: ClockKind::Monotonic,
+        };
+        let shares: Vec<(u64, u64)> = (0..3)
+            .map(|round| RoundShare::of(&settings, round))
+            .map(|s| (s.round_trips, s.messages))
+            .collect();
+        // The first round takes the remainders; messages go in whole blocks.
+        assert_eq!(
+            shares,
+            vec![(335, 3 * BLOCK), (333, 2 * BLOCK), (333, 2 * BLOCK)]
+        );
+    }
+
+    #[test]
+    fn the_goals_group_holds_ratios_and_verdicts() {
+        let check = |name: &str, value: f64, met: bool| GoalCheck {
+            name: name.into(),
+            value,
+            threshold: 1.0,
+            met,
+        };
+        let group = goals_group(&[check("a", 0.5, true), check("b", 2.0, false)]);
+        assert_eq!(group.label, "goals");
+        assert_eq!(group.counters["a"], 1);
+        assert_eq!(group.counters["b"], 0);
+        assert_eq!(group.derived["b"], 2.0);
+        assert!(group.metrics.is_empty() && group.cpu.is_none());
+    }
 
     /// A short real run over every transport: each produces its distributions, the
     /// shared-memory ones beat the kernel ones, and the goals are evaluated.
@@ -649,7 +633,7 @@ mod tests {
         assert_eq!(run.goals.len(), 2 * (2 * 4 + 1));
         assert_eq!(result.merged.label, "goals");
         assert_eq!(result.merged.counters.len(), run.goals.len());
-        let text = summary_text(&run);
+        let text = crate::ipc::summary_text(&run);
         assert!(
             text.contains("tame-ring/64B") && text.contains("goals"),
             "{text}"

@@ -1,9 +1,12 @@
-//! `tame serve`: the scheduling server behind `tame reserve --backend server`.
+//! `tame serve`: the scheduling server behind `tame reserve --backend server`, and
+//! `tame serve --recover`, which gives the clients of a server that died their policy and
+//! affinity back (the unit's `ExecStopPost=`).
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use tame_reserve::server::policy::{self, Policy};
 use tame_reserve::server::{self as srv, daemon};
 use tame_reserve::spec::parse_share_ppm;
 
@@ -11,16 +14,37 @@ use crate::{bad_input, Context};
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
-    /// Where to listen.
+    /// Where to listen. The restore record and the lock lie beside it (NAME.record, NAME.lock).
     #[arg(long, default_value = srv::DEFAULT_SOCKET)]
     socket: PathBuf,
-    /// Admission cap per CPU: the most all reservations on one CPU may add up to.
-    #[arg(long, default_value = "90%")]
-    cap: String,
+    /// Admission cap per CPU: the most all reservations on one CPU may add up to
+    /// (default: the policy's `cap`, 90 %).
+    #[arg(long)]
+    cap: Option<String>,
+    /// Who may reserve what (default: /etc/tame/serve.toml when it exists, else root
+    /// only, on reservable CPUs only). See docs/reserve.md, "The policy".
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Where the applied partition spec is journaled (the policy's reservable CPUs).
+    #[arg(long, value_name = "DIR")]
+    journal_dir: Option<PathBuf>,
+    /// Do not serve: give the clients of a stopped server their policy and affinity back
+    /// from its restore record, and remove the record.
+    #[arg(long, conflicts_with_all = ["cap", "policy", "journal_dir"])]
+    recover: bool,
 }
 
 pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<i32> {
-    let cap_ppm = parse_share_ppm(&args.cap).map_err(|e| bad_input(format!("--cap: {e}")))?;
+    if args.recover {
+        let done = daemon::recover(&ctx.root, &args.socket)?;
+        println!("{}", daemon::describe(&done));
+        return Ok(if done.failed.is_empty() { 0 } else { 1 });
+    }
+    let policy = Policy::load(&ctx.root, args.policy.as_deref())?;
+    let cap_ppm = match &args.cap {
+        Some(c) => parse_share_ppm(c).map_err(|e| bad_input(format!("--cap: {e}")))?,
+        None => policy.cap_ppm,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, stop.clone())?;
@@ -28,6 +52,8 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<i32> {
     let config = daemon::Config {
         socket: args.socket,
         cap_ppm,
+        journal_dir: policy::journal_dir(&ctx.root, args.journal_dir.as_deref()),
+        policy,
         root: ctx.root.clone(),
     };
     // The cap and socket are validated inside serve before anything starts.

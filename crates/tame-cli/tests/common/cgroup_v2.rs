@@ -625,28 +625,13 @@ fn mounts_now() -> Vec<String> {
         .collect()
 }
 
-/// The mount point of a /proc/mounts line, octal escapes (`\040`) decoded.
+/// The mount point of a /proc/mounts line, octal escapes (`\040`) decoded by tame-host's parser.
 fn mount_target(line: &str) -> String {
-    unescape(line.split_whitespace().nth(1).unwrap_or(""))
-}
-
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    tame_host::mounts::parse_mounts(line)
+        .ok()
+        .and_then(|m| m.into_iter().next())
+        .map(|m| m.target)
+        .unwrap_or_default()
 }
 
 fn words(path: &str) -> Vec<String> {
@@ -705,14 +690,17 @@ fn umount(target: &str) -> Result<(), String> {
 /// Mount from a /proc/mounts line: flag words become mount flags, the rest (the
 /// controllers, `name=…`) the data string.
 fn mount(line: &str) -> Result<(), String> {
-    let f: Vec<&str> = line.split_whitespace().collect();
-    if f.len() < 4 {
+    let Some(m) = tame_host::mounts::parse_mounts(line)
+        .ok()
+        .and_then(|m| m.into_iter().next())
+    else {
         return Err(format!("not a mount line: {line:?}"));
-    }
-    let (source, target, fstype) = (unescape(f[0]), unescape(f[1]), f[2]);
+    };
+    let (source, target, fstype) = (m.source, m.target, m.fstype.as_str());
     let mut flags: libc::c_ulong = 0;
     let mut data = Vec::new();
-    for o in f[3].split(',') {
+    for o in &m.options {
+        let o = o.as_str();
         match o {
             "rw" => {}
             "ro" => flags |= libc::MS_RDONLY,

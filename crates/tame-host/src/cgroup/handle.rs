@@ -10,9 +10,10 @@
 
 use std::io;
 
+use super::proc::{proc_cgroup_path, read_memberships, thread_cgroup_path};
 use super::{v1, v2, CgroupModel, CgroupVersion, Membership};
 use crate::journal::{Journal, JournalError, WriteRequest};
-use crate::CpuList;
+use crate::{CpuList, HostError, Root};
 
 /// A controller (`cpuset`, `cpu`) in the hierarchy where it is usable.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +61,31 @@ impl Cgroups {
     pub fn group_of(&self, memberships: &[Membership]) -> Option<Group> {
         super::proc::group_path(memberships, self.version, &self.controller)
             .map(|rel| self.group(rel))
+    }
+
+    /// The group process `pid` is in now, from `/proc/PID/cgroup`; `None` when
+    /// that names no group in this controller's hierarchy.
+    pub fn group_of_process(&self, root: &Root, pid: u32) -> Result<Option<Group>, HostError> {
+        let memberships = read_memberships(root, &proc_cgroup_path(pid))?;
+        Ok(self.group_of(&memberships))
+    }
+
+    /// The group thread `tid` of process `pid` is in now. v1 places threads one
+    /// by one, so the thread's own line counts; a v2 domain group holds whole
+    /// processes, so there it is the process's `0::` group.
+    pub fn group_of_thread(
+        &self,
+        root: &Root,
+        pid: u32,
+        tid: u32,
+    ) -> Result<Option<Group>, HostError> {
+        match self.version {
+            CgroupVersion::V1 => {
+                let memberships = read_memberships(root, &thread_cgroup_path(pid, tid))?;
+                Ok(self.group_of(&memberships))
+            }
+            CgroupVersion::V2 => self.group_of_process(root, pid),
+        }
     }
 }
 
@@ -182,6 +208,18 @@ impl Group {
     /// v2 `cgroup.subtree_control`: the controllers the children may use.
     pub fn subtree_control_file(&self) -> Option<String> {
         self.only(CgroupVersion::V2, v2::SUBTREE_CONTROL)
+    }
+
+    /// Whether this group's children may use `controller` now: v2 when the
+    /// group's `cgroup.subtree_control` lists it (unreadable: no); always on v1,
+    /// where a hierarchy's controllers are fixed at mount.
+    pub fn children_may_use(&self, root: &Root, controller: &str) -> bool {
+        match self.subtree_control_file() {
+            None => true,
+            Some(file) => root
+                .read(&file)
+                .is_ok_and(|t| t.split_whitespace().any(|c| c == controller)),
+        }
     }
 
     /// Create this group; revert hands tasks that joined it back to `hand_back_to`
@@ -386,6 +424,68 @@ mod tests {
             (e.value.as_str(), e.restore_with.as_deref()),
             ("+cpuset", Some("-cpuset"))
         );
+    }
+
+    /// A root on a temporary tree holding `files`.
+    fn tree(files: &[(&str, &str)]) -> (tempfile::TempDir, Root) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        for (p, text) in files {
+            let path = root.path(p);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        (dir, root)
+    }
+
+    #[test]
+    fn the_group_of_a_task_comes_from_proc() {
+        let (_dir, root) = tree(&[
+            // The thread sits in another v1 cpuset than its process.
+            ("/proc/7/cgroup", "3:cpuset:/\n0::/user.slice/a.scope\n"),
+            (
+                "/proc/7/task/8/cgroup",
+                "3:cpuset:/tame-rt\n0::/user.slice/a.scope\n",
+            ),
+        ]);
+        let v1 = Cgroups {
+            controller: "cpuset".into(),
+            version: CgroupVersion::V1,
+            mount: "/sys/fs/cgroup/cpuset".into(),
+        };
+        let rel = |g: Option<Group>| g.unwrap().rel().to_string();
+        assert_eq!(rel(v1.group_of_process(&root, 7).unwrap()), "/");
+        assert_eq!(rel(v1.group_of_thread(&root, 7, 8).unwrap()), "/tame-rt");
+        let v2 = Cgroups {
+            version: CgroupVersion::V2,
+            mount: "/sys/fs/cgroup".into(),
+            ..v1.clone()
+        };
+        // v2: the process's `0::` group, for every thread.
+        let g = v2.group_of_thread(&root, 7, 8).unwrap().unwrap();
+        assert_eq!(
+            g.members(),
+            "/sys/fs/cgroup/user.slice/a.scope/cgroup.procs"
+        );
+        let cpu = Cgroups {
+            controller: "cpu".into(),
+            ..v1
+        };
+        assert_eq!(cpu.group_of_process(&root, 7).unwrap(), None);
+        assert!(v2.group_of_process(&root, 9).is_err(), "no such process");
+    }
+
+    #[test]
+    fn children_may_use_what_subtree_control_lists() {
+        let (_dir, root) = tree(&[
+            ("/cg2/cgroup.subtree_control", "cpuset cpu\n"),
+            ("/cg2/a/cgroup.subtree_control", "cpuset\n"),
+        ]);
+        let g = Group::new(CgroupVersion::V2, "/cg2", "/");
+        assert!(g.children_may_use(&root, "cpu"));
+        assert!(!g.child("a").children_may_use(&root, "cpu"));
+        assert!(!g.child("gone").children_may_use(&root, "cpu"));
+        assert!(Group::new(CgroupVersion::V1, "/cg1", "/").children_may_use(&root, "cpu"));
     }
 
     #[test]

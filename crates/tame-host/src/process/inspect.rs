@@ -68,11 +68,6 @@ pub fn inspect(root: &Root, pid: u32) -> Result<ProcessInfo, InspectError> {
     })
 }
 
-/// The cpuset cgroup a thread belongs to (relative path, e.g. `/` or `/tame-rt`).
-pub fn cpuset_of(root: &Root, pid: u32, tid: u32) -> Option<String> {
-    root.process(pid).task(tid).cpuset()
-}
-
 /// Per-thread counters that show whether a real-time thread still makes system
 /// calls or takes faults: context switches, page faults, CPU time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::cgroup::{parse_proc_cgroup, Membership};
 use crate::error::ParseError;
 use crate::process::{parse_stat, status_affinity, TaskStat};
 use crate::{CpuList, HostError, Root};
@@ -98,10 +99,10 @@ impl<'a> ProcessView<'a> {
     }
 
     /// `/proc/PID/cgroup`: the process's group in every hierarchy.
-    pub fn cgroups(&self) -> Result<Vec<CgroupEntry>, HostError> {
+    pub fn cgroups(&self) -> Result<Vec<Membership>, HostError> {
         let path = format!("{}/cgroup", self.dir());
         let text = self.root.read(&path)?;
-        parse_cgroups(&text).map_err(|e| e.at(path))
+        parse_proc_cgroup(&text).map_err(|e| e.at(path))
     }
 }
 
@@ -145,13 +146,6 @@ impl ThreadView<'_> {
         parse_schedstat(&text).ok_or_else(|| {
             ParseError::new(1, "expected three numbers (run ns, wait ns, timeslices)").at(path)
         })
-    }
-
-    /// The cpuset the thread is in, relative to the cpuset hierarchy (`/`, `/tame-rt`).
-    pub fn cpuset(&self) -> Option<String> {
-        self.root
-            .read_trimmed(format!("{}/cpuset", self.dir()))
-            .ok()
     }
 }
 
@@ -211,43 +205,6 @@ pub fn parse_schedstat(text: &str) -> Option<Schedstat> {
     })
 }
 
-/// One line of `/proc/PID/cgroup`: `ID:CONTROLLERS:PATH` (v2: `0::PATH`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CgroupEntry {
-    pub hierarchy: u32,
-    /// Empty for the v2 hierarchy.
-    pub controllers: Vec<String>,
-    /// The group, relative to the hierarchy's mount.
-    pub path: String,
-}
-
-pub fn parse_cgroups(text: &str) -> Result<Vec<CgroupEntry>, ParseError> {
-    let mut out = Vec::new();
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let mut parts = line.splitn(3, ':');
-        let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
-        else {
-            return Err(ParseError::new(i + 1, "expected ID:CONTROLLERS:PATH"));
-        };
-        out.push(CgroupEntry {
-            hierarchy: id
-                .parse()
-                .map_err(|_| ParseError::new(i + 1, "hierarchy id is not a number"))?,
-            controllers: controllers
-                .split(',')
-                .filter(|c| !c.is_empty())
-                .map(str::to_string)
-                .collect(),
-            path: path.to_string(),
-        });
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,12 +233,5 @@ mod tests {
             })
         );
         assert_eq!(parse_schedstat("1 2"), None);
-        let c = parse_cgroups("5:cpu,cpuacct:/a\n0::/user.slice/x:y\n").unwrap();
-        assert_eq!(c[0].controllers, vec!["cpu", "cpuacct"]);
-        assert_eq!(c[1].hierarchy, 0);
-        assert!(c[1].controllers.is_empty());
-        assert_eq!(c[1].path, "/user.slice/x:y");
-        assert_eq!(parse_cgroups("x:cpu:/\n").unwrap_err().line, 1);
-        assert!(parse_cgroups("5:cpu\n").is_err());
     }
 }

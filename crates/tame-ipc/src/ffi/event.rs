@@ -10,7 +10,8 @@ use crate::{Event, Listener, Signaller};
 /// An event counter segment (signalling is thread-safe).
 pub struct tame_ipc_event {
     event: Event,
-    signaller: Signaller,
+    /// None when opened read-only.
+    signaller: Option<Signaller>,
 }
 /// A listener on an event (one thread at a time).
 pub struct tame_ipc_listener {
@@ -19,8 +20,20 @@ pub struct tame_ipc_listener {
 
 impl tame_ipc_event {
     fn new(event: Event) -> tame_ipc_event {
-        let signaller = event.signaller();
+        let signaller = event.signaller().ok();
         tame_ipc_event { event, signaller }
+    }
+
+    fn signaller(&self) -> FfiResult<&Signaller> {
+        self.signaller.as_ref().ok_or_else(|| {
+            (
+                TAME_IPC_ERR_PERMISSION,
+                format!(
+                    "{} was opened read-only and cannot be signalled — open it with tame_ipc_event_open to signal",
+                    self.event.segment().describe()
+                ),
+            )
+        })
     }
 }
 
@@ -73,6 +86,29 @@ pub unsafe extern "C" fn tame_ipc_event_open(
     unsafe { open_handle(out, open) }
 }
 
+/// Opens an existing named event counter read-only (mapped `PROT_READ`; the caller
+/// needs only read permission). Listeners work (a read-only listener's wait re-checks
+/// the counter every millisecond instead of being woken); signalling fails with
+/// `TAME_IPC_ERR_PERMISSION`.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `out` is NULL or valid for writing a
+/// `tame_ipc_event *`.
+#[no_mangle]
+pub unsafe extern "C" fn tame_ipc_event_open_read_only(
+    name: *const c_char,
+    out: *mut *mut tame_ipc_event,
+) -> tame_ipc_result {
+    let open = || {
+        // SAFETY: `name` is NULL or NUL-terminated (this function's contract).
+        let name = unsafe { name_arg(name) }?;
+        let event = Event::open_read_only(name.as_str()).map_err(fail)?;
+        Ok(tame_ipc_event::new(event))
+    };
+    // SAFETY: `out` is NULL or writable (this function's contract).
+    unsafe { open_handle(out, open) }
+}
+
 /// Creates an anonymous event counter (memfd).
 ///
 /// # Safety
@@ -118,6 +154,18 @@ pub unsafe extern "C" fn tame_ipc_event_fd(event: *const tame_ipc_event) -> c_in
     unsafe { segment_fd(event) }
 }
 
+/// 1 when someone shrank this named event and the SIGBUS guard replaced its mapping
+/// by private memory: this side no longer shares anything with its peers (recreate
+/// the channel). 0 otherwise, always for anonymous segments, and for NULL.
+///
+/// # Safety
+/// `event` is NULL or a live event handle (not yet closed).
+#[no_mangle]
+pub unsafe extern "C" fn tame_ipc_event_lost(event: *const tame_ipc_event) -> c_int {
+    // SAFETY: `event` is NULL or live (this function's contract).
+    unsafe { segment_lost(event) }
+}
+
 /// Counts one event. Wait-free, no system call; thread-safe.
 ///
 /// # Safety
@@ -127,7 +175,7 @@ pub unsafe extern "C" fn tame_ipc_event_signal(event: *const tame_ipc_event) -> 
     guard(|| {
         // SAFETY: `event` is NULL or live (this function's contract); signalling
         // only touches an atomic, so shared use between threads is fine.
-        unsafe { handle(event, "event") }?.signaller.signal();
+        unsafe { handle(event, "event") }?.signaller()?.signal();
         Ok(TAME_IPC_OK)
     })
 }
@@ -144,7 +192,7 @@ pub unsafe extern "C" fn tame_ipc_event_signal_and_wake(
         // SAFETY: `event` is NULL or live (this function's contract); signalling
         // only touches an atomic and the futex, so shared use is fine.
         unsafe { handle(event, "event") }?
-            .signaller
+            .signaller()?
             .signal_and_wake();
         Ok(TAME_IPC_OK)
     })

@@ -33,6 +33,7 @@ pub extern "C" fn tame_ipc_result_name(result: tame_ipc_result) -> *const c_char
         TAME_IPC_ERR_CORRUPTED => c"TAME_IPC_ERR_CORRUPTED",
         TAME_IPC_ERR_OS => c"TAME_IPC_ERR_OS",
         TAME_IPC_ERR_PANIC => c"TAME_IPC_ERR_PANIC",
+        TAME_IPC_ERR_UNTRUSTED => c"TAME_IPC_ERR_UNTRUSTED",
         _ => c"TAME_IPC_UNKNOWN_RESULT",
     };
     name.as_ptr()

@@ -78,10 +78,13 @@ pub const TAME_IPC_ERR_CORRUPTED: tame_ipc_result = -10;
 pub const TAME_IPC_ERR_OS: tame_ipc_result = -11;
 /// An internal error (a caught panic); the handle should be closed.
 pub const TAME_IPC_ERR_PANIC: tame_ipc_result = -12;
+/// Refused as unsafe to adopt: a named segment owned by another user (not root) or
+/// writable by others, or a descriptor not sealed against shrinking.
+pub const TAME_IPC_ERR_UNTRUSTED: tame_ipc_result = -13;
 
 /// Layout version this library writes; segments with the same major are compatible.
 pub const TAME_IPC_LAYOUT_MAJOR: u32 = 1;
-pub const TAME_IPC_LAYOUT_MINOR: u32 = 0;
+pub const TAME_IPC_LAYOUT_MINOR: u32 = 1;
 /// Longest segment name, in bytes, without the `tame.` prefix.
 pub const TAME_IPC_MAX_NAME_LEN: u32 = 200;
 /// Largest element size, in bytes.
@@ -121,7 +124,8 @@ fn error_code(error: &Error) -> tame_ipc_result {
         }
         Error::NotFound { .. } => TAME_IPC_ERR_NOT_FOUND,
         Error::AlreadyExists { .. } => TAME_IPC_ERR_EXISTS,
-        Error::PermissionDenied { .. } => TAME_IPC_ERR_PERMISSION,
+        Error::PermissionDenied { .. } | Error::ReadOnly { .. } => TAME_IPC_ERR_PERMISSION,
+        Error::Untrusted { .. } => TAME_IPC_ERR_UNTRUSTED,
         Error::LayoutMismatch { .. } => TAME_IPC_ERR_LAYOUT_MISMATCH,
         Error::Header { source, .. } => match source {
             HeaderError::NotReady => TAME_IPC_ERR_NOT_READY,
@@ -278,6 +282,18 @@ unsafe fn segment_fd<T: SegmentHandle>(ptr: *const T) -> c_int {
     // SAFETY: NULL is handled by `as_ref`; anything else is a live `T` (the
     // caller's contract), only read here.
     unsafe { ptr.as_ref() }.map_or(-1, |h| h.segment().fd().as_raw_fd())
+}
+
+/// 1 when someone shrank the handle's named segment and the SIGBUS guard replaced its
+/// mapping by private memory (this side is cut off from its peers), else 0 (and for
+/// NULL).
+///
+/// # Safety
+/// `ptr` is NULL or a live handle of type `T` from this library.
+unsafe fn segment_lost<T: SegmentHandle>(ptr: *const T) -> c_int {
+    // SAFETY: NULL is handled by `as_ref`; anything else is a live `T` (the
+    // caller's contract), only read here.
+    unsafe { ptr.as_ref() }.map_or(0, |h| c_int::from(h.segment().is_lost()))
 }
 
 /// Reports a peer's state (`TAME_IPC_PEER_*`) behind the panic boundary; `*pid`

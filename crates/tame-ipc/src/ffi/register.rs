@@ -80,6 +80,31 @@ pub unsafe extern "C" fn tame_ipc_register_open(
     unsafe { open_handle(out, open) }
 }
 
+/// Opens an existing named register read-only (mapped `PROT_READ`; the caller needs
+/// only read permission). Readers work; `tame_ipc_writer_open` on it fails with
+/// `TAME_IPC_ERR_PERMISSION`.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `out` is NULL or valid for writing a
+/// `tame_ipc_register *`.
+#[no_mangle]
+pub unsafe extern "C" fn tame_ipc_register_open_read_only(
+    name: *const c_char,
+    elem_size: u32,
+    elem_align: u32,
+    out: *mut *mut tame_ipc_register,
+) -> tame_ipc_result {
+    let open = || {
+        // SAFETY: `name` is NULL or NUL-terminated (this function's contract).
+        let name = unsafe { name_arg(name) }?;
+        let spec = register_spec(elem_size, elem_align);
+        let register = Register::open_read_only(name.as_str(), spec).map_err(fail)?;
+        Ok(tame_ipc_register { register })
+    };
+    // SAFETY: `out` is NULL or writable (this function's contract).
+    unsafe { open_handle(out, open) }
+}
+
 /// Creates an anonymous register (memfd).
 ///
 /// # Safety
@@ -127,6 +152,18 @@ pub unsafe extern "C" fn tame_ipc_register_open_fd(
 pub unsafe extern "C" fn tame_ipc_register_fd(register: *const tame_ipc_register) -> c_int {
     // SAFETY: `register` is NULL or live (this function's contract).
     unsafe { segment_fd(register) }
+}
+
+/// 1 when someone shrank this named register and the SIGBUS guard replaced its mapping
+/// by private memory: this side no longer shares anything with its peers (recreate
+/// the channel). 0 otherwise, always for anonymous segments, and for NULL.
+///
+/// # Safety
+/// `register` is NULL or a live register handle (not yet closed).
+#[no_mangle]
+pub unsafe extern "C" fn tame_ipc_register_lost(register: *const tame_ipc_register) -> c_int {
+    // SAFETY: `register` is NULL or live (this function's contract).
+    unsafe { segment_lost(register) }
 }
 
 /// Releases a register handle; NULL is a no-op. Its ends keep the mapping alive.

@@ -136,6 +136,18 @@ pub unsafe extern "C" fn tame_ipc_ring_fd(ring: *const tame_ipc_ring) -> c_int {
     unsafe { segment_fd(ring) }
 }
 
+/// 1 when someone shrank this named ring and the SIGBUS guard replaced its mapping
+/// by private memory: this side no longer shares anything with its peers (recreate
+/// the channel). 0 otherwise, always for anonymous segments, and for NULL.
+///
+/// # Safety
+/// `ring` is NULL or a live ring handle (not yet closed).
+#[no_mangle]
+pub unsafe extern "C" fn tame_ipc_ring_lost(ring: *const tame_ipc_ring) -> c_int {
+    // SAFETY: `ring` is NULL or live (this function's contract).
+    unsafe { segment_lost(ring) }
+}
+
 /// Releases a ring handle; NULL is a no-op. Its ends keep the mapping alive.
 ///
 /// # Safety

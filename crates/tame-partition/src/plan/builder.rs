@@ -65,13 +65,10 @@ impl<'a> Builder<'a> {
         });
     }
 
-    /// A cgroup file write (CPU lists compare as sets).
+    /// A cgroup file write, compared by its setting's kind (CPU lists as sets,
+    /// controller changes against the enabled set).
     pub(super) fn cgroup(&mut self, w: CgroupWrite, why: &str) {
-        let kind = if w.setting.is_cpu_list() {
-            ValueKind::CpuList
-        } else {
-            ValueKind::Text
-        };
+        let kind = ValueKind::from(w.setting);
         self.write_full(w.path, w.value, kind, why, w.restore_with, false);
     }
 

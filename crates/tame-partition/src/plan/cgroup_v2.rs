@@ -16,7 +16,8 @@ pub(super) fn steps(spec: &Spec, host: &HostModel, cpuset: &Cgroups, b: &mut Bui
         .iter()
         .filter(|p| p.role != Role::System)
         .collect();
-    if !subtree_has_cpuset(host) && !others.is_empty() {
+    // Left out by the builder when cgroup.subtree_control already lists cpuset.
+    if !others.is_empty() {
         if let Some(w) = root.enable("cpuset") {
             b.cgroup(w, "enable cpusets for child cgroups");
         }
@@ -25,14 +26,6 @@ pub(super) fn steps(spec: &Spec, host: &HostModel, cpuset: &Cgroups, b: &mut Bui
         let isolated = p.role == Role::Isolated && isolated_partitions(host);
         partition_group(b, host, &root, p, isolated, "a cgroup for the partition");
     }
-}
-
-/// The root's cgroup.subtree_control already enables cpuset.
-fn subtree_has_cpuset(host: &HostModel) -> bool {
-    host.cgroups
-        .v2
-        .as_ref()
-        .is_some_and(|h| h.subtree_control.iter().any(|c| c == "cpuset"))
 }
 
 /// `cpuset.cpus.partition = isolated` exists since Linux 6.2 (before: `root`).

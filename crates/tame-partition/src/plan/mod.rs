@@ -20,7 +20,7 @@ mod validate;
 
 use serde::Serialize;
 use tame_host::cgroup::members::Member;
-use tame_host::cgroup::{CgroupVersion, Cgroups};
+use tame_host::cgroup::{CgroupVersion, Cgroups, Setting};
 use tame_host::journal::Ownership;
 use tame_host::{CpuList, HostModel};
 
@@ -34,12 +34,60 @@ pub const PLAN_SCHEMA: u32 = 1;
 /// Prefix of every directory tame creates (cgroups, resctrl groups).
 pub const DIR_PREFIX: &str = tame_host::cgroup::TAME_PREFIX;
 
-/// How a value is compared with what the kernel prints, so a second apply sees no change.
+/// How a value is compared with what the kernel prints, so a second apply sees no
+/// change (plan) and a value apply wrote is no drift (status).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ValueKind {
     Text,
+    /// A CPU list; compared as text where either side is not one.
     CpuList,
     CpuMask,
+    /// Controller changes (`+cpuset -io`) to a file that prints the enabled set
+    /// (`cpuset cpu io`), as v2 `cgroup.subtree_control`.
+    ControllerSet,
+}
+
+impl ValueKind {
+    /// How to compare a value apply wrote, known from the value alone (the journal keeps
+    /// no kind): controller changes as [`ValueKind::ControllerSet`]; anything else as a
+    /// CPU list, which compares masks in the kernel's spelling and other values as text.
+    pub fn of_written(value: &str) -> Self {
+        if controller_changes(value).is_some() {
+            ValueKind::ControllerSet
+        } else {
+            ValueKind::CpuList
+        }
+    }
+}
+
+impl From<Setting> for ValueKind {
+    fn from(setting: Setting) -> Self {
+        if setting.is_cpu_list() {
+            ValueKind::CpuList
+        } else if setting == Setting::SubtreeControl {
+            ValueKind::ControllerSet
+        } else {
+            ValueKind::Text
+        }
+    }
+}
+
+/// `+name` / `-name` words as (enable, name); `None` unless every word is one (a
+/// negative number such as `-1` is not).
+fn controller_changes(value: &str) -> Option<Vec<(bool, &str)>> {
+    let words: Vec<(bool, &str)> = value
+        .split_whitespace()
+        .map(|w| match w.split_at_checked(1) {
+            Some(("+", name)) => Some((true, name)),
+            Some(("-", name)) => Some((false, name)),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let is_name = |n: &str| {
+        n.starts_with(|c: char| c.is_ascii_lowercase())
+            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    (!words.is_empty() && words.iter().all(|(_, n)| is_name(n))).then_some(words)
 }
 
 /// One task (thread) as far as moving it matters.
@@ -211,6 +259,16 @@ pub fn same_value(current: &str, wanted: &str, kind: ValueKind) -> bool {
             (Ok(a), Ok(b)) => a == b,
             _ => c == w,
         },
+        // Every controller to enable is enabled, none to disable is.
+        ValueKind::ControllerSet => match controller_changes(w) {
+            Some(changes) => {
+                let enabled: Vec<&str> = c.split_whitespace().collect();
+                changes
+                    .iter()
+                    .all(|(on, name)| enabled.contains(name) == *on)
+            }
+            None => c == w,
+        },
     }
 }
 
@@ -233,5 +291,44 @@ pub fn describe(step: &Step) -> String {
         } => {
             format!("{} tasks: {from} → {to}", tasks.len())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controller_changes_compare_with_the_enabled_set() {
+        let kind = ValueKind::of_written("+cpuset");
+        assert_eq!(kind, ValueKind::ControllerSet);
+        assert!(same_value("cpuset cpu io\n", "+cpuset", kind));
+        assert!(!same_value("cpu io", "+cpuset", kind));
+        assert!(same_value("cpu io", "-cpuset +io", kind));
+        assert!(!same_value("cpuset io", "-cpuset +io", kind));
+        assert!(!same_value("", "+cpuset", kind));
+        assert_eq!(
+            ValueKind::from(Setting::SubtreeControl),
+            ValueKind::ControllerSet
+        );
+        assert_eq!(ValueKind::from(Setting::Cpus), ValueKind::CpuList);
+        assert_eq!(ValueKind::from(Setting::Partition), ValueKind::Text);
+    }
+
+    #[test]
+    fn other_written_values_compare_as_lists_or_text() {
+        // A negative number (sched_rt_runtime_us = -1) is no controller change.
+        for v in ["-1", "0-3", "03", "isolated", "+", "+Cpu", "+1"] {
+            assert_eq!(ValueKind::of_written(v), ValueKind::CpuList, "{v}");
+        }
+        let kind = ValueKind::of_written("-1");
+        assert!(same_value("-1\n", "-1", kind));
+        assert!(!same_value("950000", "-1", kind));
+        assert!(same_value("0-1,2", "0-2", ValueKind::of_written("0-2")));
+        assert!(!same_value(
+            "root",
+            "isolated",
+            ValueKind::of_written("isolated")
+        ));
     }
 }

@@ -1,86 +1,48 @@
 //! `tame serve`: admits clients over a Unix socket and runs one scheduler thread per CPU
-//! in use. The scheduler thread runs SCHED_FIFO 99 pinned to its CPU; it raises the EDF
-//! choice among its clients to SCHED_FIFO 98 for the slice and drops it back to nice 19
-//! afterwards. Clients are pinned to the CPU while they hold the reservation; their previous
-//! policy and affinity come back on release, on exit of the server, or — through the
-//! watchdog — to SCHED_OTHER if the server dies.
+//! in use (`scheduler.rs`). Who may reserve what is the policy's (`policy.rs`); the socket
+//! is root's, group-owned, mode 0660. Each connection is served on its own thread with a
+//! bounded request (`conn.rs`). Clients are pinned to the CPU while they hold the
+//! reservation; their previous policy and affinity come back on release, on exit of the
+//! server, through the watchdog if the server dies, and from the restore record
+//! (`tame serve --recover`) if both die.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tame_host::Root;
-use tame_rt::clock::{monotonic_ns, sleep_until};
-use tame_rt::sched::{self, ThreadSched};
+use tame_host::{CpuList, Root};
 
-use super::edf::Edf;
+use super::conn::{self, ReadError, Slots, REQUEST_TIME};
+use super::policy::{Ask, Asker, Policy, Reservable};
 use super::protocol::{ClientInfo, ErrorKind, Request, Response, Status, PROTOCOL_VERSION};
+use super::record::{self, lock_path, record_path, Record, Recovered};
+use super::scheduler::{self, Client, Cpu};
+use super::thread::{Process, SetError, Thread};
 use super::watchdog::{Watchdog, MAX_WATCHED};
-use super::{CLIENT_PRIORITY, SERVER_PRIORITY};
 use crate::bandwidth::Limits;
 use crate::error::{failed, invalid, io_failed, refused, Result};
-use crate::spec::{self, percent, Backend, PPM};
+use crate::spec::{self, percent, Backend};
 
-const SCHED_OTHER: i32 = 0;
-const SCHED_FIFO: i32 = 1;
-const SCHED_BATCH: i32 = 3;
-const SCHED_IDLE: i32 = 5;
-/// Clients wait at SCHED_OTHER nice 19 between slices. SCHED_IDLE would be the obvious
-/// choice, but right after each slice the fair class hands a task just lowered to SCHED_IDLE
-/// ~19 % of the CPU (measured here), at nice 19 ~8 %: less time in small, cache-cold pieces.
-const WAIT_NICE: i32 = 19;
-/// The longest a scheduler thread sleeps before looking for new or vanished clients.
-const POLL_NS: u64 = 50_000_000;
-const LIVENESS_NS: u64 = 100_000_000;
+/// How long a starting server (or a recovery) waits for the lock: a dead server's
+/// watchdog holds it while it restores.
+const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug)]
 pub struct Config {
     pub socket: PathBuf,
-    /// Admission cap per CPU, ppm.
+    /// Admission cap per CPU, ppm (every user's reservations together).
     pub cap_ppm: u64,
+    pub policy: Policy,
+    /// Where the applied partition spec is read (the policy's reservable CPUs).
+    pub journal_dir: PathBuf,
     pub root: Root,
-}
-
-/// A thread's state before it became a client.
-#[derive(Clone, Debug)]
-struct Saved {
-    tid: u32,
-    sched: ThreadSched,
-    affinity: Vec<u32>,
-}
-
-#[derive(Clone, Debug)]
-struct Client {
-    info: ClientInfo,
-    start_time: u64,
-    saved: Vec<Saved>,
-}
-
-#[derive(Default)]
-struct CpuState {
-    clients: Vec<Client>,
-    /// Released or vanished clients the scheduler thread must restore.
-    leaving: Vec<Client>,
-}
-
-struct Cpu {
-    state: Mutex<CpuState>,
-    generation: AtomicU64,
-    acked: AtomicU64,
-}
-
-struct Server {
-    config: Config,
-    limits: Limits,
-    watchdog: Arc<Watchdog>,
-    stop: Arc<AtomicBool>,
-    cpus: BTreeMap<u32, (Arc<Cpu>, std::thread::JoinHandle<()>)>,
 }
 
 /// Check what can be checked before anything starts (cap, socket).
@@ -106,66 +68,250 @@ pub fn validate(config: &Config) -> Result<Limits> {
 /// Run until `stop` is set. Forks the watchdog first: call before making threads.
 pub fn serve(config: Config, stop: Arc<AtomicBool>) -> Result<()> {
     let limits = validate(&config)?;
-    let watchdog =
-        Arc::new(Watchdog::spawn().map_err(|e| io_failed("cannot start the watchdog", e))?);
-    let listener = bind(&config.socket)?;
-    let mut server = Server {
+    let lock = take_lock(&config.socket)?;
+    // A server that died before us may have left clients changed.
+    let recovered = recover_locked(&config.root, &config.socket)?;
+    if recovered != Recovered::default() {
+        eprintln!("tame serve: {}", describe(&recovered));
+    }
+    let watchdog = Arc::new(
+        Watchdog::spawn(
+            &config.root,
+            &record_path(&config.socket),
+            &lock_path(&config.socket),
+        )
+        .map_err(|e| io_failed("cannot start the watchdog", e))?,
+    );
+    let listener = match bind(&config.socket, config.policy.socket_gid) {
+        Ok(l) => l,
+        Err(e) => {
+            watchdog.shutdown();
+            return Err(e);
+        }
+    };
+    let server = Arc::new(Mutex::new(Server {
+        record: Record::new(record_path(&config.socket)),
         config,
         limits,
         watchdog,
         stop: stop.clone(),
         cpus: BTreeMap::new(),
-    };
+        stopping: false,
+    }));
+    let slots = Slots::default();
+    let mut workers: Vec<std::thread::JoinHandle<()>> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
+        // Wait for a connection, looking at the stop flag every 50 ms.
+        let mut p = libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one live pollfd for the call.
+        if unsafe { libc::poll(&mut p, 1, 50) } <= 0 {
+            continue;
+        }
         match listener.accept() {
-            Ok((stream, _)) => server.handle(stream),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20));
+            Ok((stream, _)) => {
+                workers.retain(|w| !w.is_finished());
+                if let Some(w) = accept(&server, &slots, stream) {
+                    workers.push(w);
+                }
             }
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => std::thread::sleep(Duration::from_millis(5)),
         }
     }
+    drop(listener);
+    // Requests in flight end within their time limit.
+    for w in workers {
+        let _ = w.join();
+    }
+    let mut server = server.lock().unwrap_or_else(|p| p.into_inner());
     let socket = server.config.socket.clone();
     server.shutdown();
     let _ = std::fs::remove_file(&socket);
+    drop(lock);
     Ok(())
 }
 
-fn bind(socket: &Path) -> Result<UnixListener> {
+/// Give the clients of a server that is no longer running their state back, from its
+/// restore record (`tame serve --recover`, the unit's `ExecStopPost=`).
+pub fn recover(root: &Root, socket: &Path) -> Result<Recovered> {
+    if UnixStream::connect(socket).is_ok() {
+        return Err(invalid(format!(
+            "a server is running on {}: it restores its own clients — recovery is for after it stopped",
+            socket.display()
+        )));
+    }
+    let _lock = take_lock(socket)?;
+    recover_locked(root, socket)
+}
+
+fn recover_locked(root: &Root, socket: &Path) -> Result<Recovered> {
+    let path = record_path(socket);
+    record::recover(root, &path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::InvalidData => {
+            invalid(e.to_string())
+        }
+        _ => io_failed(format!("cannot recover from {}", path.display()), e),
+    })
+}
+
+/// One line on what recovery did.
+pub fn describe(r: &Recovered) -> String {
+    if *r == Recovered::default() {
+        return "nothing to recover: no restore record (the server stopped cleanly, or its watchdog restored its clients)".into();
+    }
+    let mut text = format!(
+        "recovered from a stopped server: {} thread(s) given their policy and affinity back, {} gone",
+        r.restored.len(),
+        r.gone.len()
+    );
+    for (tid, why) in &r.failed {
+        text.push_str(&format!("; thread {tid} not restored: {why}"));
+    }
+    text
+}
+
+/// The server's lock: one server (or recovery) per socket at a time.
+fn take_lock(socket: &Path) -> Result<File> {
+    let path = lock_path(socket);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| io_failed(format!("cannot create {}", dir.display()), e))?;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| io_failed(format!("cannot open the lock {}", path.display()), e))?;
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(file);
+        }
+        if Instant::now() >= deadline {
+            return Err(invalid(format!(
+                "another tame serve (or its recovery) holds {} — stop it first, or give another --socket",
+                path.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Listen on `socket`: root's, group `gid` (None: root's group), mode 0660. The socket is
+/// made under umask 0177, so it is never open to others, not even for a moment.
+fn bind(socket: &Path, gid: Option<u32>) -> Result<UnixListener> {
     if let Some(dir) = socket.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| io_failed(format!("cannot create {}", dir.display()), e))?;
     }
-    // validate() found nobody listening: a file there is a stale socket.
-    let _ = std::fs::remove_file(socket);
-    let listener = UnixListener::bind(socket)
-        .map_err(|e| io_failed(format!("cannot listen on {}", socket.display()), e))?;
-    // Anyone may ask; the server checks the asker may change the process (SO_PEERCRED).
-    let _ = std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666));
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| io_failed(format!("cannot set up {}", socket.display()), e))?;
+    // validate() found nobody listening: a socket there is stale. Anything else is not ours.
+    match std::fs::symlink_metadata(socket) {
+        Ok(m) if m.file_type().is_socket() => {
+            let _ = std::fs::remove_file(socket);
+        }
+        Ok(_) => {
+            return Err(invalid(format!(
+                "{} exists and is not a socket — remove it or give another --socket",
+                socket.display()
+            )))
+        }
+        Err(_) => {}
+    }
+    // SAFETY: umask takes and returns a plain mode; no thread of ours makes files now.
+    let old = unsafe { libc::umask(0o177) };
+    let bound = UnixListener::bind(socket);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    let listener =
+        bound.map_err(|e| io_failed(format!("cannot listen on {}", socket.display()), e))?;
+    let setup = std::os::unix::fs::chown(socket, None, gid)
+        .and_then(|()| std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o660)))
+        .and_then(|()| listener.set_nonblocking(true));
+    if let Err(e) = setup {
+        let _ = std::fs::remove_file(socket);
+        return Err(io_failed(format!("cannot set up {}", socket.display()), e));
+    }
     Ok(listener)
 }
 
-fn peer_uid(stream: &UnixStream) -> Option<u32> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
+/// Take a connection on: who is asking (refused when that cannot be told), whether it
+/// may have another connection, then its own thread.
+fn accept(
+    server: &Arc<Mutex<Server>>,
+    slots: &Slots,
+    stream: UnixStream,
+) -> Option<std::thread::JoinHandle<()>> {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let asker = match identify(&stream) {
+        Ok(a) => a,
+        Err(refusal) => {
+            reply(&stream, &refusal);
+            return None;
+        }
     };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: cred and len are valid for the call.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
+    let Some(slot) = slots.take(asker.uid) else {
+        reply(
+            &stream,
+            &error_response(refused(format!(
+                "refused: too many connections open (uid {} may hold {}, everyone {}) — retry in a moment",
+                asker.uid,
+                if asker.uid == 0 { conn::MAX_FOR_ROOT } else { conn::MAX_PER_UID },
+                conn::MAX_CONNECTIONS
+            ))),
+        );
+        return None;
     };
-    (rc == 0).then_some(cred.uid)
+    let server = server.clone();
+    std::thread::Builder::new()
+        .name("tame-serve-conn".into())
+        .spawn(move || {
+            let _slot = slot;
+            handle(&server, &stream, &asker);
+        })
+        .ok()
+}
+
+/// Who is asking; a peer that cannot be told is refused, never taken for anyone.
+fn identify(stream: &UnixStream) -> std::result::Result<Asker, Response> {
+    conn::peer(stream).map_err(|e| {
+        error_response(refused(format!(
+            "refused: the server cannot tell who is asking (SO_PEERCRED: {e})"
+        )))
+    })
+}
+
+/// Read one request within the size and time limits, answer it, close.
+fn handle(server: &Mutex<Server>, stream: &UnixStream, asker: &Asker) {
+    let deadline = Instant::now() + REQUEST_TIME;
+    let response = match conn::read_request(stream, deadline) {
+        Ok(bytes) => match serde_json::from_slice::<Request>(&bytes) {
+            Ok(req) => server
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .dispatch(req, asker),
+            Err(e) => error_response(invalid(format!("not a tame serve request: {e}"))),
+        },
+        Err(ReadError::Closed) => return,
+        Err(e) => error_response(invalid(format!(
+            "{e} — send one JSON request on one line (see docs/reserve.md)"
+        ))),
+    };
+    reply(stream, &response);
+}
+
+fn reply(mut stream: &UnixStream, response: &Response) {
+    let mut text = serde_json::to_string(response).unwrap_or_default();
+    text.push('\n');
+    let _ = stream.write_all(text.as_bytes());
 }
 
 fn error_response(e: crate::ReserveError) -> Response {
@@ -180,35 +326,28 @@ fn error_response(e: crate::ReserveError) -> Response {
     }
 }
 
-impl Server {
-    fn handle(&mut self, stream: UnixStream) {
-        let _ = stream.set_nonblocking(false);
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-        let uid = peer_uid(&stream);
-        let mut line = String::new();
-        let mut reader = BufReader::new(&stream);
-        let response = match reader.read_line(&mut line) {
-            Ok(_) => match serde_json::from_str::<Request>(&line) {
-                Ok(req) => self.dispatch(req, uid),
-                Err(e) => error_response(invalid(format!("not a tame serve request: {e}"))),
-            },
-            Err(e) => error_response(io_failed("cannot read the request", e)),
-        };
-        let mut text = serde_json::to_string(&response).unwrap_or_default();
-        text.push('\n');
-        let _ = (&stream).write_all(text.as_bytes());
-    }
+struct Server {
+    config: Config,
+    limits: Limits,
+    watchdog: Arc<Watchdog>,
+    record: Record,
+    stop: Arc<AtomicBool>,
+    cpus: BTreeMap<u32, (Arc<Cpu>, std::thread::JoinHandle<()>)>,
+    stopping: bool,
+}
 
-    fn dispatch(&mut self, req: Request, uid: Option<u32>) -> Response {
+impl Server {
+    fn dispatch(&mut self, req: Request, asker: &Asker) -> Response {
         let result = match req {
+            _ if self.stopping => Err(failed("the server is stopping")),
             Request::List => Ok(()),
             Request::Reserve {
                 pid,
                 share_ppm,
                 period_ns,
                 cpu,
-            } => self.admit(pid, share_ppm, period_ns, cpu, uid),
-            Request::Release { pid } => self.release(pid, uid),
+            } => self.admit(pid, share_ppm, period_ns, cpu, asker),
+            Request::Release { pid } => self.release(pid, asker),
         };
         match result {
             Ok(()) => Response::Ok {
@@ -218,12 +357,31 @@ impl Server {
         }
     }
 
-    fn status(&self) -> Status {
-        let mut clients = Vec::new();
+    fn clients(&self) -> Vec<Client> {
+        let mut all = Vec::new();
         for (cpu, _) in self.cpus.values() {
             let st = cpu.state.lock().unwrap_or_else(|p| p.into_inner());
-            clients.extend(st.clients.iter().map(|c| c.info.clone()));
+            all.extend(st.clients.iter().cloned());
         }
+        all
+    }
+
+    fn status(&self) -> Status {
+        let root = &self.config.root;
+        let mut clients: Vec<ClientInfo> = self
+            .clients()
+            .into_iter()
+            .map(|c| ClientInfo {
+                // Threads that exited (or were reused) are no longer the client's.
+                tids: c
+                    .threads
+                    .iter()
+                    .filter(|t| t.is_same(root))
+                    .map(|t| t.tid)
+                    .collect(),
+                ..c.info
+            })
+            .collect();
         clients.sort_by_key(|c| c.pid);
         Status {
             version: PROTOCOL_VERSION,
@@ -235,10 +393,17 @@ impl Server {
         }
     }
 
-    fn reserved_on(&self, cpu: u32) -> u64 {
+    fn reserved_on(&self, cpu: u32, uid: Option<u32>) -> u64 {
         self.cpus.get(&cpu).map_or(0, |(c, _)| {
             let st = c.state.lock().unwrap_or_else(|p| p.into_inner());
-            st.clients.iter().map(|c| c.info.share_ppm).sum()
+            st.clients
+                .iter()
+                .filter(|c| match uid {
+                    Some(u) => c.asker_uid == u,
+                    None => true,
+                })
+                .map(|c| c.info.share_ppm)
+                .sum()
         })
     }
 
@@ -255,7 +420,7 @@ impl Server {
         share_ppm: u64,
         period_ns: u64,
         cpu: u32,
-        uid: Option<u32>,
+        asker: &Asker,
     ) -> Result<()> {
         let request = spec::Request {
             share_ppm,
@@ -264,25 +429,34 @@ impl Server {
             backend: Backend::Server,
         };
         request.validate(self.config.cap_ppm, &self.limits.online)?;
-        let info = tame_host::process::inspect(&self.config.root, pid)
-            .map_err(|e| invalid(e.to_string()))?;
-        if let Some(uid) = uid {
-            if uid != 0 && uid != info.uid {
-                return Err(invalid(format!(
-                    "no permission: process {pid} belongs to uid {}, you are uid {uid} — reserve your own processes, or ask as root",
-                    info.uid
-                )));
-            }
+        let root = self.config.root.clone();
+        let info = tame_host::process::inspect(&root, pid).map_err(|e| invalid(e.to_string()))?;
+        if asker.uid != 0 && asker.uid != info.uid {
+            return Err(invalid(format!(
+                "no permission: process {pid} belongs to uid {}, you are uid {} — reserve your own processes, or ask as root",
+                info.uid, asker.uid
+            )));
         }
         if self.find(pid).is_some() {
             return Err(invalid(format!(
                 "process {pid} already holds a reservation — release it first (tame reserve --release {pid})"
             )));
         }
-        let mut used = self.reserved_on(cpu);
-        if used + share_ppm > self.config.cap_ppm && self.prune_exited(cpu) {
-            used = self.reserved_on(cpu);
+        if self.reserved_on(cpu, None) + share_ppm > self.config.cap_ppm {
+            self.prune_exited(cpu);
         }
+        let ask = Ask {
+            cpu,
+            share_ppm,
+            period_ns,
+            held_ppm: self.reserved_on(cpu, Some(asker.uid)),
+        };
+        let online = CpuList::from_cpus(self.limits.online.iter().copied());
+        let journal_dir = self.config.journal_dir.clone();
+        self.config.policy.check(asker, &ask, || {
+            Reservable::read(&root, &journal_dir, &online)
+        })?;
+        let used = self.reserved_on(cpu, None);
         if used + share_ppm > self.config.cap_ppm {
             return Err(refused(format!(
                 "admission refused: CPU {cpu} has {} reserved, {} asked, cap {} ({} free) — ask for less, another CPU, or release a reservation",
@@ -292,61 +466,58 @@ impl Server {
                 percent(self.config.cap_ppm - used)
             )));
         }
-        let watched: usize = self.status().clients.iter().map(|c| c.tids.len()).sum();
+        let watched: usize = self.clients().iter().map(|c| c.threads.len()).sum();
         if watched + info.tids.len() > MAX_WATCHED {
             return Err(refused(format!(
                 "the server watches at most {MAX_WATCHED} client threads — release some reservations"
             )));
         }
-        let mut saved = Vec::new();
-        for &tid in &info.tids {
-            let t = tid as libc::pid_t;
-            match (sched::get_thread_sched(t), sched::get_affinity(t)) {
-                (Ok(s), Ok(a)) => {
-                    if s.policy != SCHED_OTHER && s.policy != SCHED_BATCH && s.policy != SCHED_IDLE
-                    {
-                        restore(&self.watchdog, &saved);
-                        return Err(invalid(format!(
-                            "thread {tid} of process {pid} already runs at a real-time or deadline policy ({}) — the server schedules ordinary processes; return it to SCHED_OTHER first",
-                            s.policy
-                        )));
-                    }
-                    saved.push(Saved {
-                        tid,
-                        sched: s,
-                        affinity: a,
-                    });
-                }
-                _ => continue,
-            }
+        if !self.watchdog.alive() {
+            return Err(failed(
+                "the server's watchdog is gone: no new client is taken without it — restart tame serve",
+            ));
         }
-        // The watchdog knows a thread before it is ever raised.
-        for s in &saved {
-            if let Err(e) = self.watchdog.watch(s.tid) {
-                restore(&self.watchdog, &saved);
+        let process = Process::open(&root, pid, info.start_time)
+            .ok_or_else(|| invalid(format!("no process {pid} — it exited")))?;
+        let threads = self.capture(pid, &info.tids)?;
+        // Recorded before anything changes: the record, then the watchdog, know each
+        // thread before it is ever pinned or raised.
+        self.record.add(&root, &threads).map_err(|e| {
+            io_failed(
+                format!(
+                    "cannot write the restore record {}",
+                    self.record.path().display()
+                ),
+                e,
+            )
+        })?;
+        for t in &threads {
+            if let Err(e) = self.watchdog.watch(t) {
+                self.undo(pid, &threads);
                 return Err(io_failed("cannot reach the watchdog", e));
             }
         }
-        let mut tids = Vec::new();
-        for s in &saved {
-            let t = s.tid as libc::pid_t;
-            let pinned = sched::set_affinity(t, [cpu]);
-            let idle = set_policy(s.tid, SCHED_OTHER, 0, WAIT_NICE);
-            if let Err(e) = pinned.and(idle) {
-                if e.raw_os_error() == Some(libc::ESRCH) {
-                    continue;
+        let pinned = CpuList::from_cpus([cpu]);
+        let mut kept = Vec::new();
+        for t in &threads {
+            let changed = t
+                .set_affinity(&root, &pinned)
+                .and_then(|()| t.set_sched(&root, &scheduler::waiting()));
+            match changed {
+                Ok(()) => kept.push(t.clone()),
+                Err(SetError::Gone) => self.watchdog.forget(t.tid),
+                Err(SetError::Failed(e)) => {
+                    self.undo(pid, &threads);
+                    return Err(if e.raw_os_error() == Some(libc::EINVAL) {
+                        invalid(format!(
+                            "cannot pin thread {} to CPU {cpu}: the CPU is outside the cpuset the process may use — choose another --cpu, or place the process in the partition first (tame run -p / tame attach)",
+                            t.tid
+                        ))
+                    } else {
+                        io_failed(format!("cannot take over thread {}", t.tid), e)
+                    });
                 }
-                restore(&self.watchdog, &saved);
-                return Err(if e.raw_os_error() == Some(libc::EINVAL) {
-                    invalid(format!(
-                        "cannot pin thread {} to CPU {cpu}: the CPU is outside the cpuset the process may use — choose another --cpu (or wait if a partition is being applied)",
-                        s.tid
-                    ))
-                } else {
-                    io_failed(format!("cannot take over thread {}", s.tid), e)
-                });
             }
-            tids.push(s.tid);
         }
         let client = Client {
             info: ClientInfo {
@@ -354,15 +525,16 @@ impl Server {
                 cpu,
                 share_ppm,
                 period_ns,
-                tids,
+                tids: kept.iter().map(|t| t.tid).collect(),
             },
-            start_time: info.start_time,
-            saved,
+            asker_uid: asker.uid,
+            process: Arc::new(process),
+            threads: kept,
         };
         let cpu_state = match self.scheduler(cpu) {
             Ok(c) => c,
             Err(e) => {
-                restore(&self.watchdog, &client.saved);
+                self.undo(pid, &threads);
                 return Err(e);
             }
         };
@@ -373,6 +545,38 @@ impl Server {
         Ok(())
     }
 
+    /// Each thread of `pid` with its state from before; only ordinary policies are taken.
+    fn capture(&self, pid: u32, tids: &[u32]) -> Result<Vec<Thread>> {
+        let mut threads = Vec::new();
+        for &tid in tids {
+            let t = match Thread::capture(&self.config.root, pid, tid) {
+                Ok(Some(t)) => t,
+                Ok(None) => continue,
+                Err(e) => return Err(io_failed(format!("cannot read thread {tid}"), e)),
+            };
+            if !matches!(
+                t.sched.policy,
+                libc::SCHED_OTHER | libc::SCHED_BATCH | libc::SCHED_IDLE
+            ) {
+                return Err(invalid(format!(
+                    "thread {tid} of process {pid} already runs at a real-time or deadline policy ({}) — the server schedules ordinary processes; return it to SCHED_OTHER first",
+                    t.sched.policy
+                )));
+            }
+            threads.push(t);
+        }
+        if threads.is_empty() {
+            return Err(invalid(format!("no process {pid} — it exited")));
+        }
+        Ok(threads)
+    }
+
+    /// A failed admission: give back what was changed, forget it everywhere.
+    fn undo(&self, pid: u32, threads: &[Thread]) {
+        scheduler::restore(&self.config.root, &self.watchdog, threads);
+        let _ = self.record.remove(pid);
+    }
+
     /// The scheduler thread of `cpu`, started on first use.
     fn scheduler(&mut self, cpu: u32) -> Result<Arc<Cpu>> {
         if let Some((c, handle)) = self.cpus.get(&cpu) {
@@ -380,19 +584,18 @@ impl Server {
                 return Ok(c.clone());
             }
         }
-        let shared = Arc::new(Cpu {
-            state: Mutex::new(CpuState::default()),
-            generation: AtomicU64::new(0),
-            acked: AtomicU64::new(0),
-        });
+        let shared = Arc::new(Cpu::new());
         let (ready_tx, ready_rx) = mpsc::channel();
-        let thread_shared = shared.clone();
-        let watchdog = self.watchdog.clone();
-        let stop = self.stop.clone();
-        let root = self.config.root.clone();
+        let setup = scheduler::Setup {
+            cpu,
+            shared: shared.clone(),
+            watchdog: self.watchdog.clone(),
+            stop: self.stop.clone(),
+            root: self.config.root.clone(),
+        };
         let handle = std::thread::Builder::new()
             .name(format!("tame-serve-cpu{cpu}"))
-            .spawn(move || scheduler_thread(cpu, thread_shared, watchdog, stop, root, ready_tx))
+            .spawn(move || scheduler::run(setup, ready_tx))
             .map_err(|e| io_failed("cannot start the scheduler thread", e))?;
         match ready_rx.recv() {
             Ok(Ok(())) => {
@@ -407,257 +610,96 @@ impl Server {
         }
     }
 
-    /// Clients of `cpu` that exited since the scheduler thread last looked: remove them now
-    /// (their share returns before admission decides). True when any were removed.
-    fn prune_exited(&mut self, cpu: u32) -> bool {
+    /// Clients of `cpu` whose process exited since the scheduler thread last looked:
+    /// remove them now (their share returns before admission decides).
+    fn prune_exited(&mut self, cpu: u32) {
         let Some((c, _)) = self.cpus.get(&cpu) else {
-            return false;
+            return;
         };
+        let root = &self.config.root;
         let mut st = c.state.lock().unwrap_or_else(|p| p.into_inner());
-        let before = st.clients.len();
         let (kept, gone): (Vec<Client>, Vec<Client>) = std::mem::take(&mut st.clients)
             .into_iter()
-            .partition(|k| alive(&self.config.root, k.info.pid, k.start_time));
+            .partition(|k| k.process.alive(root));
         st.clients = kept;
-        let removed = st.clients.len() != before;
+        let pids: Vec<u32> = gone.iter().map(|g| g.info.pid).collect();
         st.leaving.extend(gone);
         drop(st);
-        if removed {
-            let generation = c.generation.fetch_add(1, Ordering::Release) + 1;
-            wait_acked(c, generation);
+        if !pids.is_empty() && c.changed_and_wait() {
+            for pid in pids {
+                let _ = self.record.remove(pid);
+            }
         }
-        removed
     }
 
-    fn release(&mut self, pid: u32, uid: Option<u32>) -> Result<()> {
+    fn release(&mut self, pid: u32, asker: &Asker) -> Result<()> {
         let Some(cpu) = self.find(pid) else {
             return Err(invalid(format!(
                 "process {pid} holds no server reservation — see tame reserve --list"
             )));
         };
+        let owner = tame_host::process::inspect(&self.config.root, pid)
+            .map(|i| i.uid)
+            .ok();
         let (c, _) = &self.cpus[&cpu];
         let mut st = c.state.lock().unwrap_or_else(|p| p.into_inner());
-        let i = st
-            .clients
-            .iter()
-            .position(|c| c.info.pid == pid)
-            .expect("found above");
-        if let Some(uid) = uid {
-            let owner = tame_host::process::inspect(&self.config.root, pid)
-                .map(|i| i.uid)
-                .ok();
-            if uid != 0 && owner.is_some_and(|o| o != uid) {
-                return Err(invalid(format!(
-                    "no permission: process {pid} is not yours — release it as root"
-                )));
-            }
+        let Some(i) = st.clients.iter().position(|c| c.info.pid == pid) else {
+            return Err(invalid(format!(
+                "process {pid} holds no server reservation — see tame reserve --list"
+            )));
+        };
+        let allowed =
+            asker.uid == 0 || st.clients[i].asker_uid == asker.uid || owner == Some(asker.uid);
+        if !allowed {
+            return Err(invalid(format!(
+                "no permission: the reservation of process {pid} is neither yours nor of a process of yours — release it as root"
+            )));
         }
         let client = st.clients.remove(i);
         st.leaving.push(client);
         drop(st);
-        let generation = c.generation.fetch_add(1, Ordering::Release) + 1;
-        wait_acked(c, generation);
+        // Forgotten by the record only once restored: a crash in between is recovered.
+        if c.changed_and_wait() {
+            let _ = self.record.remove(pid);
+        }
         Ok(())
     }
 
-    fn shutdown(self) {
+    /// Stop every scheduler thread (each restores its clients), let the watchdog go,
+    /// remove the record.
+    fn shutdown(&mut self) {
+        self.stopping = true;
         self.stop.store(true, Ordering::Relaxed);
-        for (_, (_, handle)) in self.cpus {
+        for (_, (_, handle)) in std::mem::take(&mut self.cpus) {
             let _ = handle.join();
         }
-        if let Ok(w) = Arc::try_unwrap(self.watchdog) {
-            w.shutdown();
-        }
+        self.watchdog.shutdown();
+        let _ = self.record.clear();
     }
 }
 
-/// Wait (at most a second) until the scheduler thread has taken in `generation`:
-/// released clients are restored by then.
-fn wait_acked(c: &Cpu, generation: u64) {
-    let deadline = monotonic_ns() + 1_000_000_000;
-    while c.acked.load(Ordering::Acquire) < generation && monotonic_ns() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{FromRawFd, OwnedFd};
 
-fn set_policy(tid: u32, policy: i32, priority: i32, nice: i32) -> std::io::Result<()> {
-    let s = ThreadSched {
-        policy,
-        priority,
-        nice,
-        // Threads a raised client starts begin as SCHED_OTHER, never inheriting its slice.
-        reset_on_fork: policy == SCHED_FIFO,
-        dl_runtime_ns: 0,
-        dl_deadline_ns: 0,
-        dl_period_ns: 0,
-    };
-    sched::set_thread_sched(tid as libc::pid_t, &s)
-}
-
-/// Give threads back what they had, and tell the watchdog to forget them.
-fn restore(watchdog: &Watchdog, saved: &[Saved]) {
-    for s in saved {
-        let t = s.tid as libc::pid_t;
-        let _ = sched::set_thread_sched(t, &s.sched);
-        let _ = sched::set_affinity(t, s.affinity.iter().copied());
-        watchdog.forget(s.tid);
-    }
-}
-
-/// The same process is still there (pid not reused) and has not exited.
-fn alive(root: &Root, pid: u32, start_time: u64) -> bool {
-    root.process(pid)
-        .stat()
-        .is_ok_and(|st| !matches!(st.state, 'Z' | 'X') && st.start_time == start_time)
-}
-
-fn scheduler_thread(
-    cpu: u32,
-    shared: Arc<Cpu>,
-    watchdog: Arc<Watchdog>,
-    stop: Arc<AtomicBool>,
-    root: Root,
-    ready: mpsc::Sender<Result<()>>,
-) {
-    let setup = sched::pin_current_thread(cpu)
-        .map_err(|e| invalid(format!("cannot run the server on CPU {cpu}: {e} — the CPU may be outside this server's cpuset (or a partition is being applied: retry)")))
-        .and_then(|()| {
-            set_policy(0, SCHED_FIFO, SERVER_PRIORITY, 0).map_err(|e| {
-                failed(format!(
-                    "cannot run the server thread at SCHED_FIFO {SERVER_PRIORITY}: {e} — run tame serve as root (or with CAP_SYS_NICE)"
-                ))
-            })
-        });
-    let ok = setup.is_ok();
-    let _ = ready.send(setup);
-    if !ok {
-        return;
-    }
-    let mut edf = Edf::new();
-    let mut clients: Vec<Client> = Vec::new();
-    let mut seen = 0u64;
-    let mut running: Option<u32> = None;
-    let mut misses = Vec::new();
-    let mut next_liveness = 0u64;
-    // Per client: the release its period began with, and its CPU time then.
-    let mut period_start: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
-    while !stop.load(Ordering::Relaxed) {
-        let now = monotonic_ns();
-        let generation = shared.generation.load(Ordering::Acquire);
-        // try_lock: the admitting thread may hold the lock while a raised client keeps it
-        // off this CPU; never wait for it here, look again at the next wake-up.
-        let locked = (generation != seen)
-            .then(|| shared.state.try_lock())
-            .and_then(Result::ok);
-        if let Some(mut st) = locked {
-            for gone in st.leaving.drain(..) {
-                edf.remove(gone.info.pid);
-                if running == Some(gone.info.pid) {
-                    running = None;
-                }
-                restore(&watchdog, &gone.saved);
+    #[test]
+    fn a_peer_that_cannot_be_told_is_refused() {
+        let mut fds = [0; 2];
+        // SAFETY: fds is a writable array of two ints.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: fresh descriptors we own; a pipe posing as a socket makes SO_PEERCRED fail.
+        let (not_a_socket, _other) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let stream = UnixStream::from(not_a_socket);
+        match identify(&stream) {
+            Err(Response::Error { kind, message }) => {
+                assert_eq!(kind, ErrorKind::Refused);
+                assert!(message.contains("cannot tell who is asking"), "{message}");
             }
-            for c in &st.clients {
-                if !clients.iter().any(|k| k.info.pid == c.info.pid) {
-                    edf.add(
-                        c.info.pid,
-                        spec::runtime_ns(c.info.share_ppm, c.info.period_ns),
-                        c.info.period_ns,
-                        now,
-                    );
-                }
-            }
-            clients = st.clients.clone();
-            drop(st);
-            seen = generation;
-            shared.acked.store(generation, Ordering::Release);
+            other => panic!("expected a refusal, got {other:?}"),
         }
-        if now >= next_liveness {
-            next_liveness = now + LIVENESS_NS;
-            let dead: Vec<u32> = clients
-                .iter()
-                .filter(|c| !alive(&root, c.info.pid, c.start_time))
-                .map(|c| c.info.pid)
-                .collect();
-            if !dead.is_empty() {
-                // A client that exits is removed and its share returned.
-                let Ok(mut st) = shared.state.try_lock() else {
-                    next_liveness = now;
-                    continue;
-                };
-                for pid in dead {
-                    if let Some(i) = st.clients.iter().position(|c| c.info.pid == pid) {
-                        let c = st.clients.remove(i);
-                        st.leaving.push(c);
-                    }
-                }
-                drop(st);
-                shared.generation.fetch_add(1, Ordering::Release);
-                continue;
-            }
-        }
-        misses.clear();
-        edf.replenish(now, &mut misses);
-        // Budgets count the CPU time each client really got since its period began, read
-        // from the kernel: a client also runs a little while it waits (the fair class places
-        // it well after each slice) and loses time when the vCPU is stolen — wall-clock
-        // slices would give ~10 % too much here, CPU-time accounting gives the share.
-        for job in edf.jobs().to_vec() {
-            let Some(client) = clients.iter().find(|c| c.info.pid == job.pid) else {
-                continue;
-            };
-            let exec = cpu_time_ns(&root, client);
-            let base = match period_start.get(&job.pid) {
-                Some(&(release, base)) if release == job.next_release_ns => base,
-                _ => {
-                    period_start.insert(job.pid, (job.next_release_ns, exec));
-                    exec
-                }
-            };
-            edf.set_used(job.pid, exec.saturating_sub(base));
-        }
-        period_start.retain(|pid, _| clients.iter().any(|c| c.info.pid == *pid));
-        let decision = edf.decide_late(now);
-        if decision.run != running {
-            if let Some(pid) = running {
-                set_client(&clients, pid, SCHED_OTHER, 0, WAIT_NICE);
-            }
-            if let Some(pid) = decision.run {
-                set_client(&clients, pid, SCHED_FIFO, CLIENT_PRIORITY, 0);
-            }
-            running = decision.run;
-        }
-        sleep_until(decision.until_ns.min(now + POLL_NS));
+        let (a, _b) = UnixStream::pair().unwrap();
+        assert!(identify(&a).is_ok());
     }
-    // Shutdown: everyone gets back what they had.
-    let st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
-    for c in st.clients.iter().chain(st.leaving.iter()) {
-        restore(&watchdog, &c.saved);
-    }
-}
-
-/// CPU time of all of a client's threads (schedstat's first field, ns).
-fn cpu_time_ns(root: &Root, client: &Client) -> u64 {
-    client
-        .info
-        .tids
-        .iter()
-        .filter_map(|&tid| {
-            let task = root.process(client.info.pid).task(tid);
-            task.schedstat().ok().map(|s| s.run_ns)
-        })
-        .sum()
-}
-
-fn set_client(clients: &[Client], pid: u32, policy: i32, priority: i32, nice: i32) {
-    if let Some(c) = clients.iter().find(|c| c.info.pid == pid) {
-        for &tid in &c.info.tids {
-            let _ = set_policy(tid, policy, priority, nice);
-        }
-    }
-}
-
-/// Share left on `cpu` under `cap` given the reservations, for messages.
-pub fn free_ppm(cap_ppm: u64, reserved_ppm: u64) -> u64 {
-    cap_ppm.saturating_sub(reserved_ppm).min(PPM)
 }

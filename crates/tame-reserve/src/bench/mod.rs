@@ -12,15 +12,21 @@
 //!   gets exactly what the reservation gives), unloaded and with 0…10 background processes
 //!   of computational and of disk-I/O load (stress-ng), one more every few windows.
 
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod markdown;
+mod process;
+
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use tame_host::Root;
 use tame_rt::clock::{monotonic_ns, sleep_until};
 
-use crate::error::{failed, io_failed, Result};
+pub use markdown::markdown;
+pub use process::ServerProcess;
+
+use process::{Load, Worker};
+
+use crate::error::{failed, Result};
 use crate::server::protocol::Request as WireRequest;
 use crate::spec::{Backend, Request, PPM};
 use crate::work::Counter;
@@ -125,173 +131,6 @@ pub struct Report {
     pub periodic: Vec<FrameRow>,
     /// Backends that could not run, and why.
     pub skipped: Vec<String>,
-}
-
-/// A kernel process; killed when dropped.
-struct Worker {
-    child: Child,
-    counter: Counter,
-}
-
-impl Worker {
-    fn start(o: &Options, name: &str, cpu: Option<u32>) -> Result<Self> {
-        Self::start_mode(o, name, cpu, &["work"], &[])
-    }
-
-    /// `mode` is the kit's mode; the counter file goes after it, then `extra`.
-    fn start_mode(
-        o: &Options,
-        name: &str,
-        cpu: Option<u32>,
-        mode: &[&str],
-        extra: &[String],
-    ) -> Result<Self> {
-        let path = o.scratch.join(format!("counter-{name}"));
-        let counter = Counter::create(&path).map_err(|e| failed(format!("counter {name}: {e}")))?;
-        let mut cmd = Command::new(&o.kit);
-        cmd.args(mode).arg(&path).args(extra).stdin(Stdio::null());
-        let set = cpu.map(|c| tame_rt::sched::cpu_set([c]));
-        // SAFETY: only async-signal-safe calls on pre-built data between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                // A kernel never outlives the harness, even if it is killed.
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                if let Some(set) = &set {
-                    if libc::sched_setaffinity(0, set.size_bytes(), set.as_ptr()) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
-            .map_err(|e| io_failed("cannot start the work kernel", e))?;
-        let w = Self { child, counter };
-        let deadline = monotonic_ns() + 5_000_000_000;
-        while w.counter.get() == 0 {
-            if monotonic_ns() > deadline {
-                return Err(failed("the work kernel did not start counting within 5 s"));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        Ok(w)
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A `tame serve` process for the server backend; stopped (SIGTERM) when dropped.
-pub struct ServerProcess {
-    child: Child,
-    pub socket: PathBuf,
-}
-
-impl ServerProcess {
-    pub fn start(kit: &Path, socket: &Path) -> Result<Self> {
-        let mut cmd = Command::new(kit);
-        cmd.arg("serve").arg(socket).stdin(Stdio::null());
-        // SAFETY: prctl only, between fork and exec: a server never outlives its starter.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
-            .map_err(|e| io_failed("cannot start the server", e))?;
-        let s = Self {
-            child,
-            socket: socket.to_path_buf(),
-        };
-        let deadline = monotonic_ns() + 10_000_000_000;
-        while std::os::unix::net::UnixStream::connect(socket).is_err() {
-            if monotonic_ns() > deadline {
-                return Err(failed("the server did not listen within 10 s"));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        Ok(s)
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The child handle (tests SIGKILL it).
-    pub fn child_mut(&mut self) -> &mut Child {
-        &mut self.child
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let deadline = monotonic_ns() + 5_000_000_000;
-        while monotonic_ns() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Background load: stress-ng instances in their own process groups, killed when dropped.
-struct Load {
-    groups: Vec<Child>,
-}
-
-impl Load {
-    fn new() -> Self {
-        Self { groups: Vec::new() }
-    }
-
-    fn add(&mut self, kind: &str, cpu: Option<u32>, scratch: &Path) -> Result<()> {
-        let mut cmd = Command::new("stress-ng");
-        match kind {
-            "cpu" => cmd.args(["--cpu", "1"]),
-            _ => cmd
-                .args(["--hdd", "1", "--hdd-bytes", "16M", "--temp-path"])
-                .arg(scratch),
-        };
-        if let Some(c) = cpu {
-            cmd.args(["--taskset", &c.to_string()]);
-        }
-        cmd.args(["--timeout", "600s", "--quiet"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
-        let child = cmd
-            .spawn()
-            .map_err(|e| io_failed("cannot start stress-ng (apt-get install stress-ng)", e))?;
-        self.groups.push(child);
-        Ok(())
-    }
-}
-
-impl Drop for Load {
-    fn drop(&mut self) {
-        for c in &mut self.groups {
-            // SAFETY: signalling the process group we created for our own child.
-            unsafe { libc::kill(-(c.id() as libc::pid_t), libc::SIGKILL) };
-            let _ = c.wait();
-        }
-    }
 }
 
 /// A reservation held for the length of one measurement.
@@ -493,79 +332,7 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report> {
         report.floor_cv
     ));
     for &backend in &o.backends {
-        let server = match backend {
-            Backend::Server => match ServerProcess::start(&o.kit, &o.scratch.join("serve.sock")) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    report.skipped.push(format!("server: {e}"));
-                    continue;
-                }
-            },
-            _ => None,
-        };
-        let pinned = backend != Backend::Deadline;
-        let cpus = if pinned { 1.0 } else { n_cpus as f64 };
-        for &share in &o.shares_ppm {
-            // G drifts on a shared VM (steal time, other jobs): measured again for each point.
-            let (g0, shared0) = measure_g(o, 500_000_000, 7)?;
-            let client = Worker::start(o, "client", pinned.then_some(o.cpu))?;
-            let rest: Vec<Worker> = if pinned {
-                vec![Worker::start(o, "rest0", Some(o.cpu))?]
-            } else {
-                (0..n_cpus)
-                    .map(|i| Worker::start(o, &format!("rest{i}"), None))
-                    .collect::<Result<_>>()?
-            };
-            let held = match reserve(o, backend, server.as_ref(), client.pid(), share) {
-                Ok(h) => h,
-                Err(e) => {
-                    report
-                        .skipped
-                        .push(format!("{backend} at {}: {e}", crate::spec::percent(share)));
-                    continue;
-                }
-            };
-            sleep_until(monotonic_ns() + o.warmup_ns);
-            let mut counters = vec![&client.counter];
-            counters.extend(rest.iter().map(|w| &w.counter));
-            let r = rates(&counters, o.overhead_window_ns);
-            release(o, held);
-            drop(client);
-            drop(rest);
-            let (g1, shared1) = measure_g(o, 500_000_000, 7)?;
-            let (g, g_shared) = ((g0 + g1) / 2.0, (shared0 + shared1) / 2.0);
-            let (client_rate, rest_rate) = (r[0], r[1..].iter().sum::<f64>());
-            let (o_i, o_e) = overheads(share, g, client_rate, rest_rate, cpus);
-            let (_, o_e_shared) = overheads(share, g_shared, client_rate, rest_rate, cpus);
-            progress(&format!(
-                "{backend} {}: O_I {o_i:+.3} O_E {o_e:+.3} (vs shared {o_e_shared:+.3})",
-                crate::spec::percent(share)
-            ));
-            report.overhead.push(OverheadRow {
-                backend,
-                share_ppm: share,
-                g,
-                g_shared,
-                client_rate,
-                rest_rate,
-                client_cpu: client_rate / g,
-                rest_cpu: rest_rate / g,
-                o_i,
-                o_e,
-                o_e_shared,
-            });
-        }
-        for load in ["none", "cpu", "io"] {
-            match stability(o, backend, server.as_ref(), load, g_before, n_cpus) {
-                Ok(row) => {
-                    progress(&format!("{backend} stability ({load}): S = {:.4}", row.cv));
-                    report.stability.push(row);
-                }
-                Err(e) => report
-                    .skipped
-                    .push(format!("{backend} stability ({load}): {e}")),
-            }
-        }
+        study_backend(o, backend, n_cpus, g_before, &mut report, &mut progress)?;
     }
     if o.frames > 0 && o.backends.contains(&Backend::Server) {
         match periodic(o, g_before, &mut progress) {
@@ -578,6 +345,135 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report> {
     Ok(report)
 }
 
+/// One backend's part of the study: its overhead points (Table 1), then its stability
+/// under each kind of background load (Table 2). What the backend refuses is noted in
+/// `report.skipped` and the study goes on.
+fn study_backend(
+    o: &Options,
+    backend: Backend,
+    n_cpus: usize,
+    g_before: f64,
+    report: &mut Report,
+    progress: &mut impl FnMut(&str),
+) -> Result<()> {
+    let server = match backend {
+        Backend::Server => match ServerProcess::start(&o.kit, &o.scratch.join("serve.sock")) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                report.skipped.push(format!("server: {e}"));
+                return Ok(());
+            }
+        },
+        _ => None,
+    };
+    for &share in &o.shares_ppm {
+        match overhead_point(o, backend, server.as_ref(), share, n_cpus)? {
+            Ok(row) => {
+                progress(&format!(
+                    "{backend} {}: O_I {:+.3} O_E {:+.3} (vs shared {:+.3})",
+                    crate::spec::percent(share),
+                    row.o_i,
+                    row.o_e,
+                    row.o_e_shared
+                ));
+                report.overhead.push(row);
+            }
+            Err(e) => report
+                .skipped
+                .push(format!("{backend} at {}: {e}", crate::spec::percent(share))),
+        }
+    }
+    for load in ["none", "cpu", "io"] {
+        match stability(o, backend, server.as_ref(), load, g_before, n_cpus) {
+            Ok(row) => {
+                progress(&format!("{backend} stability ({load}): S = {:.4}", row.cv));
+                report.stability.push(row);
+            }
+            Err(e) => report
+                .skipped
+                .push(format!("{backend} stability ({load}): {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// One point of Table 1: G measured before and after (it drifts on a shared VM: steal
+/// time, other jobs), and between them the rates of a reserved client and its
+/// competitors. The inner error is the backend refusing the reservation.
+fn overhead_point(
+    o: &Options,
+    backend: Backend,
+    server: Option<&ServerProcess>,
+    share: u64,
+    n_cpus: usize,
+) -> Result<Result<OverheadRow>> {
+    let (g0, shared0) = measure_g(o, 500_000_000, 7)?;
+    let r = match reserved_rates(o, backend, server, share, n_cpus)? {
+        Ok(r) => r,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    let (g1, shared1) = measure_g(o, 500_000_000, 7)?;
+    let (g, g_shared) = ((g0 + g1) / 2.0, (shared0 + shared1) / 2.0);
+    // A pinned client and its competitor share one CPU; otherwise the whole root domain.
+    let pinned = backend != Backend::Deadline;
+    let cpus = if pinned { 1.0 } else { n_cpus as f64 };
+    let (client_rate, rest_rate) = (r[0], r[1..].iter().sum::<f64>());
+    let (o_i, o_e) = overheads(share, g, client_rate, rest_rate, cpus);
+    let (_, o_e_shared) = overheads(share, g_shared, client_rate, rest_rate, cpus);
+    Ok(Ok(OverheadRow {
+        backend,
+        share_ppm: share,
+        g,
+        g_shared,
+        client_rate,
+        rest_rate,
+        client_cpu: client_rate / g,
+        rest_cpu: rest_rate / g,
+        o_i,
+        o_e,
+        o_e_shared,
+    }))
+}
+
+/// The rates of a client holding `share` and of its competitors (client first), over one
+/// overhead window after the warm-up. The inner error is the backend refusing the
+/// reservation.
+fn reserved_rates(
+    o: &Options,
+    backend: Backend,
+    server: Option<&ServerProcess>,
+    share: u64,
+    n_cpus: usize,
+) -> Result<Result<Vec<f64>>> {
+    let pinned = backend != Backend::Deadline;
+    let client = Worker::start(o, "client", pinned.then_some(o.cpu))?;
+    let rest = competitors(o, pinned, n_cpus)?;
+    let held = match reserve(o, backend, server, client.pid(), share) {
+        Ok(h) => h,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    sleep_until(monotonic_ns() + o.warmup_ns);
+    let mut counters = vec![&client.counter];
+    counters.extend(rest.iter().map(|w| &w.counter));
+    let r = rates(&counters, o.overhead_window_ns);
+    release(o, held);
+    drop(client);
+    drop(rest);
+    Ok(Ok(r))
+}
+
+/// The ordinary processes that compete with the client: one on its CPU when pinned,
+/// else one per online CPU (the deadline backend cannot pin).
+fn competitors(o: &Options, pinned: bool, n_cpus: usize) -> Result<Vec<Worker>> {
+    if pinned {
+        Ok(vec![Worker::start(o, "rest0", Some(o.cpu))?])
+    } else {
+        (0..n_cpus)
+            .map(|i| Worker::start(o, &format!("rest{i}"), None))
+            .collect()
+    }
+}
+
 fn stability(
     o: &Options,
     backend: Backend,
@@ -588,13 +484,7 @@ fn stability(
 ) -> Result<StabilityRow> {
     let pinned = backend != Backend::Deadline;
     let client = Worker::start(o, "client", pinned.then_some(o.cpu))?;
-    let _rest: Vec<Worker> = if pinned {
-        vec![Worker::start(o, "rest0", Some(o.cpu))?]
-    } else {
-        (0..n_cpus)
-            .map(|i| Worker::start(o, &format!("rest{i}"), None))
-            .collect::<Result<_>>()?
-    };
+    let _rest = competitors(o, pinned, n_cpus)?;
     let held = reserve(o, backend, server, client.pid(), o.stability_share_ppm)?;
     sleep_until(monotonic_ns() + o.warmup_ns);
     let mut samples = Vec::new();
@@ -709,95 +599,6 @@ fn periodic(o: &Options, g: f64, progress: &mut impl FnMut(&str)) -> Result<Vec<
         }
     }
     Ok(rows)
-}
-
-/// The report as markdown tables laid out like the paper's.
-pub fn markdown(r: &Report, command: &str) -> String {
-    let mut s = String::new();
-    s.push_str(&format!(
-        "Command: `{command}` — kernel {}, {} CPUs, client CPU {}, period {} ms; load average before/after: {} / {}; G = {:.0} / {:.0} rounds/s (before/after; at SCHED_FIFO 1, median of 100 ms windows); the same kernel as an ordinary process alone: {:.0} rounds/s ({:.0} % of G: the rest went to other jobs on the machine).\n\n",
-        r.kernel, r.online_cpus, r.cpu, r.period_ns / 1_000_000, r.loadavg_before, r.loadavg_after, r.g_before, r.g_after, r.shared_rate_before, 100.0 * r.shared_rate_before / r.g_before
-    ));
-    let mut backends: Vec<Backend> = r.overhead.iter().map(|x| x.backend).collect();
-    backends.dedup();
-    for b in backends {
-        s.push_str(&format!("Table 1 ({b}): overhead\n\n| CPU perc. | G | client rate (rounds/s) | meas. CPU perc. (int.) | int. overh. O_I | rest rate (rounds/s) | meas. CPU perc. (ext.) | ext. overh. O_E | O_E vs shared CPU |\n|---|---|---|---|---|---|---|---|---|\n"));
-        for x in r.overhead.iter().filter(|x| x.backend == b) {
-            s.push_str(&format!(
-                "| {} | {:.0} | {:.0} | {:.2} | {:.3} | {:.0} | {:.2} | {:.3} | {:.3} |\n",
-                crate::spec::percent(x.share_ppm),
-                x.g,
-                x.client_rate,
-                x.client_cpu * 100.0,
-                x.o_i,
-                x.rest_rate,
-                x.rest_cpu * 100.0,
-                x.o_e,
-                x.o_e_shared
-            ));
-        }
-        s.push('\n');
-    }
-    s.push_str(&format!("Table 2: stability S (coefficient of variation of the client's rate over {} ms windows)\n\n| backend | CPU perc. | unloaded | comp. load (0…10) | disk-I/O load (0…10) | windows |\n|---|---|---|---|---|---|\n| (floor: the kernel alone at SCHED_FIFO 1) | 100 % | {:.4} | — | — | {} |\n", r.stability_window_ns / 1_000_000, r.floor_cv, r.floor_windows));
-    let mut seen: Vec<Backend> = r.stability.iter().map(|x| x.backend).collect();
-    seen.dedup();
-    for b in seen {
-        let get = |l: &str| r.stability.iter().find(|x| x.backend == b && x.load == l);
-        let cell = |l: &str| get(l).map_or("—".to_string(), |x| format!("{:.4}", x.cv));
-        let windows: Vec<String> = ["none", "cpu", "io"]
-            .iter()
-            .filter_map(|l| get(l))
-            .map(|x| x.windows.to_string())
-            .collect();
-        let share = get("none").or(get("cpu")).map_or(0, |x| x.share_ppm);
-        s.push_str(&format!(
-            "| {b} | {} | {} | {} | {} | {} |\n",
-            crate::spec::percent(share),
-            cell("none"),
-            cell("cpu"),
-            cell("io"),
-            windows.join("/")
-        ));
-    }
-    s.push_str("\nClient CPU share per background-load step (0…10 processes):\n\n| backend | load | share at 0, 1, … 10 background processes |\n|---|---|---|\n");
-    for x in r.stability.iter().filter(|x| x.load != "none") {
-        let steps: Vec<String> = x.step_cpu.iter().map(|v| format!("{:.2}", v)).collect();
-        s.push_str(&format!(
-            "| {} | {} | {} |\n",
-            x.backend,
-            x.load,
-            steps.join(" ")
-        ));
-    }
-    if !r.periodic.is_empty() {
-        s.push_str(&format!(
-            "\nPeriodic client: a frame due every 100 ms needing {} ms of CPU, beside 0/5/10 computational background processes on its CPU; frame distance min/avg/max (ms):\n\n| reservation | 0 | 5 | 10 |\n|---|---|---|---|\n",
-            r.frame_cpu_ns / 1_000_000
-        ));
-        let mut labels: Vec<&str> = r.periodic.iter().map(|x| x.config.as_str()).collect();
-        labels.dedup();
-        for label in labels {
-            let cells: Vec<String> = r
-                .periodic
-                .iter()
-                .filter(|x| x.config == label)
-                .map(|x| {
-                    format!(
-                        "{:.1} / {:.1} / {:.1} ({} frames)",
-                        x.min_ms, x.avg_ms, x.max_ms, x.frames
-                    )
-                })
-                .collect();
-            s.push_str(&format!("| {label} | {} |\n", cells.join(" | ")));
-        }
-    }
-    if !r.skipped.is_empty() {
-        s.push_str("\nNot measured:\n");
-        for k in &r.skipped {
-            s.push_str(&format!("- {k}\n"));
-        }
-    }
-    s
 }
 
 #[cfg(test)]

@@ -1,5 +1,8 @@
 //! `tame run`, `tame detach`, `tame attach`, `tame ps`: place programs on
-//! isolated CPUs and put them back.
+//! isolated CPUs and put them back. Each command is a `tame_launch` call; [`view`]
+//! renders what detach and ps report.
+
+mod view;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -8,12 +11,12 @@ use tame_bench::units::parse_duration_ns;
 use tame_host::journal::DEFAULT_JOURNAL_DIR;
 use tame_host::Root;
 use tame_launch::detach::{self, Store, ThreadSelection};
-use tame_launch::ps::{self, policy_name};
+use tame_launch::ps;
 use tame_launch::run::{self, RunOptions};
 use tame_launch::target::{self, Caller, TargetRequest};
-use tame_launch::LaunchError;
 use tame_rt::Policy;
 
+use crate::output::{print_json, print_out};
 use crate::{bad_input, Context};
 
 /// Where the program goes and how it is scheduled; shared by run and detach.
@@ -88,14 +91,6 @@ pub struct PsArgs {
     journal_dir: PathBuf,
 }
 
-/// The one place launch errors become exit codes: bad input 2, failures 1.
-fn lift(e: LaunchError) -> anyhow::Error {
-    match e {
-        LaunchError::Invalid(m) => bad_input(m),
-        LaunchError::Failed(m) => anyhow::anyhow!(m),
-    }
-}
-
 impl Target {
     fn resolve(&self, root: &Root, caller: &Caller) -> anyhow::Result<target::Target> {
         let request = TargetRequest {
@@ -107,7 +102,7 @@ impl Target {
             shared_ok: self.shared_ok,
             journal_dir: self.journal_dir.clone(),
         };
-        target::resolve(root, &request, caller).map_err(lift)
+        Ok(target::resolve(root, &request, caller)?)
     }
 }
 
@@ -144,50 +139,23 @@ pub fn run_run(ctx: &Context, a: RunArgs) -> anyhow::Result<i32> {
         prefault_bytes,
     };
     let store = Store::new(&a.target.journal_dir);
-    run::run(&ctx.root, &store, &target, &options, &a.command).map_err(lift)
+    Ok(run::run(&ctx.root, &store, &target, &options, &a.command)?)
 }
 
 pub fn run_detach(ctx: &Context, a: DetachArgs) -> anyhow::Result<i32> {
     let caller = Caller::current();
     let target = a.target.resolve(&ctx.root, &caller)?;
-    let threads = ThreadSelection::parse(&a.threads).map_err(lift)?;
-    let req = target.detach_request(a.pid, threads).map_err(lift)?;
+    let threads = ThreadSelection::parse(&a.threads)?;
+    let req = target.detach_request(a.pid, threads)?;
     let store = Store::new(&a.target.journal_dir);
-    let record = detach::detach(&ctx.root, &store, &req, caller.uid).map_err(lift)?;
-    println!(
-        "detached process {} ({}) onto CPUs {}:",
-        record.pid, record.comm, record.cpus
-    );
-    for t in &record.threads {
-        println!(
-            "  thread {}: affinity {} → {}{}{}",
-            t.tid,
-            t.affinity,
-            record.cpus,
-            req.sched
-                .map(|s| format!(
-                    ", policy {} → {} {}",
-                    policy_name(t.sched.policy),
-                    s.policy,
-                    s.priority
-                ))
-                .unwrap_or_default(),
-            match (&t.cpuset, &record.cpuset) {
-                (Some(old), Some(new)) => format!(", cpuset {old} → {new}"),
-                _ => String::new(),
-            }
-        );
-    }
-    println!(
-        "`tame attach {}` puts every thread back as it was.",
-        record.pid
-    );
+    let record = detach::detach(&ctx.root, &store, &req, caller.uid)?;
+    print_out(&view::detached(&record, req.sched))?;
     Ok(0)
 }
 
 pub fn run_attach(ctx: &Context, a: AttachArgs) -> anyhow::Result<i32> {
     let store = Store::new(&a.journal_dir);
-    let report = detach::attach(&ctx.root, &store, a.pid, Caller::current().uid).map_err(lift)?;
+    let report = detach::attach(&ctx.root, &store, a.pid, Caller::current().uid)?;
     if report.exited {
         println!(
             "process {} has exited; its placement journal was removed",
@@ -210,45 +178,9 @@ pub fn run_attach(ctx: &Context, a: AttachArgs) -> anyhow::Result<i32> {
 pub fn run_ps(ctx: &Context, a: PsArgs) -> anyhow::Result<i32> {
     let rows = ps::rows(&ctx.root, &Store::new(&a.journal_dir));
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(0);
+        print_json(&rows)?;
+    } else {
+        print_out(&view::ps(&rows))?;
     }
-    if rows.is_empty() {
-        println!("nothing placed by tame is running (tame run / tame detach)");
-        return Ok(0);
-    }
-    println!(
-        "{:<8} {:<7} {:>7} {:>7} {:<16} {:<9} {:>3}  {:>8} {:>8} {:>8} {:>8} {:>8}",
-        "cpus",
-        "how",
-        "pid",
-        "tid",
-        "command",
-        "policy",
-        "cpu",
-        "vol-cs",
-        "invol-cs",
-        "minflt",
-        "majflt",
-        "ticks"
-    );
-    for r in rows {
-        println!(
-            "{:<8} {:<7} {:>7} {:>7} {:<16} {:<9} {:>3}  {:>8} {:>8} {:>8} {:>8} {:>8}",
-            r.partition_cpus,
-            r.kind,
-            r.pid,
-            r.tid,
-            r.comm,
-            format!("{} {}", r.policy, r.priority),
-            r.cpu.map_or("-".into(), |c| c.to_string()),
-            r.voluntary_switches,
-            r.involuntary_switches,
-            r.minor_faults,
-            r.major_faults,
-            r.cpu_ticks
-        );
-    }
-    println!("counters since placement: a real-time thread in its time-critical phase should add no switches or faults");
     Ok(0)
 }

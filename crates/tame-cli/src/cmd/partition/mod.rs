@@ -1,0 +1,111 @@
+//! `tame plan | apply | status | revert`: partitions of the machine. Each command is
+//! one `tame_partition` call; [`view`] turns its result into the human text.
+
+mod view;
+
+use std::path::{Path, PathBuf};
+
+use tame_host::journal::DEFAULT_JOURNAL_DIR;
+use tame_host::HostModel;
+use tame_partition::Spec;
+
+use crate::output::{print_json, print_out};
+use crate::{bad_input, Context};
+
+#[derive(clap::Args)]
+pub struct PlanArgs {
+    /// The partition spec (TOML; see examples/).
+    pub spec: PathBuf,
+    /// Print the plan as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct ApplyArgs {
+    /// The partition spec (TOML; see examples/).
+    pub spec: PathBuf,
+    /// Where the journal of changes lives (default /var/lib/tame below --root).
+    #[arg(long, value_name = "DIR")]
+    pub journal_dir: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    #[arg(long, value_name = "DIR")]
+    pub journal_dir: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct RevertArgs {
+    #[arg(long, value_name = "DIR")]
+    pub journal_dir: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn journal_dir(ctx: &Context, given: Option<PathBuf>) -> PathBuf {
+    given.unwrap_or_else(|| ctx.root.path(DEFAULT_JOURNAL_DIR))
+}
+
+fn read_spec(path: &Path) -> anyhow::Result<(Spec, String)> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        bad_input(format!(
+            "cannot read spec {}: {e} — give the path of a partition spec (see examples/)",
+            path.display()
+        ))
+    })?;
+    let spec = Spec::parse(&path.display().to_string(), &text)
+        .map_err(|e| bad_input(format!("{e} — correct the spec and run again")))?;
+    Ok((spec, text))
+}
+
+pub fn run_plan(ctx: &Context, args: PlanArgs) -> anyhow::Result<i32> {
+    let (spec, _) = read_spec(&args.spec)?;
+    let plan = tame_partition::plan(&spec, &HostModel::read(&ctx.root))?;
+    if args.json {
+        print_json(&plan)?;
+    } else {
+        print_out(&view::plan(&args.spec, &plan))?;
+    }
+    Ok(0)
+}
+
+pub fn run_apply(ctx: &Context, args: ApplyArgs) -> anyhow::Result<i32> {
+    let (spec, text) = read_spec(&args.spec)?;
+    let dir = journal_dir(ctx, args.journal_dir);
+    let report = tame_partition::apply(&ctx.root, &spec, &text, &dir, None)?;
+    if args.json {
+        print_json(&report)?;
+    } else {
+        print_out(&view::apply(&args.spec, &report))?;
+    }
+    Ok(0)
+}
+
+pub fn run_status(ctx: &Context, args: StatusArgs) -> anyhow::Result<i32> {
+    let dir = journal_dir(ctx, args.journal_dir);
+    let status = tame_partition::status(&ctx.root, &dir)?;
+    if args.json {
+        print_json(&status)?;
+    } else {
+        print_out(&view::status(&status))?;
+    }
+    Ok(0)
+}
+
+pub fn run_revert(ctx: &Context, args: RevertArgs) -> anyhow::Result<i32> {
+    let dir = journal_dir(ctx, args.journal_dir);
+    let report = tame_partition::revert(&ctx.root, &dir)?;
+    if args.json {
+        print_json(&view::revert_json(&report))?;
+    } else {
+        print_out(&view::revert(&dir, &report))?;
+    }
+    Ok(if report.not_restored.is_empty() { 0 } else { 1 })
+}

@@ -1,0 +1,77 @@
+//! What failed underneath a layer's error. tame-bench, tame-launch and tame-reserve
+//! each say "the caller must change the request" their own way (exit 2), but what
+//! fails while doing the work is the same few things: an OS call, a host file, the
+//! journal, a thread's scheduling. One type keeps that cause, for every layer.
+
+use std::io;
+
+use crate::journal::JournalError;
+use crate::HostError;
+
+/// What failed, with the error underneath where there is one. The message names what
+/// was being done; the cause stays reachable through `source()`.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// Described in words alone: there is no error underneath (e.g. a thread panicked).
+    #[error("{0}")]
+    Message(String),
+    /// A system call or file operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A host file could not be read or understood.
+    #[error("{what}: {source}")]
+    Host {
+        what: String,
+        #[source]
+        source: HostError,
+    },
+    /// The journal that makes a change reversible failed.
+    #[error("{what}: {source}")]
+    Journal {
+        what: String,
+        #[source]
+        source: JournalError,
+    },
+    /// A thread could not be placed or scheduled as planned.
+    #[error("{what}: {source}")]
+    Sched {
+        what: String,
+        #[source]
+        source: tame_rt::sched::SchedError,
+    },
+}
+
+impl Failure {
+    /// `what` failed with the OS error `source`.
+    pub fn io(what: impl Into<String>, source: io::Error) -> Self {
+        Failure::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn the_cause_is_kept_and_named_once() {
+        let e = Failure::io(
+            "cannot wait",
+            io::Error::from_raw_os_error(nix::errno::Errno::ECHILD as i32),
+        );
+        assert!(e.to_string().starts_with("cannot wait: "), "{e}");
+        let cause = e.source().expect("the OS error is kept");
+        assert_eq!(
+            cause.downcast_ref::<io::Error>().unwrap().raw_os_error(),
+            Some(nix::errno::Errno::ECHILD as i32)
+        );
+        assert!(Failure::Message("it broke".into()).source().is_none());
+    }
+}
