@@ -12,6 +12,7 @@
 
 use std::fmt;
 use std::io;
+use std::os::fd::{FromRawFd as _, OwnedFd};
 use std::path::Path;
 
 use tame_rt::sched::ThreadSched;
@@ -78,6 +79,12 @@ pub trait HostBackend: Send + Sync + fmt::Debug {
     /// Thread `tid`'s scheduling attributes, exactly enough to restore them.
     fn thread_sched(&self, tid: u32) -> io::Result<ThreadSched>;
     fn set_thread_sched(&self, tid: u32, sched: &ThreadSched) -> io::Result<()>;
+    /// A descriptor that becomes readable when process `pid` exits, even after its pid
+    /// is reused (pidfd_open). A fixture has no processes to watch: unsupported.
+    fn pidfd(&self, pid: u32) -> io::Result<OwnedFd> {
+        let _ = pid;
+        Err(io::ErrorKind::Unsupported.into())
+    }
 }
 
 /// The machine itself: plain file operations and the kernel's system calls.
@@ -170,6 +177,17 @@ impl HostBackend for RealBackend {
 
     fn set_thread_sched(&self, tid: u32, sched: &ThreadSched) -> io::Result<()> {
         tame_rt::sched::set_thread_sched(tid as i32, sched)
+    }
+
+    fn pidfd(&self, pid: u32) -> io::Result<OwnedFd> {
+        use nix::libc;
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a non-negative return is a fresh descriptor nobody else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
     }
 }
 

@@ -179,6 +179,11 @@ impl Root {
         self.backend.affinity(tid)
     }
 
+    /// A descriptor that says when process `pid` exits (see [`HostBackend::pidfd`]).
+    pub fn pidfd(&self, pid: u32) -> io::Result<std::os::fd::OwnedFd> {
+        self.backend.pidfd(pid)
+    }
+
     /// Thread `tid`'s scheduling attributes.
     pub fn thread_sched(&self, tid: u32) -> io::Result<ThreadSched> {
         self.backend.thread_sched(tid)

@@ -9,7 +9,7 @@
 //! counter going round all of `pid_max` ids.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use serde::{Deserialize, Serialize};
 use tame_host::{CpuList, Root};
@@ -121,14 +121,8 @@ pub struct Process {
 impl Process {
     /// Open process `pid` admitted with `start_time`; None when it is no longer that process.
     pub fn open(root: &Root, pid: u32, start_time: u64) -> Option<Self> {
-        let pidfd = if root.is_system() {
-            // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-            // SAFETY: a non-negative return is a fresh descriptor we now own.
-            (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
-        } else {
-            None
-        };
+        // A fixture root has no process to watch: liveness then comes from /proc alone.
+        let pidfd = root.pidfd(pid).ok();
         // Opened after the start time was read: check the descriptor names that process.
         let stat = root.process(pid).stat().ok()?;
         (stat.start_time == start_time && !matches!(stat.state, 'Z' | 'X')).then_some(Self {
