@@ -132,6 +132,12 @@ pub fn apply(
     let mut journal = Journal::open_locked(root, lock)?;
     if journal::load(journal_dir)?.is_some_and(|r| r.note(SPEC_NOTE).is_none()) {
         journal.note(SPEC_NOTE, spec_text.as_bytes())?;
+        // Users a partition names must read which partitions exist; the journal is root's.
+        publish_spec(journal_dir, spec_text).map_err(|source| JournalError::Io {
+            action: "publish the applied spec beside",
+            path: journal_dir.join(PUBLIC_SPEC),
+            source,
+        })?;
     }
     if let Some(hook) = hook {
         journal.set_stage_hook(hook);
@@ -160,8 +166,37 @@ fn no_other_spec_applied(journal_dir: &Path, spec: &Spec) -> Result<(), ApplyErr
 }
 
 /// Undo what this apply did, under the lock its journal holds.
+/// The applied spec, readable by everybody (0644, root's), in the journal directory
+/// (0711): what `tame run -p` of a user a partition names reads. Removed with the journal.
+pub const PUBLIC_SPEC: &str = "applied-spec.toml";
+
+fn publish_spec(dir: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(dir.join(PUBLIC_SPEC))?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()
+}
+
+fn unpublish_spec(dir: &Path, report: &RevertReport) {
+    if report.journal_removed {
+        let _ = std::fs::remove_file(dir.join(PUBLIC_SPEC));
+    }
+}
+
 fn rollback(journal: Journal, step: String, reason: String) -> ApplyError {
-    match journal.revert() {
+    let dir = journal.path().parent().map(Path::to_path_buf);
+    let reverted = journal.revert();
+    if let (Some(dir), Ok(r)) = (&dir, &reverted) {
+        unpublish_spec(dir, r);
+    }
+    match reverted {
         Ok(rollback) => ApplyError::Failed {
             step,
             reason,
@@ -356,5 +391,7 @@ pub fn revert(root: &Root, dir: &Path) -> Result<RevertReport, ApplyError> {
     if !tame_host::privilege::may_change(root) {
         return Err(ApplyError::NotRoot);
     }
-    Ok(journal::revert(root, dir)?)
+    let report = journal::revert(root, dir)?;
+    unpublish_spec(dir, &report);
+    Ok(report)
 }

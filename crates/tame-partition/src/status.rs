@@ -127,10 +127,36 @@ pub enum AppliedSpecError {
 /// read of the host, no audit): `None` when nothing is applied. For callers that
 /// need the applied partitions, such as `tame run -p`.
 pub fn applied_spec(dir: &Path) -> Result<Option<Spec>, AppliedSpecError> {
-    let Some(text) = journal::load(dir)?.as_ref().and_then(spec_note) else {
+    let loaded = match journal::load(dir) {
+        // Not root: the journal is root's alone; the spec apply published beside it is not.
+        Err(JournalError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::PermissionDenied =>
+        {
+            return Ok(published_spec(dir)?);
+        }
+        other => other?,
+    };
+    let Some(text) = loaded.as_ref().and_then(spec_note) else {
         return Ok(None);
     };
     Ok(Some(Spec::parse("applied spec", &text)?))
+}
+
+/// The spec apply published for other users, trusted only when root's and writable by
+/// nobody else (a file anybody could have put there says nothing about partitions).
+fn published_spec(dir: &Path) -> Result<Option<Spec>, SpecError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let path = dir.join(crate::apply::PUBLIC_SPEC);
+    let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        return Ok(None);
+    };
+    if !meta.is_file() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+        return Ok(None);
+    }
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(None);
+    };
+    Spec::parse("applied spec", &text).map(Some)
 }
 
 /// The spec text apply noted in the journal.

@@ -89,7 +89,9 @@ impl JournalDir {
                 std::fs::create_dir_all(parent)
                     .map_err(|e| io_err("create the parent directories of", e))?;
             }
-            match std::fs::DirBuilder::new().mode(0o700).create(path) {
+            // 0711: others may not list it nor read the journal (0600), but may open a
+            // file published on purpose, such as the applied spec `tame run -p` reads.
+            match std::fs::DirBuilder::new().mode(0o711).create(path) {
                 Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
                     return Err(io_err("create the directory of", e))
                 }
