@@ -1,6 +1,8 @@
 //! Builds the C producer and consumer examples with gcc against the static library
 //! and the checked-in header, and runs them against each other.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -64,13 +66,7 @@ fn gcc(source: &Path, output: &Path, include: &Path, lib: &Path) {
 
 #[test]
 fn c_producer_and_consumer_talk_through_a_ring() {
-    if Command::new("gcc")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_err()
-    {
-        println!("skipped: gcc is not installed, the C examples cannot be built");
+    if !common::require(common::have_program("gcc"), "gcc to build the C examples") {
         return;
     }
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));

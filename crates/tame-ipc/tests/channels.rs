@@ -5,7 +5,7 @@ mod common;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use common::{in_child, spawn_child, spawn_child_as, NameGuard};
+use common::{child_arg, is_root, require, spawn_child, spawn_child_as, NameGuard};
 use tame_ipc::{
     fdpass, ChannelSpec, Error, Event, PeerState, PopError, PushError, ReadError, Register, Ring,
 };
@@ -287,14 +287,15 @@ fn event_counts_and_wakes() {
 
 // ---- across processes --------------------------------------------------------------
 
-/// Child side of `ring_across_processes`: opens the named ring and produces.
+const RING_PARENTS: &str = "ring_across_processes and dead_producer_is_reported_and_replaced";
+
+/// Child side of `ring_across_processes` and `dead_producer_is_reported_and_replaced`:
+/// opens the named ring and produces.
 #[test]
+#[ignore = "child side of ring_across_processes and dead_producer_is_reported_and_replaced, run by them"]
 fn child_ring_producer() {
-    if !in_child() {
-        return;
-    }
-    let name = std::env::var("RING_NAME").unwrap();
-    let count: u64 = std::env::var("COUNT").unwrap().parse().unwrap();
+    let name = child_arg("RING_NAME", RING_PARENTS);
+    let count: u64 = child_arg("COUNT", RING_PARENTS).parse().unwrap();
     let ring = Ring::open(&name, ChannelSpec::ring::<u64>(64)).unwrap();
     let mut producer = ring.producer::<u64>().unwrap();
     let mut i = 0;
@@ -313,9 +314,6 @@ fn child_ring_producer() {
 
 #[test]
 fn ring_across_processes() {
-    if in_child() {
-        return;
-    }
     let name = NameGuard::new("xproc");
     let ring = Ring::create(name.as_str(), ChannelSpec::ring::<u64>(64)).unwrap();
     let mut consumer = ring.consumer::<u64>().unwrap();
@@ -341,9 +339,6 @@ fn ring_across_processes() {
 
 #[test]
 fn dead_producer_is_reported_and_replaced() {
-    if in_child() {
-        return;
-    }
     let name = NameGuard::new("dead");
     let ring = Ring::create(name.as_str(), ChannelSpec::ring::<u64>(64)).unwrap();
     let mut consumer = ring.consumer::<u64>().unwrap();
@@ -376,11 +371,9 @@ fn dead_producer_is_reported_and_replaced() {
 
 /// Child side of `permission_denied_is_reported`: runs as an unprivileged user.
 #[test]
+#[ignore = "child side of permission_denied_is_reported, run by it"]
 fn child_open_without_permission() {
-    if !in_child() || std::env::var_os("EXPECT_DENIED").is_none() {
-        return;
-    }
-    let name = std::env::var("RING_NAME").unwrap();
+    let name = child_arg("RING_NAME", "permission_denied_is_reported");
     let err = Ring::open(&name, ChannelSpec::ring::<u64>(8)).unwrap_err();
     assert!(matches!(err, Error::PermissionDenied { .. }), "{err}");
     assert!(err.to_string().contains("mode 0o600, owner uid 0"), "{err}");
@@ -388,19 +381,14 @@ fn child_open_without_permission() {
 
 #[test]
 fn permission_denied_is_reported() {
-    if in_child() {
-        return;
-    }
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: needs root to run the opener as another user");
+    if !require(is_root(), "root to run the opener as another user") {
         return;
     }
     let name = NameGuard::new("perm");
     let _ring = Ring::create(name.as_str(), ChannelSpec::ring::<u64>(8)).unwrap();
     let mut child = spawn_child_as(
         "child_open_without_permission",
-        &[("RING_NAME", name.0.clone()), ("EXPECT_DENIED", "1".into())],
+        &[("RING_NAME", name.0.clone())],
         Some(65534),
     );
     assert!(
