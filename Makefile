@@ -2,7 +2,7 @@
 CARGO ?= cargo
 TAME := target/release/tame
 
-.PHONY: run test deps build lint unit
+.PHONY: run test deps build lint unit fuzz
 .DEFAULT_GOAL := run
 
 deps:
@@ -23,3 +23,14 @@ unit: deps
 	$(CARGO) test --workspace
 
 test: lint unit
+
+# Fuzz the parsers of untrusted input (partition spec, plan, journal, IPC header) with FUZZ_CASES
+# cases each: minutes. Release build with integer overflow checked, so a wrap on user
+# input fails as in a debug build. `make test` runs 2000 cases each (docs/testing.md).
+FUZZ_CASES ?= 1000000
+FUZZ_ENV := CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS=true TAME_FUZZ_CASES=$(FUZZ_CASES)
+
+fuzz: deps
+	$(FUZZ_ENV) $(CARGO) test --release -p tame-partition --test fuzz -- --nocapture
+	$(FUZZ_ENV) $(CARGO) test --release -p tame-host --test fuzz_journal -- --nocapture
+	$(FUZZ_ENV) $(CARGO) test --release -p tame-ipc --test fuzz_header -- --nocapture

@@ -323,8 +323,7 @@ mod tests {
 
     #[test]
     fn build_load_runs_gcc_and_stops_without_leftovers() {
-        if find_in_path("gcc").is_none() {
-            eprintln!("skipped: gcc not installed");
+        if !tame_testing::require::require(find_in_path("gcc").is_some(), "gcc (the build load)") {
             return;
         }
         let spec = LoadSpec {
@@ -354,8 +353,7 @@ mod tests {
 
     #[test]
     fn stress_ng_load_is_reaped_on_drop() {
-        if find_in_path("stress-ng").is_none() {
-            eprintln!("skipped: stress-ng not installed");
+        if !tame_testing::require::require(find_in_path("stress-ng").is_some(), "stress-ng") {
             return;
         }
         let spec = LoadSpec {

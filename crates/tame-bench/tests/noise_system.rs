@@ -1,7 +1,8 @@
 //! The noise bench on this machine: known noise must be found, named and
 //! measured; deliberate IPIs must be attributed to call_function IPIs; without
 //! tracefs the gaps come alone with the reason; tracing is left as it was.
-//! Root-only tests print why and return when not root.
+//! Root-only tests print why and return when not root (and fail under `CI=true`:
+//! tame-testing's `require`).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use tame_host::environment::RunEnvironment;
 use tame_host::{CpuList, Root};
 use tame_rt::sched::{self, SchedSpec};
 use tame_rt::{ClockKind, Policy};
+use tame_testing::require::{is_root, require, skip};
 use tame_trace::attribute::NoiseClass;
 
 /// These tests share the machine's tracing and CPUs: one at a time.
@@ -19,11 +21,6 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// The CPU to measure: 1 where there is one (CPU 0 carries more of the machine's housekeeping).
@@ -198,8 +195,7 @@ fn run(settings: NoiseSettings) -> NoiseRun {
 
 #[test]
 fn a_periodic_competitor_is_named_counted_and_measured() {
-    if !is_root() {
-        eprintln!("skipped: needs root (tracefs, SCHED_FIFO)");
+    if !require(is_root(), "root (tracefs, SCHED_FIFO)") {
         return;
     }
     let _turn = one_at_a_time();
@@ -227,8 +223,10 @@ fn a_periodic_competitor_is_named_counted_and_measured() {
         }
         eprintln!("try {tries}: {late} competitor wakeups came > 5 ms late (another task above SCHED_FIFO 50 held CPU {cpu})");
         if tries == 3 {
-            eprintln!("skipped: CPU {cpu} was never free of higher-priority work for 2 s");
             assert_eq!(tracing_state(), before, "tracing is left as it was");
+            skip(format_args!(
+                "CPU {cpu} was never free of higher-priority work for 2 s"
+            ));
             return;
         }
     };
@@ -298,20 +296,21 @@ fn membarrier(cmd: libc::c_int) -> libc::c_long {
 
 #[test]
 fn a_burst_of_ipis_is_attributed_to_call_function() {
-    if !is_root() {
-        eprintln!("skipped: needs root (tracefs)");
+    if !require(is_root(), "root (tracefs)") {
         return;
     }
     let _turn = one_at_a_time();
     let cpu = target_cpu();
-    let Some(sender_cpu) = other_cpu(cpu) else {
-        eprintln!("skipped: needs a second CPU to send IPIs from");
-        return;
-    };
-    if membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0 {
-        eprintln!("skipped: membarrier private expedited is not available");
+    let sender_cpu = other_cpu(cpu);
+    if !require(sender_cpu.is_some(), "a second CPU to send IPIs from")
+        || !require(
+            membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0,
+            "membarrier private expedited",
+        )
+    {
         return;
     }
+    let sender_cpu = sender_cpu.expect("checked above");
     let before = tracing_state();
     // Expedited membarrier IPIs every CPU running one of our threads: the detector's.
     let stop = Arc::new(AtomicBool::new(false));

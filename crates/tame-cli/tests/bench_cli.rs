@@ -3,7 +3,7 @@
 //! reporting what was measured and leaving no load behind.
 
 mod common;
-use common::{is_root, tame};
+use common::{have_program, is_root, require, tame};
 
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -107,8 +107,9 @@ fn tsc_clock_is_refused_where_the_tsc_is_not_invariant() {
 
 #[test]
 fn unprivileged_realtime_policy_is_refused_up_front() {
-    if !is_root() || Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: needs root and setpriv to drop privileges");
+    if !require(is_root(), "root to drop privileges")
+        || !require(have_program("setpriv"), "setpriv to drop privileges")
+    {
         return;
     }
     let out = Command::new("setpriv")
@@ -143,7 +144,7 @@ fn unprivileged_realtime_policy_is_refused_up_front() {
 
 #[test]
 fn deadline_refusal_explains_the_root_domain_rule() {
-    if !is_root() {
+    if !require(is_root(), "root for SCHED_DEADLINE") {
         return;
     }
     let out = tame(&[
@@ -283,8 +284,7 @@ fn histogram_file_is_in_cyclictest_layout() {
 
 #[test]
 fn missed_periods_are_counted_when_a_competitor_blocks_the_cpu() {
-    if !is_root() {
-        eprintln!("skipped: needs root for SCHED_FIFO");
+    if !require(is_root(), "root for SCHED_FIFO") {
         return;
     }
     let child = Command::new(env!("CARGO_BIN_EXE_tame"))
@@ -353,8 +353,7 @@ fn stress_ng_pids() -> Vec<u32> {
 
 #[test]
 fn ctrl_c_reports_what_was_measured_stops_the_load_and_exits_130() {
-    if Command::new("stress-ng").arg("--version").output().is_err() {
-        eprintln!("skipped: stress-ng not installed");
+    if !require(have_program("stress-ng"), "stress-ng (the load)") {
         return;
     }
     let before = stress_ng_pids();

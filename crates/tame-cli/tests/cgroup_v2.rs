@@ -11,7 +11,7 @@
 
 mod common;
 use common::cgroup_v2::{state_path, CgroupV2Switch};
-use common::{last_cpu, tame, Killed};
+use common::{last_cpu, require, tame, Killed};
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -190,8 +190,7 @@ fn names(dir: &str) -> Vec<String> {
 fn isolated_partition_on_live_cgroup_v2() {
     let _serial = serial();
     let iso = last_cpu();
-    if iso == "0" {
-        eprintln!("skipped: needs two CPUs");
+    if !require(iso != "0", "two CPUs") {
         return;
     }
     let Some(switch) = CgroupV2Switch::engage_for_test(&["cpuset"], &[], &revert_leftovers) else {

@@ -1,7 +1,7 @@
 //! `tame ipc ls/rm` on a fixture tree (`--root`) and on the real /dev/shm.
 
 mod common;
-use common::tame;
+use common::{require, tame};
 
 use std::path::Path;
 use std::process::Output;
@@ -209,8 +209,7 @@ fn bench_ipc_refuses_bad_input_before_measuring() {
 #[test]
 fn bench_ipc_short_run_writes_a_versioned_result() {
     let allowed = tame_rt_allowed_cpus();
-    if allowed.len() < 2 {
-        println!("skipped: needs two CPUs this process may run on");
+    if !require(allowed.len() >= 2, "two CPUs this process may run on") {
         return;
     }
     let cpus = format!("{},{}", allowed[0], allowed[1]);

@@ -4,7 +4,7 @@
 //! after detach landing on the target CPU, and the refusals.
 
 mod common;
-use common::{is_root, last_cpu, tame, Killed};
+use common::{have_program, is_root, last_cpu, require, tame, Killed};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -167,18 +167,18 @@ int main(void) {
 }
 "#;
 
-fn build_threads_program(dir: &Path) -> Option<PathBuf> {
+fn build_threads_program(dir: &Path) -> PathBuf {
     let src = dir.join("threads.c");
     let bin = dir.join("threads");
     std::fs::write(&src, THREADS_C).unwrap();
-    let ok = Command::new("gcc")
+    let status = Command::new("gcc")
         .args(["-O1", "-pthread", "-o"])
         .arg(&bin)
         .arg(&src)
         .status()
-        .ok()?
-        .success();
-    ok.then_some(bin)
+        .expect("run gcc");
+    assert!(status.success(), "gcc cannot build the test program");
+    bin
 }
 
 fn tids(pid: u32) -> Vec<u32> {
@@ -193,15 +193,13 @@ fn tids(pid: u32) -> Vec<u32> {
 
 #[test]
 fn detach_then_attach_restores_every_thread_exactly() {
-    if !is_root() {
-        eprintln!("skipped: needs root to raise threads to SCHED_FIFO");
+    if !require(is_root(), "root to raise threads to SCHED_FIFO")
+        || !require(have_program("gcc"), "gcc to build the test program")
+    {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some(bin) = build_threads_program(dir.path()) else {
-        eprintln!("skipped: gcc cannot build the test program");
-        return;
-    };
+    let bin = build_threads_program(dir.path());
     let mut child = Command::new(&bin).stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     std::io::BufRead::read_line(
@@ -421,8 +419,9 @@ fn refusals_change_nothing_and_exit_2() {
 
 #[test]
 fn a_caller_that_is_not_root_moves_only_its_own_processes() {
-    if !is_root() || Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: needs root and setpriv to act as another user");
+    if !require(is_root(), "root to act as another user")
+        || !require(have_program("setpriv"), "setpriv to act as another user")
+    {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

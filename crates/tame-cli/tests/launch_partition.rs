@@ -3,7 +3,7 @@
 //! machine, so it must not run beside other tests.
 
 mod common;
-use common::{is_root, last_cpu, tame, Killed};
+use common::{have_program, is_root, last_cpu, require, tame, Killed};
 
 use std::path::Path;
 use std::process::Command;
@@ -23,13 +23,14 @@ impl Drop for Applied<'_> {
 
 #[test]
 fn run_and_detach_into_an_applied_partition() {
-    if !is_root() || !Path::new("/sys/fs/cgroup/cpuset/tasks").exists() {
-        eprintln!("skipped: needs root and a cgroup v1 cpuset hierarchy");
-        return;
-    }
     let cpu = last_cpu();
-    if cpu == "0" {
-        eprintln!("skipped: needs two CPUs");
+    if !require(is_root(), "root to apply a partition")
+        || !require(
+            Path::new("/sys/fs/cgroup/cpuset/tasks").exists(),
+            "a cgroup v1 cpuset hierarchy",
+        )
+        || !require(cpu != "0", "two CPUs")
+    {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -90,7 +91,7 @@ fn run_and_detach_into_an_applied_partition() {
         cpuset_before
     );
     // The partition names no user: another user may not use it, and is told which rule refused.
-    if Command::new("setpriv").arg("--version").output().is_ok() {
+    if require(have_program("setpriv"), "setpriv to try as another user") {
         let o = Command::new("setpriv")
             .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
             .arg(env!("CARGO_BIN_EXE_tame"))

@@ -3,7 +3,7 @@
 //! result, the gaps CSV, and compares with another run.
 
 mod common;
-use common::{is_root, tame};
+use common::{is_root, require, tame};
 
 use std::process::Command;
 
@@ -190,8 +190,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
 fn ctrl_c_reports_what_was_measured_and_restores_tracing() {
-    if !is_root() {
-        eprintln!("skipped: needs root (tracefs)");
+    if !require(is_root(), "root (tracefs)") {
         return;
     }
     let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -215,8 +214,7 @@ fn ctrl_c_reports_what_was_measured_and_restores_tracing() {
 
 #[test]
 fn a_killed_run_is_cleaned_up_by_the_next() {
-    if !is_root() {
-        eprintln!("skipped: needs root (tracefs)");
+    if !require(is_root(), "root (tracefs)") {
         return;
     }
     let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

@@ -236,8 +236,7 @@ fn model_serialises_and_deserialises() {
 #[test]
 fn live_machine_capture_reads_back() {
     let live_root = Root::system();
-    if !live_root.exists("/proc/interrupts") {
-        eprintln!("skipped: no /proc/interrupts on this system");
+    if !tame_testing::require::require(live_root.exists("/proc/interrupts"), "/proc/interrupts") {
         return;
     }
     let dir = scratch();

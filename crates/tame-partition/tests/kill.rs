@@ -4,21 +4,23 @@
 mod common;
 
 use std::os::unix::process::ExitStatusExt;
-use std::process::Command;
 
 use common::*;
 use tame_host::journal::Stage;
 use tame_partition::{apply, revert, status, Spec};
+use tame_testing::child::{assert_ran_one, child_arg, child_test};
 
 /// Set in the child: `ROOT\tJOURNAL\tSEQ\tSTAGE` (STAGE: journaled | made).
 const CHILD_ENV: &str = "TAME_PARTITION_TEST_KILL_AT";
 
+const CHILD: &str = "child_apply_killed_at";
+const PARENT: &str = "sigkill_at_every_step_then_revert_restores_the_snapshot";
+
 /// Runs only as the child of the test below: applies and kills itself at the given point.
 #[test]
+#[ignore = "child side of sigkill_at_every_step_then_revert_restores_the_snapshot, run by it"]
 fn child_apply_killed_at() {
-    let Ok(arg) = std::env::var(CHILD_ENV) else {
-        return;
-    };
+    let arg = child_arg(CHILD_ENV, PARENT);
     let f: Vec<&str> = arg.split('\t').collect();
     let (root, journal) = (
         tame_testing::fixture_root(f[0]),
@@ -47,7 +49,6 @@ fn sigkill_at_every_step_then_revert_restores_the_snapshot() {
     let before = snapshot(&f.root);
     let total = count_steps(&f, MINIMAL_8);
     assert!(total > 20, "only {total} steps");
-    let exe = std::env::current_exe().unwrap();
     for seq in 0..total {
         for stage in ["journaled", "made"] {
             let arg = format!(
@@ -55,16 +56,8 @@ fn sigkill_at_every_step_then_revert_restores_the_snapshot() {
                 f.root.base().display(),
                 f.journal.display()
             );
-            let out = Command::new(&exe)
-                .args([
-                    "--exact",
-                    "child_apply_killed_at",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(CHILD_ENV, arg)
-                .output()
-                .unwrap();
+            let out = child_test(CHILD).env(CHILD_ENV, arg).output().unwrap();
+            assert_ran_one(CHILD, &out.stdout);
             assert_eq!(
                 out.status.signal(),
                 Some(libc::SIGKILL),

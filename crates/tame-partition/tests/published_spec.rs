@@ -1,7 +1,6 @@
 //! The applied spec is published for the users a partition names (the journal is
 //! root's alone, 0600 in a 0711 directory) and goes with the journal.
 
-#[allow(unused_imports)] // the shared helpers re-export more than this test uses
 mod common;
 
 use std::os::unix::fs::MetadataExt as _;

@@ -3,8 +3,12 @@
 //! movable is left there; run a short loop there; revert; every touched file must
 //! be byte-identical. A guard reverts even when an assertion fails.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use common::{is_root, require};
 
 use tame_host::cgroup::members::{kernel_places, read_ids};
 use tame_host::cgroup::CgroupVersion;
@@ -34,28 +38,26 @@ fn snapshot(root: &Root, paths: &[String]) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
 #[test]
 fn isolate_one_cpu_for_real_and_revert_byte_for_byte() {
-    if !is_root() {
-        eprintln!("skipped: changing cpusets, IRQ affinity and idle limits needs root");
+    if !require(
+        is_root(),
+        "root to change cpusets, IRQ affinity and idle limits",
+    ) {
         return;
     }
     let root = Root::system();
     let host = HostModel::read(&root);
-    let Some(isolated) = host.cpus.online.iter().last().filter(|&c| c > 0) else {
-        eprintln!("skipped: one online CPU, nothing to isolate");
-        return;
-    };
-    if host.cgroups.cpuset.as_ref().map(|c| c.version) != Some(CgroupVersion::V1) {
-        eprintln!(
-            "skipped: this test exercises the cgroup v1 cpuset hierarchy, which is not mounted"
-        );
+    let last = host.cpus.online.iter().last().filter(|&c| c > 0);
+    if !require(last.is_some(), "a second online CPU to isolate")
+        || !require(
+            host.cgroups.cpuset.as_ref().map(|c| c.version) == Some(CgroupVersion::V1),
+            "the cgroup v1 cpuset hierarchy mounted (this test exercises it)",
+        )
+    {
         return;
     }
+    let isolated = last.expect("checked above");
     let system = host.cpus.online.difference(&CpuList::from_cpus([isolated]));
     let text = format!(
         "[[partition]]\nname = \"system\"\ncpus = \"{system}\"\nrole = \"system\"\n\n\

@@ -1,4 +1,5 @@
-//! Real runs of each backend (root only; otherwise they say why and return). Every test
+//! Real runs of each backend (root only; otherwise they say why and return, or fail
+//! under `CI=true`: tame-testing's `require`). Every test
 //! restores what it changes through guards, even when an assertion fails. Timing is not
 //! asserted here (the machine is shared and loaded): only states the kernel reports.
 
@@ -13,17 +14,16 @@ use tame_reserve::server::protocol::Request as Wire;
 use tame_reserve::spec::{Backend, Request};
 use tame_reserve::work::Counter;
 use tame_reserve::{cgroup, deadline, ReserveError};
+use tame_testing::require::{is_root, require, skip};
 
 const KIT: &str = env!("CARGO_BIN_EXE_tame-reserve-kit");
 const CPU: u32 = 1;
 
 fn root_or_skip(test: &str) -> bool {
-    // SAFETY: plain query.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("{test}: skipped — needs root (real scheduling policies and cgroups)");
-        return false;
-    }
-    true
+    require(
+        is_root(),
+        format_args!("{test}: root (real scheduling policies and cgroups)"),
+    )
 }
 
 /// Another helper may briefly confine every task to one CPU: wait for CPU 1 to be ours.
@@ -35,7 +35,7 @@ fn wait_for_cpu(cpu: u32) -> bool {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    eprintln!("CPU {cpu} stayed outside our cpuset for 20 s — skipped");
+    skip(format_args!("CPU {cpu} stayed outside our cpuset for 20 s"));
     false
 }
 
@@ -351,7 +351,7 @@ fn cgroup_caps_and_releases_without_leftovers() {
     let home = match cgroup::controller(&root) {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("cgroup: skipped — {e}");
+            skip(format_args!("cgroup: {e}"));
             return;
         }
     };

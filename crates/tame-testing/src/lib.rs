@@ -5,9 +5,15 @@
 //!   creating a new cgroup's task lists, enabling a controller, selecting a
 //!   `[choice]`), and keeps thread placement in memory;
 //! - [`synthetic`]: machines we do not have, written as the files the host layer reads;
-//! - [`tree`]: the committed fixture hosts, tmpfs scratch directories, tree snapshots.
+//! - [`tree`]: the committed fixture hosts, tmpfs scratch directories, tree snapshots;
+//! - [`require`]: what a test needs from the machine: skipped outside CI, failed under `CI=true`;
+//! - [`child`]: a test that runs one of its binary's tests as a child process;
+//! - [`fuzz`]: the runner of the fuzz tests and their case count (`TAME_FUZZ_CASES`).
 
+pub mod child;
 pub mod fixture;
+pub mod fuzz;
+pub mod require;
 pub mod synthetic;
 pub mod tree;
 

@@ -573,8 +573,10 @@ mod tests {
     #[test]
     fn short_run_measures_every_transport() {
         let allowed = tame_rt::sched::allowed_cpus();
-        if allowed.len() < 2 {
-            println!("skipped: the IPC bench needs two CPUs this process may run on");
+        if !tame_testing::require::require(
+            allowed.len() >= 2,
+            "two CPUs this process may run on (the IPC bench)",
+        ) {
             return;
         }
         let cpus = &allowed[..2];

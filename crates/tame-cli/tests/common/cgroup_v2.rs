@@ -89,11 +89,8 @@ impl CgroupV2Switch {
         match Self::engage(free, enable, leftovers) {
             Ok(s) => Some(s),
             Err(e @ Refusal::Failed(_)) => panic!("{e}"),
-            Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-                panic!("{e} (CI=true: this test must run here)")
-            }
             Err(e) => {
-                eprintln!("skipped: {e}");
+                super::skip(e);
                 None
             }
         }

@@ -1,7 +1,8 @@
-//! What the CLI test binaries share: running the built `tame`, knowing whether
-//! we are root, and a child process that is killed however a test ends.
+//! What the CLI test binaries share: running the built `tame`, what a test needs
+//! from the machine (skipped outside CI, failed under `CI=true`: tame-testing's
+//! `require`), and a child process that is killed however a test ends.
 // Each test binary uses a different subset.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub mod cgroup_v2;
 
@@ -15,10 +16,7 @@ pub fn tame(args: &[&str]) -> Output {
         .expect("tame runs")
 }
 
-pub fn is_root() -> bool {
-    // SAFETY: no arguments.
-    unsafe { libc::geteuid() == 0 }
-}
+pub use tame_testing::require::{have_program, is_root, require, skip};
 
 /// The highest online CPU, as text.
 pub fn last_cpu() -> String {

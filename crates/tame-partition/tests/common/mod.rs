@@ -1,8 +1,11 @@
 //! Fixture trees for partition tests: the host layer's synthetic machines, plus
-//! what a cgroup v1 cpuset root holds on a live system (its task list).
-#![allow(dead_code)]
+//! what a cgroup v1 cpuset root holds on a live system (its task list); what a test
+//! needs from the machine (skipped outside CI, failed under `CI=true`).
+#![allow(dead_code, unused_imports)]
 
 use std::path::PathBuf;
+
+pub use tame_testing::require::{is_root, require, skip};
 
 use tame_host::{CpuList, Root};
 use tame_testing::synthetic::{CgroupLayout, SyntheticHost};

@@ -1,0 +1,119 @@
+//! Tests that need something a machine may lack (root, a program such as gcc,
+//! setpriv or stress-ng, a second CPU, a kernel feature).
+//!
+//! Outside CI such a test prints `skipped: …` and returns; under CI (`CI=true`, as
+//! GitHub Actions and most runners set it) it fails instead, so a test CI cannot run
+//! is never counted as passed there. Every skip of the workspace's tests goes through
+//! [`skip`] or [`require`] (tame-ipc, which depends on no other tame crate, keeps a
+//! copy of the same rule in its `tests/common`).
+//!
+//! ```no_run
+//! use tame_testing::require::{is_root, require};
+//! if !require(is_root(), "root (tracefs)") {
+//!     return;
+//! }
+//! ```
+
+use std::fmt::Display;
+use std::path::PathBuf;
+
+/// The variable CI runners set to `true`.
+pub const CI_VAR: &str = "CI";
+
+/// Whether this run is CI's (`CI=true`): there a test that cannot run fails.
+pub fn in_ci() -> bool {
+    std::env::var(CI_VAR).is_ok_and(|v| v == "true")
+}
+
+/// This test cannot run here, because `why`: under CI a panic (the test fails),
+/// else a `skipped: why` line. The caller returns right after.
+#[track_caller]
+pub fn skip(why: impl Display) {
+    if in_ci() {
+        panic!("{why} ({CI_VAR}=true: this test must run here)");
+    }
+    eprintln!("skipped: {why}");
+}
+
+/// `condition`, or [`skip`] with "needs `what`" and `false`:
+/// `if !require(have_program("gcc"), "gcc") { return; }`.
+#[must_use]
+#[track_caller]
+pub fn require(condition: bool, what: impl Display) -> bool {
+    if !condition {
+        skip(format_args!("needs {what}"));
+    }
+    condition
+}
+
+/// Whether this process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Where `program` is found in `PATH` as an executable file, as `Command::new` would find it.
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| {
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Whether `program` is in `PATH`.
+pub fn have_program(program: &str) -> bool {
+    find_program(program).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROBE: &str = "require::tests::skip_probe";
+    const PROBE_ENV: &str = "TAME_TESTING_SKIP_PROBE";
+
+    #[test]
+    fn a_met_requirement_passes_silently_and_a_missing_program_is_not_found() {
+        assert!(require(true, "nothing"));
+        assert!(have_program("sh"), "sh is in PATH on every test machine");
+        assert!(!have_program("tame-no-such-program-anywhere"));
+    }
+
+    /// Both sides of the rule in one child process each, so the parent's `CI` does not matter.
+    #[test]
+    fn a_skip_fails_under_ci_and_returns_outside() {
+        for (ci, passes) in [("true", false), ("", true)] {
+            let out = crate::child::child_test(PROBE)
+                .env(CI_VAR, ci)
+                .env(PROBE_ENV, "1")
+                .output()
+                .unwrap();
+            crate::child::assert_ran_one(PROBE, &out.stdout);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.success(), passes, "CI={ci:?}: {stdout}{stderr}");
+            if passes {
+                assert!(stderr.contains("skipped: needs a unicorn"), "{stderr}");
+            } else {
+                assert!(
+                    stderr.contains("needs a unicorn (CI=true: this test must run here)"),
+                    "{stderr}"
+                );
+            }
+        }
+    }
+
+    /// Child side of `a_skip_fails_under_ci_and_returns_outside`, run by it.
+    #[test]
+    #[ignore = "child of a_skip_fails_under_ci_and_returns_outside, run by it"]
+    fn skip_probe() {
+        crate::child::child_arg(PROBE_ENV, "a_skip_fails_under_ci_and_returns_outside");
+        if !require(false, "a unicorn") {
+            return;
+        }
+        unreachable!("require(false) is false");
+    }
+}
