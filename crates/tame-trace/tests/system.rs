@@ -6,7 +6,7 @@
 use std::sync::Mutex;
 
 use tame_host::Root;
-use tame_testing::require::{is_root, require, skip};
+use tame_testing::require::{is_root, require};
 use tame_trace::capture::Capture;
 use tame_trace::tracefs::{CaptureSpec, TraceClock, TraceSession, EVENTS, TRACEFS_MOUNT};
 use tame_trace::EventKind;
