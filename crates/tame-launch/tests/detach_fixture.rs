@@ -15,32 +15,62 @@ fn stat(tid: u32) -> String {
     format!("{tid} (worker) S 1 40 40 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 3 0 777 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
 }
 
-#[test]
-fn detach_then_attach_on_a_fixture_restores_every_thread() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("root");
-    let backend = Arc::new(FixtureBackend::new());
-    let root = backend.root(&base);
-    let put = |p: &str, t: &str| {
-        let f = root.path(p);
+/// Process 40 (threads 40 and 41, CPUs 0-3, root's) in a cgroup v1 cpuset hierarchy
+/// whose root task list is `root_tasks`, beside partition `tame-rt` on CPUs 2-3.
+struct V1Process {
+    dir: tempfile::TempDir,
+    base: std::path::PathBuf,
+    backend: Arc<FixtureBackend>,
+    root: tame_host::Root,
+}
+
+impl V1Process {
+    fn new(root_tasks: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("root");
+        let backend = Arc::new(FixtureBackend::new());
+        let root = backend.root(&base);
+        let fx = Self {
+            dir,
+            base,
+            backend,
+            root,
+        };
+        fx.put(
+            "/proc/mounts",
+            "cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n",
+        );
+        fx.put("/sys/fs/cgroup/cpuset/tasks", root_tasks);
+        fx.put("/sys/fs/cgroup/cpuset/cpuset.cpus", "0-3\n");
+        fx.put("/sys/fs/cgroup/cpuset/tame-rt/tasks", "");
+        fx.put("/sys/fs/cgroup/cpuset/tame-rt/cpuset.cpus", "2-3\n");
+        fx.put("/proc/40/stat", &stat(40));
+        fx.put("/proc/40/status", "Uid:\t0\t0\t0\t0\n");
+        for tid in [40, 41] {
+            fx.put(&format!("/proc/40/task/{tid}/stat"), &stat(tid));
+            fx.put(&format!("/proc/40/task/{tid}/cgroup"), "3:cpuset:/\n0::/\n");
+            fx.backend.add_thread(tid, CpuList::parse("0-3").unwrap());
+        }
+        fx
+    }
+
+    fn put(&self, p: &str, t: &str) {
+        let f = self.root.path(p);
         std::fs::create_dir_all(f.parent().unwrap()).unwrap();
         std::fs::write(f, t).unwrap();
-    };
-    put(
-        "/proc/mounts",
-        "cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n",
-    );
-    put("/sys/fs/cgroup/cpuset/tasks", "1\n40\n41\n");
-    put("/sys/fs/cgroup/cpuset/cpuset.cpus", "0-3\n");
-    put("/sys/fs/cgroup/cpuset/tame-rt/tasks", "");
-    put("/sys/fs/cgroup/cpuset/tame-rt/cpuset.cpus", "2-3\n");
-    put("/proc/40/stat", &stat(40));
-    put("/proc/40/status", "Uid:\t0\t0\t0\t0\n");
-    for tid in [40, 41] {
-        put(&format!("/proc/40/task/{tid}/stat"), &stat(tid));
-        put(&format!("/proc/40/task/{tid}/cgroup"), "3:cpuset:/\n0::/\n");
-        backend.add_thread(tid, CpuList::parse("0-3").unwrap());
     }
+}
+
+#[test]
+fn detach_then_attach_on_a_fixture_restores_every_thread() {
+    let fx = V1Process::new("1\n40\n41\n");
+    let (dir, base, backend, root) = (
+        &fx.dir,
+        fx.base.clone(),
+        fx.backend.clone(),
+        fx.root.clone(),
+    );
+    let put = |p: &str, t: &str| fx.put(p, t);
     backend.set_thread(
         41,
         tame_testing::FixtureThread {
@@ -106,31 +136,14 @@ fn detach_then_attach_on_a_fixture_restores_every_thread() {
 
 #[test]
 fn a_refused_placement_puts_back_the_threads_already_moved() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("root");
-    let backend = Arc::new(FixtureBackend::new());
-    let root = backend.root(&base);
-    let put = |p: &str, t: &str| {
-        let f = root.path(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, t).unwrap();
-    };
-    put(
-        "/proc/mounts",
-        "cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n",
-    );
     // Thread 41 is in no task list: the kernel refuses to move it (ESRCH).
-    put("/sys/fs/cgroup/cpuset/tasks", "1\n40\n");
-    put("/sys/fs/cgroup/cpuset/cpuset.cpus", "0-3\n");
-    put("/sys/fs/cgroup/cpuset/tame-rt/tasks", "");
-    put("/sys/fs/cgroup/cpuset/tame-rt/cpuset.cpus", "2-3\n");
-    put("/proc/40/stat", &stat(40));
-    put("/proc/40/status", "Uid:\t0\t0\t0\t0\n");
-    for tid in [40, 41] {
-        put(&format!("/proc/40/task/{tid}/stat"), &stat(tid));
-        put(&format!("/proc/40/task/{tid}/cgroup"), "3:cpuset:/\n0::/\n");
-        backend.add_thread(tid, CpuList::parse("0-3").unwrap());
-    }
+    let fx = V1Process::new("1\n40\n");
+    let (dir, base, backend, root) = (
+        &fx.dir,
+        fx.base.clone(),
+        fx.backend.clone(),
+        fx.root.clone(),
+    );
     let before = snapshot_tree(&base);
     let store = Store::new(&dir.path().join("state"));
     let req = DetachRequest {
