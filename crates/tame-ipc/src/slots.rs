@@ -59,18 +59,7 @@ unsafe fn load_words(src: *const u8, dst: *mut u8, words: usize) {
             dst.add(8 * w).cast::<u64>().write_unaligned(value);
         }
     };
-    let mut w = 0;
-    while w + 4 <= words {
-        word(w);
-        word(w + 1);
-        word(w + 2);
-        word(w + 3);
-        w += 4;
-    }
-    while w < words {
-        word(w);
-        w += 1;
-    }
+    each_word(words, word);
 }
 
 /// Copies `len` bytes from private `src` into shared `dst`.
@@ -111,18 +100,7 @@ unsafe fn store_words(src: *const u8, dst: *mut u8, words: usize) {
             AtomicU64::from_ptr(dst.add(8 * w).cast::<u64>()).store(value, Ordering::Relaxed);
         }
     };
-    let mut w = 0;
-    while w + 4 <= words {
-        word(w);
-        word(w + 1);
-        word(w + 2);
-        word(w + 3);
-        w += 4;
-    }
-    while w < words {
-        word(w);
-        w += 1;
-    }
+    each_word(words, word);
 }
 
 /// Whether every slot of `T` is 8-aligned and a whole number of words: typed slots lie
@@ -178,6 +156,24 @@ pub(crate) unsafe fn store_value<T: Pod>(slot: *mut T, value: &T) {
     } else {
         // SAFETY: the slot holds size_of::<T>() bytes (the caller's contract).
         unsafe { store(src, dst, std::mem::size_of::<T>()) };
+    }
+}
+
+/// Calls `word` for 0..words, four at a time where it can (slots are usually whole
+/// words, and the unrolled loop keeps the copy as fast as a memcpy of them).
+#[inline(always)]
+fn each_word(words: usize, word: impl Fn(usize)) {
+    let mut w = 0;
+    while w + 4 <= words {
+        word(w);
+        word(w + 1);
+        word(w + 2);
+        word(w + 3);
+        w += 4;
+    }
+    while w < words {
+        word(w);
+        w += 1;
     }
 }
 

@@ -405,23 +405,15 @@ impl Reservable {
     /// Read them: the spec applied through the journal in `journal_dir` (its note), and
     /// the kernel command line. The system partition's CPUs are never reservable.
     pub fn read(root: &Root, journal_dir: &Path, online: &CpuList) -> Result<Self> {
-        use tame_partition::spec::{Role, Spec};
-        let record = tame_host::journal::load(journal_dir).map_err(|e| {
+        use tame_partition::spec::Role;
+        // The one reader of the applied spec (the journal's note; its published copy for
+        // a reader that is not root).
+        let spec = tame_partition::status::applied_spec(journal_dir).map_err(|e| {
             failed(format!(
                 "cannot read the applied partition spec in {}: {e}",
                 journal_dir.display()
             ))
         })?;
-        let spec = match record
-            .as_ref()
-            .and_then(|r| r.note(tame_partition::apply::SPEC_NOTE))
-        {
-            Some(text) => Some(
-                Spec::parse("the applied spec", &String::from_utf8_lossy(text))
-                    .map_err(|e| failed(e.to_string()))?,
-            ),
-            None => None,
-        };
         let boot = tame_launch::target::boot_isolated(root, online).unwrap_or_default();
         let (partitions, system) = match &spec {
             Some(s) => (
