@@ -13,7 +13,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
 
 use common::{
-    child_args, child_command, in_child, privileged, spawn_child, spawn_child_as, NameGuard,
+    child_args, child_command, child_env, privileged, spawn_child, spawn_child_as, NameGuard,
 };
 use tame_ipc::inspect;
 use tame_ipc::layout::Layout;
@@ -68,12 +68,10 @@ fn truncate(path: &std::path::Path, size: u64) {
 /// (both ends) and a register opened read-only, waits while the peer truncates both
 /// to 0, then keeps using them.
 #[test]
+#[ignore = "child side: run by its parent test"]
 fn child_shrink_victim() {
-    if !in_child() {
-        return;
-    }
-    let name = std::env::var("RING_NAME").unwrap();
-    let status = std::env::var("REGISTER_NAME").unwrap();
+    let name = child_env("RING_NAME");
+    let status = child_env("REGISTER_NAME");
     let ring = Ring::open(&name, ChannelSpec::ring::<[u64; 8]>(64)).unwrap();
     let register = Register::open_read_only(&status, ChannelSpec::register::<u64>()).unwrap();
     let mut producer = ring.producer::<[u64; 8]>().unwrap();
@@ -111,9 +109,6 @@ fn child_shrink_victim() {
 
 #[test]
 fn shrunk_named_segments_do_not_kill_their_users() {
-    if in_child() {
-        return;
-    }
     let ring_name = NameGuard::new("shrink-ring");
     let register_name = NameGuard::new("shrink-reg");
     let ring = Ring::create(ring_name.as_str(), ChannelSpec::ring::<[u64; 8]>(64)).unwrap();
@@ -149,16 +144,10 @@ fn shrunk_named_segments_do_not_kill_their_users() {
 /// Side of `sigbus_elsewhere_still_kills`: opens a named segment (installing the
 /// guard), then faults on a mapping of another file, or is sent SIGBUS.
 #[test]
+#[ignore = "child side: run by its parent test"]
 fn child_foreign_sigbus() {
-    if !in_child() || std::env::var_os("SIGBUS_MODE").is_none() {
-        return;
-    }
-    let _ring = Ring::open(
-        &std::env::var("RING_NAME").unwrap(),
-        ChannelSpec::ring::<u64>(8),
-    )
-    .unwrap();
-    if std::env::var("SIGBUS_MODE").unwrap() == "kill" {
+    let _ring = Ring::open(&child_env("RING_NAME"), ChannelSpec::ring::<u64>(8)).unwrap();
+    if child_env("SIGBUS_MODE") == "kill" {
         // Rust's own SIGBUS handler (installed at start, before ours) swallows the first
         // signal sent and restores the default action, with or without tame-ipc; ours
         // must hand both to it, so the second one kills.
@@ -167,7 +156,7 @@ fn child_foreign_sigbus() {
             unsafe { libc::raise(libc::SIGBUS) };
         }
     } else {
-        let path = std::env::var("OTHER_FILE").unwrap();
+        let path = child_env("OTHER_FILE");
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -198,9 +187,6 @@ fn child_foreign_sigbus() {
 /// (a fault on another mapping, a signal sent) still ends the process as before.
 #[test]
 fn sigbus_elsewhere_still_kills() {
-    if in_child() {
-        return;
-    }
     let name = NameGuard::new("foreign-sigbus");
     let _ring = Ring::create(name.as_str(), ChannelSpec::ring::<u64>(8)).unwrap();
     let dir = tempdir("sigbus");
@@ -239,15 +225,10 @@ fn sigbus_elsewhere_still_kills() {
 
 /// Hostile side: grows the file named by SEGMENT_PATH to GROW_TO bytes.
 #[test]
+#[ignore = "child side: run by its parent test"]
 fn child_grow_peer() {
-    if !in_child() || std::env::var_os("GROW_TO").is_none() {
-        return;
-    }
-    let size: u64 = std::env::var("GROW_TO").unwrap().parse().unwrap();
-    truncate(
-        std::path::Path::new(&std::env::var("SEGMENT_PATH").unwrap()),
-        size,
-    );
+    let size: u64 = child_env("GROW_TO").parse().unwrap();
+    truncate(std::path::Path::new(&child_env("SEGMENT_PATH")), size);
 }
 
 /// The lengths of this process's mappings of `path` (from /proc/self/maps).
@@ -265,22 +246,19 @@ fn mapped_lengths(path: &std::path::Path) -> Vec<u64> {
 
 #[test]
 fn grown_named_segment_is_mapped_only_as_far_as_its_layout() {
-    if in_child() {
-        return;
-    }
     let name = NameGuard::new("grow");
     let spec = ChannelSpec::ring::<u64>(16);
     let layout = Layout::compute(spec).unwrap();
     let _creator = Ring::create(name.as_str(), spec).unwrap();
     const GROWN: u64 = 256 << 20;
-    let mut peer = spawn_child(
+    let peer = spawn_child(
         "child_grow_peer",
         &[
             ("SEGMENT_PATH", name.path().display().to_string()),
             ("GROW_TO", GROWN.to_string()),
         ],
     );
-    assert!(peer.wait().unwrap().success());
+    assert!(peer.wait().success());
     assert_eq!(std::fs::metadata(name.path()).unwrap().len(), GROWN);
     let opened = Ring::open(name.as_str(), spec).unwrap();
     assert_eq!(opened.segment().mapped_len() as u64, layout.segment_size);
@@ -302,13 +280,11 @@ fn grown_named_segment_is_mapped_only_as_far_as_its_layout() {
 /// segment's (cannot be sealed), an unsealed memfd holding a valid ring, and a proper
 /// anonymous (sealed) ring.
 #[test]
+#[ignore = "child side: run by its parent test"]
 fn child_fd_sender() {
-    if !in_child() || std::env::var_os("SOCKET").is_none() {
-        return;
-    }
-    let socket = UnixStream::connect(std::env::var("SOCKET").unwrap()).unwrap();
+    let socket = UnixStream::connect(child_env("SOCKET")).unwrap();
     let spec = ChannelSpec::ring::<u64>(8);
-    let named = Ring::create(&std::env::var("RING_NAME").unwrap(), spec).unwrap();
+    let named = Ring::create(&child_env("RING_NAME"), spec).unwrap();
     fdpass::send_fd(&socket, named.segment().fd()).unwrap();
 
     let layout = Layout::compute(spec).unwrap();
@@ -329,21 +305,34 @@ fn child_fd_sender() {
 
 #[test]
 fn unsealed_descriptors_are_refused() {
-    if in_child() {
-        return;
-    }
     let dir = tempdir("fdpass");
     let socket_path = dir.join("socket");
     let listener = UnixListener::bind(&socket_path).unwrap();
     let name = NameGuard::new("unsealed");
-    let mut peer = spawn_child(
+    let peer = spawn_child(
         "child_fd_sender",
         &[
             ("SOCKET", socket_path.display().to_string()),
             ("RING_NAME", name.0.clone()),
         ],
     );
-    let (socket, _) = listener.accept().unwrap();
+    // A child that never runs never connects: wait a bounded time, not forever.
+    listener.set_nonblocking(true).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let socket = loop {
+        match listener.accept() {
+            Ok((socket, _)) => break socket,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the peer never connected"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    };
+    socket.set_nonblocking(false).unwrap();
     let spec = ChannelSpec::ring::<u64>(8);
     for what in ["a named segment's descriptor", "an unsealed memfd"] {
         let fd = fdpass::recv_fd(&socket).unwrap();
@@ -364,7 +353,7 @@ fn unsealed_descriptors_are_refused() {
         file.set_len(0).is_err(),
         "a sealed segment cannot be shrunk"
     );
-    assert!(peer.wait().unwrap().success());
+    assert!(peer.wait().success());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -379,9 +368,6 @@ fn tempdir(tag: &str) -> std::path::PathBuf {
 
 #[test]
 fn world_writable_or_linked_segments_are_not_adopted() {
-    if in_child() {
-        return;
-    }
     use std::os::unix::fs::PermissionsExt;
     let spec = ChannelSpec::ring::<u64>(8);
     let name = NameGuard::new("planted");
@@ -415,27 +401,25 @@ fn world_writable_or_linked_segments_are_not_adopted() {
 /// Another user's side of `another_users_segment_is_not_adopted`: creates the segment
 /// and opens it to everybody, as an attacker pre-creating a name would.
 #[test]
+#[ignore = "child side: run by its parent test"]
 fn child_plant_segment() {
-    if !in_child() || std::env::var_os("PLANT").is_none() {
-        return;
-    }
-    let name = std::env::var("RING_NAME").unwrap();
+    let name = child_env("RING_NAME");
     let ring = Ring::create_with_mode(&name, ChannelSpec::ring::<u64>(8), 0o660).unwrap();
     drop(ring);
 }
 
 #[test]
 fn another_users_segment_is_not_adopted() {
-    if in_child() || !privileged("running the planting peer as another user") {
+    if !privileged("running the planting peer as another user") {
         return;
     }
     let name = NameGuard::new("foreign");
-    let mut child = spawn_child_as(
+    let child = spawn_child_as(
         "child_plant_segment",
-        &[("RING_NAME", name.0.clone()), ("PLANT", "1".into())],
+        &[("RING_NAME", name.0.clone())],
         Some(65534),
     );
-    assert!(child.wait().unwrap().success());
+    assert!(child.wait().success());
     use std::os::unix::fs::MetadataExt;
     assert_eq!(std::fs::metadata(name.path()).unwrap().uid(), 65534);
     let err = Ring::open(name.as_str(), ChannelSpec::ring::<u64>(8)).unwrap_err();
@@ -449,11 +433,9 @@ fn another_users_segment_is_not_adopted() {
 
 /// A reader with read permission only (another user) opens a register read-only.
 #[test]
+#[ignore = "child side: run by its parent test"]
 fn child_read_only_reader() {
-    if !in_child() || std::env::var_os("READ_ONLY").is_none() {
-        return;
-    }
-    let name = std::env::var("REGISTER_NAME").unwrap();
+    let name = child_env("REGISTER_NAME");
     let spec = ChannelSpec::register::<u64>();
     let err = Register::open(&name, spec).unwrap_err();
     assert!(matches!(err, Error::PermissionDenied { .. }), "{err}");
@@ -466,9 +448,6 @@ fn child_read_only_reader() {
 
 #[test]
 fn read_only_opens_read_but_never_write() {
-    if in_child() {
-        return;
-    }
     let name = NameGuard::new("ro");
     let spec = ChannelSpec::register::<u64>();
     let register = Register::create_with_mode(name.as_str(), spec, 0o644).unwrap();
@@ -518,12 +497,12 @@ fn read_only_opens_read_but_never_write() {
     // Someone with read permission only can still read.
     // SAFETY: geteuid takes no arguments and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
-        let mut child = spawn_child_as(
+        let child = spawn_child_as(
             "child_read_only_reader",
-            &[("REGISTER_NAME", name.0.clone()), ("READ_ONLY", "1".into())],
+            &[("REGISTER_NAME", name.0.clone())],
             Some(65534),
         );
-        assert!(child.wait().unwrap().success());
+        assert!(child.wait().success());
     }
 }
 
@@ -532,20 +511,14 @@ fn read_only_opens_read_but_never_write() {
 /// Peer side of `role_held_from_another_pid_namespace_is_not_taken_over`: runs as
 /// pid 1 of a new pid namespace and holds the producer role until told to stop.
 #[test]
+#[ignore = "child side: run by its parent test"]
 fn child_namespaced_producer() {
-    if !in_child() || std::env::var_os("NAMESPACED").is_none() {
-        return;
-    }
     assert_eq!(
         std::process::id(),
         1,
         "runs as pid 1 of a new pid namespace"
     );
-    let ring = Ring::open(
-        &std::env::var("RING_NAME").unwrap(),
-        ChannelSpec::ring::<u64>(8),
-    )
-    .unwrap();
+    let ring = Ring::open(&child_env("RING_NAME"), ChannelSpec::ring::<u64>(8)).unwrap();
     let mut producer = ring.producer::<u64>().unwrap();
     producer.push(11).unwrap();
     println!("READY");
@@ -557,7 +530,7 @@ fn child_namespaced_producer() {
 
 #[test]
 fn role_held_from_another_pid_namespace_is_not_taken_over() {
-    if in_child() || !privileged("starting a peer in a new pid namespace (unshare)") {
+    if !privileged("starting a peer in a new pid namespace (unshare)") {
         return;
     }
     let name = NameGuard::new("pidns");
@@ -570,8 +543,6 @@ fn role_held_from_another_pid_namespace_is_not_taken_over() {
         .args(["--pid", "--fork", "--mount-proc", "--"])
         .arg(exe)
         .args(child_args("child_namespaced_producer"))
-        .env("TAME_IPC_CHILD", "1")
-        .env("NAMESPACED", "1")
         .env("RING_NAME", &name.0);
     let (mut child, mut lines) = spawn_piped(command);
     expect_line(&mut lines, "READY");
@@ -608,18 +579,16 @@ fn role_held_from_another_pid_namespace_is_not_taken_over() {
 /// /proc mounted hidepid=2 (its own mount namespace), inherits the ring's descriptor
 /// (RING_FD), and tries to take the producer role the parent holds.
 #[test]
+#[ignore = "child side: run by its parent test"]
 fn child_hidepid_claimer() {
-    if !in_child() || std::env::var_os("HIDEPID").is_none() {
-        return;
-    }
-    let parent: u32 = std::env::var("PARENT_PID").unwrap().parse().unwrap();
+    let parent: u32 = child_env("PARENT_PID").parse().unwrap();
     // SAFETY: getuid takes no arguments and cannot fail.
     assert_eq!(unsafe { libc::getuid() }, 65534);
     assert!(
         !std::path::Path::new(&format!("/proc/{parent}")).exists(),
         "hidepid=2 hides the parent"
     );
-    let raw: i32 = std::env::var("RING_FD").unwrap().parse().unwrap();
+    let raw: i32 = child_env("RING_FD").parse().unwrap();
     // SAFETY: the parent kept this descriptor open across exec for us; nothing else in
     // this process owns it.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
@@ -636,7 +605,7 @@ fn child_hidepid_claimer() {
 
 #[test]
 fn holder_hidden_by_hidepid_is_not_taken_over() {
-    if in_child() || !privileged("mounting a hidepid=2 /proc in a private mount namespace") {
+    if !privileged("mounting a hidepid=2 /proc in a private mount namespace") {
         return;
     }
     let ring = Ring::create_anonymous(ChannelSpec::ring::<u64>(8)).unwrap();
@@ -645,7 +614,6 @@ fn holder_hidden_by_hidepid_is_not_taken_over() {
     let mut command = child_command(
         "child_hidepid_claimer",
         &[
-            ("HIDEPID", "1".into()),
             ("PARENT_PID", std::process::id().to_string()),
             ("RING_FD", memfd.to_string()),
         ],
@@ -705,9 +673,6 @@ fn holder_hidden_by_hidepid_is_not_taken_over() {
 /// A role claimed here records our pid namespace beside it, and the creator's too.
 #[test]
 fn claims_record_the_pid_namespace() {
-    if in_child() {
-        return;
-    }
     let name = NameGuard::new("nsrecord");
     let ring = Ring::create(name.as_str(), ChannelSpec::ring::<u64>(8)).unwrap();
     let _consumer = ring.consumer::<u64>().unwrap();

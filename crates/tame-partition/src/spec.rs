@@ -113,7 +113,7 @@ impl Spec {
                 origin: origin.to_string(),
                 line,
                 column,
-                message: with_suggestion(e.message()),
+                message: with_suggestion(&reason(e.message(), text, e.span())),
             }
         })
     }
@@ -150,6 +150,25 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 
 /// serde names the unknown key and the valid ones (`unknown field `cpu`, expected one of
 /// `name`, `cpus`, …`); add the closest valid one and a sentence on what to do.
+/// toml's reason for a syntax error, or, where it gives none (a control character, a
+/// lone carriage return), one built from the character it stopped at.
+fn reason(message: &str, text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    if !message.trim().is_empty() {
+        return message.to_string();
+    }
+    let found = span
+        .and_then(|s| text.get(s.start..))
+        .and_then(|t| t.chars().next());
+    match found {
+        Some(c) if c.is_control() => format!(
+            "unexpected control character U+{:04X} — TOML allows only tab, and newline between lines; remove it or write it escaped in a quoted string",
+            u32::from(c)
+        ),
+        Some(c) => format!("unexpected character {c:?} — check the TOML syntax here"),
+        None => "unexpected end of the text — check the TOML syntax at its end".to_string(),
+    }
+}
+
 fn with_suggestion(message: &str) -> String {
     let message = message.trim();
     let quoted: Vec<&str> = message.split('`').skip(1).step_by(2).collect();
@@ -171,6 +190,13 @@ fn with_suggestion(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_control_character_is_named() {
+        let err = Spec::parse("x.toml", "# x\u{1}\n").unwrap_err();
+        assert_eq!((err.line, err.column), (1, 4));
+        assert!(err.message.contains("control character U+0001"), "{err}");
+    }
 
     const MINIMAL: &str = r#"
 [[partition]]

@@ -17,17 +17,6 @@ use tame_partition::{plan, Spec, Step};
 use tame_testing::fuzz::{regex, run as fuzz, Verdict};
 use tame_testing::synthetic::SyntheticHost;
 
-// Defects this fuzzing found whose fixes belong to other parts of issue 12; each is
-// left out of the checks until its fix lands, then its line here goes.
-//
-// toml gives an empty message for some syntax errors (a lone "\r", a control character
-// in a comment), so the SpecError says where but not what: `fuzz.toml:1:1: `.
-const KNOWN_EMPTY_MESSAGE: bool = true;
-// The sum of the partitions' cache_ways is a plain u32 sum (plan/validate.rs,
-// plan/resctrl.rs): two of 2^31 panic in a debug build and wrap to 0 in release
-// (issue 12 §4). Fixed: use u32::MAX here.
-const CACHE_WAYS_LIMIT: u32 = 1 << 16;
-
 // ---- spec text ----------------------------------------------------------------------
 
 const KEYS: &[&str] = &[
@@ -188,10 +177,7 @@ fn fuzz_spec_parse() {
                     e.line
                 );
                 prop_assert!(e.column >= 1, "{e}");
-                prop_assert!(
-                    KNOWN_EMPTY_MESSAGE || !e.message.trim().is_empty(),
-                    "no reason given: {e:?}"
-                );
+                prop_assert!(!e.message.trim().is_empty(), "no reason given: {e:?}");
                 prop_assert!(e.to_string().starts_with("fuzz.toml:"), "{e}");
                 Verdict::Refused
             }
@@ -343,7 +329,7 @@ fn wild_extras() -> impl Strategy<Value = Extras> {
             ],
         ),
         wild_text(0.3, &["performance", "powersave", "schedutil", "", "nope"]),
-        number(20, CACHE_WAYS_LIMIT),
+        number(20, u32::MAX),
         number(120, u32::MAX),
         wild_text(
             0.3,

@@ -27,39 +27,104 @@ impl Drop for NameGuard {
     }
 }
 
-/// Runs the test named `test` of this test binary in a child process, with `env`;
-/// the child part of such a test checks `TAME_IPC_CHILD` and does its side.
-pub fn spawn_child(test: &str, env: &[(&str, String)]) -> std::process::Child {
+/// Runs the child-side test `test` of this test binary in a child process, with
+/// `env`. A child side is an `#[ignore]`d test (so alone, or with the rest, it never
+/// counts as a pass) that reads its instructions with [`child_env`]; the harness's
+/// output is echoed here, and [`ChildTest::wait`] fails when it ran no test.
+pub fn spawn_child(test: &str, env: &[(&str, String)]) -> ChildTest {
     spawn_child_as(test, env, None)
 }
 
 /// As [`spawn_child`], running the child as user `uid` when given.
-pub fn spawn_child_as(test: &str, env: &[(&str, String)], uid: Option<u32>) -> std::process::Child {
+pub fn spawn_child_as(test: &str, env: &[(&str, String)], uid: Option<u32>) -> ChildTest {
     let mut command = child_command(test, env);
     if let Some(uid) = uid {
         use std::os::unix::process::CommandExt;
         command.uid(uid);
     }
-    command.spawn().expect("spawn child test process")
+    let mut child = command
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn child test process");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let echo = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut ran_one = false;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            ran_one |= line.contains("running 1 test");
+            println!("child: {line}");
+        }
+        ran_one
+    });
+    ChildTest {
+        name: test.to_string(),
+        child,
+        echo: Some(echo),
+    }
 }
 
-/// The command that runs the test named `test` of this test binary as a child (see
-/// [`spawn_child`]), for callers that add pipes, a wrapper or a `pre_exec`.
+/// A child-side test running in a child process (see [`spawn_child`]).
+pub struct ChildTest {
+    name: String,
+    child: std::process::Child,
+    echo: Option<std::thread::JoinHandle<bool>>,
+}
+
+impl ChildTest {
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the child; panics when its harness ran no test (the name matched
+    /// none: a renamed or un-ignored child side would otherwise pass doing nothing).
+    #[track_caller]
+    pub fn wait(mut self) -> std::process::ExitStatus {
+        let status = self.child.wait().expect("wait for child test process");
+        let ran_one = self
+            .echo
+            .take()
+            .map(|echo| echo.join().unwrap_or(false))
+            .unwrap_or(false);
+        assert!(
+            ran_one,
+            "the child test {} did not run (nothing matched `{} --exact --ignored`; is it #[ignore]d and named so?)",
+            self.name, self.name
+        );
+        status
+    }
+}
+
+/// The command that runs the child-side test `test` of this test binary (see
+/// [`spawn_child`]), for callers that read its output, add a wrapper or a `pre_exec`;
+/// they check what the child printed, which a child that did not run cannot print.
 pub fn child_command(test: &str, env: &[(&str, String)]) -> Command {
     let mut command = Command::new(std::env::current_exe().expect("test binary path"));
-    command
-        .args(child_args(test))
-        .env("TAME_IPC_CHILD", "1")
-        .stdin(Stdio::null());
+    command.args(child_args(test)).stdin(Stdio::null());
     for (key, value) in env {
         command.env(key, value);
     }
     command
 }
 
-/// The arguments that make this test binary run exactly the test `test`.
-pub fn child_args(test: &str) -> [&str; 4] {
-    [test, "--exact", "--nocapture", "--test-threads=1"]
+/// The arguments that make this test binary run exactly the ignored test `test`.
+pub fn child_args(test: &str) -> [&str; 5] {
+    [
+        test,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]
+}
+
+/// A child side's instruction `var`; panics when unset: a child side runs only as the
+/// child of its parent test (not under `--include-ignored`).
+#[track_caller]
+pub fn child_env(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| {
+        panic!("a child-side test runs only as its parent's child process ({var} unset)")
+    })
 }
 
 /// Whether this process may do what a privileged test needs (root). Otherwise says
@@ -80,8 +145,4 @@ pub fn skip(why: &str) {
         "{why}, and CI is set: a skipped test must not pass there"
     );
     println!("skipped: {why}");
-}
-
-pub fn in_child() -> bool {
-    std::env::var_os("TAME_IPC_CHILD").is_some()
 }
