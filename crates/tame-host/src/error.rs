@@ -59,6 +59,20 @@ impl ParseError {
     }
 }
 
+/// The 1-based line and column (in characters) of byte `offset` in `text`: where a parser of a
+/// user's file (a spec, a policy) stopped, for its error message.
+pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    // A span inside a multi-byte character counts from that character's start.
+    let mut end = offset.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let before = &text[..end];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[line_start..].chars().count() + 1)
+}
+
 /// The kernel's name for an OS error number (`EACCES`), falling back to the number.
 pub fn errno_name(code: i32) -> String {
     let errno = nix::errno::Errno::from_raw(code);
@@ -109,6 +123,17 @@ impl std::fmt::Display for Unreadable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_column_counts_from_one_and_stays_on_character_boundaries() {
+        let text = "a = 1\nbé = x\n";
+        assert_eq!(line_column(text, 0), (1, 1));
+        assert_eq!(line_column(text, 6), (2, 1));
+        assert_eq!(line_column(text, 10), (2, 4));
+        // Inside "é" (bytes 7..9): its start.
+        assert_eq!(line_column(text, 8), (2, 2));
+        assert_eq!(line_column(text, 999), (3, 1));
+    }
 
     #[test]
     fn unreadable_names_the_errno_and_the_host_path() {

@@ -107,7 +107,7 @@ impl Spec {
         toml::from_str(text).map_err(|e| {
             let (line, column) = e
                 .span()
-                .map(|s| line_column(text, s.start))
+                .map(|s| tame_host::error::line_column(text, s.start))
                 .unwrap_or((1, 1));
             SpecError {
                 origin: origin.to_string(),
@@ -136,16 +136,6 @@ impl Spec {
     pub fn system(&self) -> Option<&PartitionSpec> {
         self.partitions.iter().find(|p| p.role == Role::System)
     }
-}
-
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before
-        .rfind('\n')
-        .map_or(before.len(), |i| before.len() - i - 1)
-        + 1;
-    (line, column)
 }
 
 /// serde names the unknown key and the valid ones (`unknown field `cpu`, expected one of

@@ -1,11 +1,13 @@
 //! In-process helpers for time-critical threads: clocks (CLOCK_MONOTONIC and
 //! calibrated invariant TSC), absolute-time sleeping, scheduling policy and
-//! affinity, memory locking and prefaulting, and /dev/cpu_dma_latency.
+//! affinity, memory locking and prefaulting, /dev/cpu_dma_latency, and durations
+//! as people type them.
 //!
 //! Nothing here reads /proc or /sys: host facts (such as whether the TSC is
 //! invariant) come from `tame-host` and are passed in.
 
 pub mod clock;
+pub mod duration;
 pub mod memory;
 pub mod sched;
 
