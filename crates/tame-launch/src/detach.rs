@@ -81,18 +81,11 @@ pub struct ThreadRecord {
     pub counters: ThreadCounters,
 }
 
-/// What `tame detach` changed: each selected thread's previous state.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// What `tame detach` did: the placement as the journal notes it, and each selected
+/// thread's previous state.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlacementRecord {
-    pub version: u32,
-    /// "detach" or "run".
-    pub kind: String,
-    pub pid: u32,
-    /// With the pid, identifies the process across pid reuse.
-    pub start_time: u64,
-    pub comm: String,
-    pub cpus: CpuList,
-    pub cpuset: Option<String>,
+    pub placed: Placed,
     pub threads: Vec<ThreadRecord>,
 }
 
@@ -120,21 +113,6 @@ impl Placed {
             .find(|(t, _)| *t == tid)
             .map(|(_, c)| *c)
             .unwrap_or_default()
-    }
-}
-
-impl From<&PlacementRecord> for Placed {
-    fn from(r: &PlacementRecord) -> Self {
-        Self {
-            version: r.version,
-            kind: r.kind.clone(),
-            pid: r.pid,
-            start_time: r.start_time,
-            comm: r.comm.clone(),
-            cpus: r.cpus.clone(),
-            cpuset: r.cpuset.clone(),
-            counters: r.threads.iter().map(|t| (t.tid, t.counters)).collect(),
-        }
     }
 }
 
@@ -381,16 +359,19 @@ pub fn detach(
         _ => store.discard(req.pid),
     }
     let record = PlacementRecord {
-        version: RECORD_VERSION,
-        kind: "detach".into(),
-        pid: req.pid,
-        start_time: info.start_time,
-        comm: info.comm.clone(),
-        cpus: req.cpus.clone(),
-        cpuset: req.cpuset.clone(),
+        placed: Placed {
+            version: RECORD_VERSION,
+            kind: "detach".into(),
+            pid: req.pid,
+            start_time: info.start_time,
+            comm: info.comm.clone(),
+            cpus: req.cpus.clone(),
+            cpuset: req.cpuset.clone(),
+            counters: threads.iter().map(|t| (t.tid, t.counters)).collect(),
+        },
         threads,
     };
-    let mut journal = store.start_locked(root, lock, &Placed::from(&record))?;
+    let mut journal = store.start_locked(root, lock, &record.placed)?;
     let placed = match (&cpuset, &to) {
         (Some(cgroups), Some(to)) => join(&mut journal, cgroups, to, &record, req),
         _ => Ok(Ok(())),
@@ -421,7 +402,7 @@ fn join(
     record: &PlacementRecord,
     req: &DetachRequest,
 ) -> Result<Result<(), LaunchError>, journal::JournalError> {
-    let pid = record.pid;
+    let pid = record.placed.pid;
     let from = |t: &ThreadRecord| cgroups.group(t.cpuset.as_deref().unwrap_or("/"));
     for t in &record.threads {
         let before = ThreadPlacement {
@@ -479,7 +460,7 @@ fn place_threads(
             sched: req.sched.as_ref().map(|s| sched_after(s, &t.sched)),
             cgroup: None,
         };
-        if let Err(e) = journal.place(record.pid, t.tid, &new, None)? {
+        if let Err(e) = journal.place(record.placed.pid, t.tid, &new, None)? {
             return Ok(Err(place_failure(&e, &req.cpus)));
         }
     }

@@ -75,7 +75,7 @@ fn detach_then_attach_on_a_fixture_restores_every_thread() {
         41,
         tame_testing::FixtureThread {
             affinity: CpuList::parse("1").unwrap(),
-            sched: tame_testing::fixture::default_sched(),
+            sched: tame_rt::sched::ThreadSched::default(),
         },
     );
     let before = snapshot_tree(&base);

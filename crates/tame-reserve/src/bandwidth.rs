@@ -192,7 +192,7 @@ mod tests {
                     dl_runtime_ns: 10_000_000,
                     dl_deadline_ns: 40_000_000,
                     dl_period_ns: 40_000_000,
-                    ..tame_testing::fixture::default_sched()
+                    ..tame_rt::sched::ThreadSched::default()
                 },
             },
         );

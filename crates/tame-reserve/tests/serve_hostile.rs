@@ -28,55 +28,26 @@ const NOBODY: u32 = 65534;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Root, setpriv, CPU 1 in our cpuset; else skip — or fail under CI=true.
+/// Root, setpriv, CPU 1 in our cpuset, user nobody; else skip — or fail under CI=true.
 fn ready(test: &str) -> bool {
-    let mut missing = Vec::new();
-    // SAFETY: plain query.
-    if unsafe { libc::geteuid() } != 0 {
-        missing.push("root");
-    }
-    if !["/usr/bin/setpriv", "/bin/setpriv", "/usr/sbin/setpriv"]
-        .iter()
-        .any(|p| Path::new(p).exists())
-    {
-        missing.push("setpriv (util-linux)");
-    }
-    if missing.is_empty() && !wait_for_cpu(CPU) {
-        missing.push("CPU 1 in this process's cpuset");
-    }
-    let nobody = tame_host::Root::system()
-        .accounts()
-        .ok()
-        .and_then(|a| a.uid_of("nobody"));
-    if nobody != Some(NOBODY) {
-        missing.push("user nobody with uid 65534");
-    }
-    if missing.is_empty() {
-        return true;
-    }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: needs {missing:?} — under CI=true a missing prerequisite fails");
-    }
-    eprintln!("{test}: skipped — needs {missing:?}");
-    false
+    use tame_testing::require::{have_program, is_root, require};
+    let nobody = || {
+        tame_host::Root::system()
+            .accounts()
+            .ok()
+            .and_then(|a| a.uid_of("nobody"))
+    };
+    require(is_root(), format_args!("root ({test})"))
+        && require(have_program("setpriv"), "setpriv (util-linux)")
+        && require(wait_for_cpu(CPU), "CPU 1 in this process's cpuset")
+        && require(nobody() == Some(NOBODY), "user nobody with uid 65534")
 }
 
 /// Another helper may briefly confine every task to one CPU: wait for CPU 1 to be ours.
 fn wait_for_cpu(cpu: u32) -> bool {
-    wait_until(Duration::from_secs(20), || {
+    tame_testing::poll::until(Duration::from_secs(20), || {
         tame_rt::sched::allowed_cpus().contains(&cpu)
     })
-}
-
-fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    f()
 }
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -138,7 +109,7 @@ impl Server {
             });
         }
         let mut child = cmd.spawn().unwrap();
-        let up = wait_until(Duration::from_secs(10), || {
+        let up = tame_testing::poll::until(Duration::from_secs(10), || {
             UnixStream::connect(&socket).is_ok() || child.try_wait().unwrap().is_some()
         });
         assert!(
@@ -172,7 +143,7 @@ impl Server {
             return;
         }
         kill(self.pid() as i32, libc::SIGTERM);
-        let stopped = wait_until(Duration::from_secs(5), || {
+        let stopped = tame_testing::poll::until(Duration::from_secs(5), || {
             self.child.try_wait().unwrap().is_some()
         });
         if !stopped {
@@ -186,7 +157,9 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
         let _ = Command::new(KIT).arg("recover").arg(&self.socket).output();
-        if self.watchdog != 0 && !wait_until(Duration::from_secs(3), || gone(self.watchdog)) {
+        if self.watchdog != 0
+            && !tame_testing::poll::until(Duration::from_secs(3), || gone(self.watchdog))
+        {
             kill(self.watchdog as i32, libc::SIGKILL);
         }
         let _ = std::fs::remove_file(&self.socket);
@@ -271,20 +244,12 @@ fn competitor(dir: &Path) -> Proc {
     tame_rt::sched::set_affinity(p.pid() as i32, [CPU]).unwrap();
     // At nice -19 a waiting client (nice 19) gets next to nothing beside it: the server
     // must raise it for every slice.
-    tame_rt::sched::set_thread_sched(p.pid() as i32, &ordinary(libc::SCHED_OTHER, -19)).unwrap();
+    tame_rt::sched::set_thread_sched(
+        p.pid() as i32,
+        &ThreadSched::ordinary(libc::SCHED_OTHER, -19),
+    )
+    .unwrap();
     p
-}
-
-fn ordinary(policy: i32, nice: i32) -> ThreadSched {
-    ThreadSched {
-        policy,
-        priority: 0,
-        nice,
-        reset_on_fork: false,
-        dl_runtime_ns: 0,
-        dl_deadline_ns: 0,
-        dl_period_ns: 0,
-    }
 }
 
 #[test]
@@ -379,7 +344,7 @@ max_slice = "5ms"
     let mine = Proc::as_nobody(&["sleep", "60"]);
     let second = Proc::as_nobody(&["sleep", "60"]);
     let roots = Proc::spawn(Command::new("sleep").arg("60"));
-    assert!(wait_until(Duration::from_secs(5), || {
+    assert!(tame_testing::poll::until(Duration::from_secs(5), || {
         tame_host::process::inspect(&tame_host::Root::system(), mine.pid())
             .is_ok_and(|i| i.uid == NOBODY && i.comm == "sleep")
     }));
@@ -514,15 +479,13 @@ fn a_slow_client_delays_nobody_else() {
     let idle: Vec<UnixStream> = (0..16)
         .map(|_| UnixStream::connect(&server.socket).unwrap())
         .collect();
-    assert!(wait_until(Duration::from_secs(2), || {
+    assert!(tame_testing::poll::until(Duration::from_secs(2), || {
         matches!(client::call(&server.socket, &Wire::List), Err(ReserveError::Refused(ref m)) if m.contains("too many connections"))
     }));
     drop(idle);
-    assert!(wait_until(Duration::from_secs(3), || client::call(
-        &server.socket,
-        &Wire::List
-    )
-    .is_ok()));
+    assert!(tame_testing::poll::until(Duration::from_secs(3), || {
+        client::call(&server.socket, &Wire::List).is_ok()
+    }));
 }
 
 #[test]
@@ -537,10 +500,10 @@ fn a_reused_thread_id_is_never_raised() {
     let flag = dir.path().join("second-thread-exits");
     let client_proc = Proc::spawn(Command::new(KIT).arg("threads").arg(&flag));
     let pid = client_proc.pid();
-    assert!(wait_until(Duration::from_secs(5), || client_proc
-        .tids()
-        .len()
-        == 2));
+    assert!(tame_testing::poll::until(
+        Duration::from_secs(5),
+        || client_proc.tids().len() == 2
+    ));
     let second = client_proc.tids()[1];
     let status = client::call(
         &server.socket,
@@ -554,15 +517,15 @@ fn a_reused_thread_id_is_never_raised() {
     .unwrap();
     assert_eq!(status.clients[0].tids, vec![pid, second]);
     assert!(
-        wait_until(Duration::from_secs(5), || sched(second).policy
+        tame_testing::poll::until(Duration::from_secs(5), || sched(second).policy
             == libc::SCHED_FIFO),
         "the second thread was never raised"
     );
     // The second thread exits; its id goes to a new process (clone3 with set_tid).
     std::fs::write(&flag, "").unwrap();
-    assert!(wait_until(Duration::from_secs(5), || !client_proc
-        .tids()
-        .contains(&second)));
+    assert!(tame_testing::poll::until(Duration::from_secs(5), || {
+        !client_proc.tids().contains(&second)
+    }));
     // The kernel may hand the number out again only a little later (it frees it after an
     // RCU grace period, and CPU 1 is busy at real-time priorities): try for a while.
     struct Reap(Child, u32);
@@ -637,7 +600,8 @@ fn batch_client(dir: &Path) -> (Proc, ThreadSched, Vec<u32>) {
         .unwrap();
     let p = Proc::spawn(Command::new(KIT).arg("work").arg(&path));
     assert!(wait_for_cpu(CPU), "CPU 1 left this process's cpuset");
-    tame_rt::sched::set_thread_sched(p.pid() as i32, &ordinary(libc::SCHED_BATCH, 3)).unwrap();
+    tame_rt::sched::set_thread_sched(p.pid() as i32, &ThreadSched::ordinary(libc::SCHED_BATCH, 3))
+        .unwrap();
     tame_rt::sched::set_affinity(p.pid() as i32, [0, CPU]).unwrap();
     // As the kernel reports it (a fair task's slice comes back as its runtime).
     let want = sched(p.pid());
@@ -673,7 +637,7 @@ fn reserve_raised(server: &Server, pid: u32) {
             }
         }
     }
-    let raised = wait_until(Duration::from_secs(10), || {
+    let raised = tame_testing::poll::until(Duration::from_secs(10), || {
         sched(pid).policy == libc::SCHED_FIFO
     });
     assert!(raised, "never raised: {}", diagnose(server, pid));
@@ -737,7 +701,9 @@ fn server_and_watchdog_killed_together_recovery_restores_exactly() {
     kill(server.watchdog as i32, libc::SIGKILL);
     kill(server.pid() as i32, libc::SIGKILL);
     let _ = server.child.wait();
-    assert!(wait_until(Duration::from_secs(3), || gone(server.watchdog)));
+    assert!(tame_testing::poll::until(Duration::from_secs(3), || gone(
+        server.watchdog
+    )));
     assert_eq!(affinity(c.pid()), vec![CPU], "nobody restored it yet");
     assert_ne!(sched(c.pid()), want);
     assert!(server.record().exists(), "the restore record survived");
@@ -776,13 +742,15 @@ fn the_watchdog_outlives_a_kill_of_the_servers_process_group() {
     kill(-(server.pid() as i32), libc::SIGKILL);
     let _ = server.child.wait();
     assert!(
-        wait_until(Duration::from_secs(3), || sched(c.pid()) == want
+        tame_testing::poll::until(Duration::from_secs(3), || sched(c.pid()) == want
             && affinity(c.pid()) == cpus),
         "left at {:?} on {:?}",
         sched(c.pid()),
         affinity(c.pid())
     );
-    assert!(wait_until(Duration::from_secs(3), || gone(server.watchdog)));
+    assert!(tame_testing::poll::until(Duration::from_secs(3), || gone(
+        server.watchdog
+    )));
     assert!(
         !server.record().exists(),
         "the watchdog removes the record it acted on"

@@ -91,17 +91,6 @@ fn nice(pid: u32) -> i32 {
         .unwrap_or(-100)
 }
 
-fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    false
-}
-
 fn reserve_req(pid: u32, share_ppm: u64) -> Wire {
     Wire::Reserve {
         pid,
@@ -124,8 +113,10 @@ fn server_admits_refuses_returns_shares_and_survives_sigkill() {
     // whole share at SCHED_IDLE and the server would never need to raise it.
     let (competitor, rest) = Proc::worker(dir.path(), "rest");
     tame_rt::sched::set_affinity(competitor.pid() as i32, [CPU]).unwrap();
-    assert!(wait_until(Duration::from_secs(5), || counter.get() > 0
-        && rest.get() > 0));
+    assert!(tame_testing::poll::until(
+        Duration::from_secs(5),
+        || counter.get() > 0 && rest.get() > 0
+    ));
     let pid = client_proc.pid();
 
     // Bad input is refused before anything changes.
@@ -167,11 +158,11 @@ fn server_admits_refuses_returns_shares_and_survives_sigkill() {
     assert_eq!(tame_rt::sched::get_affinity(pid as i32).unwrap(), vec![CPU]);
     // It is raised for its slices and waits at nice 19 in between.
     assert!(
-        wait_until(Duration::from_secs(3), || policy(pid) == libc::SCHED_FIFO),
+        tame_testing::poll::until(Duration::from_secs(3), || policy(pid) == libc::SCHED_FIFO),
         "never raised"
     );
     assert!(
-        wait_until(Duration::from_secs(3), || policy(pid) == libc::SCHED_OTHER
+        tame_testing::poll::until(Duration::from_secs(3), || policy(pid) == libc::SCHED_OTHER
             && nice(pid) == 19),
         "never lowered to nice 19"
     );
@@ -188,7 +179,7 @@ fn server_admits_refuses_returns_shares_and_survives_sigkill() {
     assert_eq!(status.clients.len(), 2);
     drop(other);
     assert!(
-        wait_until(Duration::from_secs(3), || {
+        tame_testing::poll::until(Duration::from_secs(3), || {
             client::call(&socket, &Wire::List)
                 .map(|s| s.clients.len() == 1)
                 .unwrap_or(false)
@@ -197,11 +188,14 @@ fn server_admits_refuses_returns_shares_and_survives_sigkill() {
     );
 
     // SIGKILL the server, mid-cycle: the watchdog returns the client to SCHED_OTHER.
-    assert!(wait_until(Duration::from_secs(3), || policy(pid) == libc::SCHED_FIFO));
+    assert!(tame_testing::poll::until(
+        Duration::from_secs(3),
+        || policy(pid) == libc::SCHED_FIFO
+    ));
     server.child_mut().kill().unwrap();
     server.child_mut().wait().unwrap();
     assert!(
-        wait_until(Duration::from_secs(3), || policy(pid) == libc::SCHED_OTHER
+        tame_testing::poll::until(Duration::from_secs(3), || policy(pid) == libc::SCHED_OTHER
             && nice(pid) == 0),
         "client left at policy {} nice {} after the server was killed",
         policy(pid),
@@ -212,7 +206,7 @@ fn server_admits_refuses_returns_shares_and_survives_sigkill() {
     assert_eq!((policy(pid), nice(pid)), (libc::SCHED_OTHER, 0));
     // The watchdog did its work and is gone: nothing of ours is left at a real-time policy.
     assert!(
-        wait_until(Duration::from_secs(3), || gone(watchdog_pid)),
+        tame_testing::poll::until(Duration::from_secs(3), || gone(watchdog_pid)),
         "watchdog {watchdog_pid} still there"
     );
 }

@@ -206,8 +206,9 @@ pub fn set_current_thread(spec: &SchedSpec) -> Result<(), SchedError> {
     }
 }
 
-/// A thread's scheduling as the kernel reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A thread's scheduling as the kernel reports it. The default is how a thread
+/// starts: SCHED_OTHER at nice 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadSched {
     /// The raw policy number (SCHED_OTHER 0, FIFO 1, RR 2, BATCH 3, IDLE 5, DEADLINE 6).
     pub policy: i32,
@@ -217,6 +218,17 @@ pub struct ThreadSched {
     pub dl_runtime_ns: u64,
     pub dl_deadline_ns: u64,
     pub dl_period_ns: u64,
+}
+
+impl ThreadSched {
+    /// A policy without a static priority (SCHED_OTHER, BATCH, IDLE) at `nice`.
+    pub fn ordinary(policy: i32, nice: i32) -> Self {
+        Self {
+            policy,
+            nice,
+            ..Self::default()
+        }
+    }
 }
 
 /// Read thread `tid`'s scheduling attributes (sched_getattr), exactly enough to restore them.

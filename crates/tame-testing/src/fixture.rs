@@ -43,19 +43,6 @@ pub struct FixtureThread {
     pub sched: ThreadSched,
 }
 
-/// SCHED_OTHER, nice 0: how a thread starts.
-pub fn default_sched() -> ThreadSched {
-    ThreadSched {
-        policy: 0,
-        priority: 0,
-        nice: 0,
-        reset_on_fork: false,
-        dl_runtime_ns: 0,
-        dl_deadline_ns: 0,
-        dl_period_ns: 0,
-    }
-}
-
 /// See the module documentation.
 #[derive(Debug, Default)]
 pub struct FixtureBackend {
@@ -91,7 +78,7 @@ impl FixtureBackend {
             tid,
             FixtureThread {
                 affinity,
-                sched: default_sched(),
+                sched: ThreadSched::default(),
             },
         );
     }

@@ -8,11 +8,13 @@
 //! - [`tree`]: the committed fixture hosts, tmpfs scratch directories, tree snapshots;
 //! - [`require`]: what a test needs from the machine: skipped outside CI, failed under `CI=true`;
 //! - [`child`]: a test that runs one of its binary's tests as a child process;
+//! - [`poll`]: waiting for what another process or the kernel does;
 //! - [`fuzz`]: the runner of the fuzz tests and their case count (`TAME_FUZZ_CASES`).
 
 pub mod child;
 pub mod fixture;
 pub mod fuzz;
+pub mod poll;
 pub mod require;
 pub mod synthetic;
 pub mod tree;

@@ -20,6 +20,7 @@ use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use tame_testing::poll::until;
 
 use serde::{Deserialize, Serialize};
 
@@ -153,16 +154,16 @@ impl CgroupV2Switch {
             save_state(&self.prior)?;
         }
         let v2 = self.prior.v2_mount.clone();
-        wait_until(SETTLE, || {
+        let offered = until(SETTLE, || {
             let offered = words(&format!("{v2}/cgroup.controllers"));
             free.iter().all(|c| offered.iter().any(|o| o == c))
-        })
-        .map_err(|_| {
-            format!(
+        });
+        if !offered {
+            return Err(format!(
                 "after the unmount, {v2}/cgroup.controllers still lacks some of {free:?} (it lists {:?})",
                 words(&format!("{v2}/cgroup.controllers"))
-            )
-        })?;
+            ));
+        }
         for c in enable {
             if !words(&format!("{v2}/cgroup.subtree_control"))
                 .iter()
@@ -336,7 +337,7 @@ fn restore_prior(p: &Prior) -> Restored {
         .collect();
     if !missing.is_empty() {
         // 3. A controller goes back to v1 only when v2 holds no cgroup of it, dying ones too.
-        if wait_until(SETTLE, || p.freed.iter().all(|c| v2_holds_only_root(v2, c))).is_err() {
+        if !until(SETTLE, || p.freed.iter().all(|c| v2_holds_only_root(v2, c))) {
             errors.push(format!(
                 "after {SETTLE:?} {v2}/cgroup.stat still counts cgroups of {:?}: {}",
                 p.freed,
@@ -372,16 +373,17 @@ fn restore_prior(p: &Prior) -> Restored {
         }
         // 5. Mounted again as it was (EBUSY while the kernel still releases the controller).
         let mut last = String::new();
-        let mounted = wait_until(SETTLE, || match mount(line) {
+        let mounted = until(SETTLE, || match mount(line) {
             Ok(()) => true,
             Err(e) => {
                 last = e;
                 false
             }
         });
-        match mounted {
-            Ok(()) => eprintln!("cgroup-v2 switch: mounted {line}"),
-            Err(_) => errors.push(format!("cannot mount {line:?} again: {last}")),
+        if mounted {
+            eprintln!("cgroup-v2 switch: mounted {line}");
+        } else {
+            errors.push(format!("cannot mount {line:?} again: {last}"));
         }
     }
     // 6. The fresh hierarchy's root takes the values the old one had.
@@ -502,20 +504,21 @@ fn remove_cgroup(dir: &Path, root: &Path) -> Result<(), String> {
         let _ = write(&root.join("cgroup.procs").display().to_string(), pid);
     }
     let mut last = None;
-    let ok = wait_until(Duration::from_secs(5), || match fs::remove_dir(dir) {
+    let removed = until(Duration::from_secs(5), || match fs::remove_dir(dir) {
         Ok(()) => true,
         Err(e) => {
             last = Some(e);
             false
         }
     });
-    ok.map_err(|_| {
-        format!(
-            "cannot remove {}: {}",
-            dir.display(),
-            last.map(|e| e.to_string()).unwrap_or_default()
-        )
-    })
+    if removed {
+        return Ok(());
+    }
+    Err(format!(
+        "cannot remove {}: {}",
+        dir.display(),
+        last.map(|e| e.to_string()).unwrap_or_default()
+    ))
 }
 
 /// The root values worth keeping across a remount: writable regular files, minus the
@@ -653,19 +656,6 @@ fn names_in(dir: &str) -> Vec<String> {
 
 fn write(path: &str, value: &str) -> Result<(), String> {
     fs::write(path, value).map_err(|e| format!("writing {value:?} to {path}: {e}"))
-}
-
-fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> Result<(), ()> {
-    let start = Instant::now();
-    loop {
-        if done() {
-            return Ok(());
-        }
-        if start.elapsed() > limit {
-            return Err(());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn cstr(s: &str) -> CString {

@@ -223,17 +223,18 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
     use std::sync::Arc;
     use tame_host::CpuList;
-    use tame_testing::fixture::{default_sched, FixtureBackend};
+    use tame_rt::sched::ThreadSched;
+    use tame_testing::fixture::FixtureBackend;
 
     fn thread(pid: u32, tid: u32, start_time: u64) -> Thread {
         Thread {
             pid,
             tid,
             start_time,
-            sched: tame_rt::sched::ThreadSched {
+            sched: ThreadSched {
                 policy: libc::SCHED_BATCH,
                 nice: 3,
-                ..default_sched()
+                ..ThreadSched::default()
             },
             affinity: CpuList::parse("0-1").unwrap(),
         }
@@ -283,10 +284,10 @@ mod tests {
             10,
             tame_testing::fixture::FixtureThread {
                 affinity: CpuList::parse("1").unwrap(),
-                sched: tame_rt::sched::ThreadSched {
+                sched: ThreadSched {
                     policy: libc::SCHED_FIFO,
                     priority: 98,
-                    ..default_sched()
+                    ..ThreadSched::default()
                 },
             },
         );

@@ -86,7 +86,7 @@ impl Cpu {
 
 /// What a client waits at between slices.
 pub fn waiting() -> ThreadSched {
-    ordinary(libc::SCHED_OTHER, WAIT_NICE)
+    ThreadSched::ordinary(libc::SCHED_OTHER, WAIT_NICE)
 }
 
 fn raised() -> ThreadSched {
@@ -96,21 +96,7 @@ fn raised() -> ThreadSched {
         nice: 0,
         // Threads a raised client starts begin as SCHED_OTHER, never inheriting its slice.
         reset_on_fork: true,
-        dl_runtime_ns: 0,
-        dl_deadline_ns: 0,
-        dl_period_ns: 0,
-    }
-}
-
-fn ordinary(policy: i32, nice: i32) -> ThreadSched {
-    ThreadSched {
-        policy,
-        priority: 0,
-        nice,
-        reset_on_fork: false,
-        dl_runtime_ns: 0,
-        dl_deadline_ns: 0,
-        dl_period_ns: 0,
+        ..ThreadSched::default()
     }
 }
 
@@ -140,7 +126,7 @@ pub fn run(s: Setup, ready: mpsc::Sender<Result<()>>) {
             let me = ThreadSched {
                 policy: libc::SCHED_FIFO,
                 priority: SERVER_PRIORITY,
-                ..ordinary(0, 0)
+                ..ThreadSched::default()
             };
             sched::set_thread_sched(0, &me).map_err(|e| {
                 failed(format!(

@@ -160,7 +160,7 @@ impl Process {
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use tame_testing::fixture::{default_sched, FixtureBackend};
+    use tame_testing::fixture::FixtureBackend;
 
     fn stat_line(tid: u32, start: u64) -> String {
         // Fields 3…22: state S, then zeros, start time last.
@@ -184,7 +184,7 @@ mod tests {
             priority: 98,
             nice: 0,
             reset_on_fork: true,
-            ..default_sched()
+            ..ThreadSched::default()
         }
     }
 
@@ -205,7 +205,7 @@ mod tests {
             .unwrap();
         assert_eq!(backend.thread(11).unwrap().sched, raised());
         t.restore(&root).unwrap();
-        assert_eq!(backend.thread(11).unwrap().sched, default_sched());
+        assert_eq!(backend.thread(11).unwrap().sched, ThreadSched::default());
         assert_eq!(backend.thread(11).unwrap().affinity.to_string(), "0-3");
 
         // Thread 11 exits and its id goes to a new thread of the same process.
@@ -213,14 +213,14 @@ mod tests {
         assert!(!t.is_same(&root));
         assert!(matches!(t.set_sched(&root, &raised()), Err(SetError::Gone)));
         assert!(matches!(t.restore(&root), Err(SetError::Gone)));
-        assert_eq!(backend.thread(11).unwrap().sched, default_sched());
+        assert_eq!(backend.thread(11).unwrap().sched, ThreadSched::default());
 
         // … or to another process: /proc/10/task/11 is no more.
         std::fs::remove_dir_all(dir.path().join("proc/10/task/11")).unwrap();
         write_thread(dir.path(), 11, 11, 150);
         assert!(!t.is_same(&root));
         assert!(matches!(t.set_sched(&root, &raised()), Err(SetError::Gone)));
-        assert_eq!(backend.thread(11).unwrap().sched, default_sched());
+        assert_eq!(backend.thread(11).unwrap().sched, ThreadSched::default());
         assert!(Thread::capture(&root, 10, 11).unwrap().is_none());
     }
 

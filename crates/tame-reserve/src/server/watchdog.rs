@@ -98,9 +98,7 @@ impl Message {
             priority: self.priority,
             nice: self.nice,
             reset_on_fork: self.reset_on_fork != 0,
-            dl_runtime_ns: 0,
-            dl_deadline_ns: 0,
-            dl_period_ns: 0,
+            ..ThreadSched::default()
         }
     }
 }

@@ -16,13 +16,14 @@ macro_rules! line {
 
 /// What detach changed per thread, and how to undo it; `sched` is the policy it set.
 pub fn detached(record: &PlacementRecord, sched: Option<SchedSpec>) -> String {
+    let placed = &record.placed;
     let mut o = String::new();
     line!(
         o,
         "detached process {} ({}) onto CPUs {}:",
-        record.pid,
-        record.comm,
-        record.cpus
+        placed.pid,
+        placed.comm,
+        placed.cpus
     );
     for t in &record.threads {
         line!(
@@ -30,7 +31,7 @@ pub fn detached(record: &PlacementRecord, sched: Option<SchedSpec>) -> String {
             "  thread {}: affinity {} → {}{}{}",
             t.tid,
             t.affinity,
-            record.cpus,
+            placed.cpus,
             sched
                 .map(|s| format!(
                     ", policy {} → {} {}",
@@ -39,7 +40,7 @@ pub fn detached(record: &PlacementRecord, sched: Option<SchedSpec>) -> String {
                     s.priority
                 ))
                 .unwrap_or_default(),
-            match (&t.cpuset, &record.cpuset) {
+            match (&t.cpuset, &placed.cpuset) {
                 (Some(old), Some(new)) => format!(", cpuset {old} → {new}"),
                 _ => String::new(),
             }
@@ -48,7 +49,7 @@ pub fn detached(record: &PlacementRecord, sched: Option<SchedSpec>) -> String {
     line!(
         o,
         "`tame attach {}` puts every thread back as it was.",
-        record.pid
+        placed.pid
     );
     o
 }
