@@ -19,9 +19,12 @@ pub fn parse_loadavg(text: &str) -> Result<LoadAvg, ParseError> {
     let line = text.trim();
     let mut it = line.split_whitespace().map(|v| v.parse::<f64>());
     let mut next = || {
-        it.next()
-            .and_then(Result::ok)
-            .ok_or_else(|| ParseError::new(1, "expected three load averages"))
+        it.next().and_then(Result::ok).ok_or_else(|| {
+            ParseError::new(
+                1,
+                format!("{line:?} does not start with three load averages"),
+            )
+        })
     };
     Ok(LoadAvg {
         one: next()?,

@@ -127,16 +127,14 @@ pub struct RtBandwidth {
 impl Root {
     /// `sched_rt_runtime_us` and `sched_rt_period_us`.
     pub fn rt_bandwidth(&self) -> Result<RtBandwidth, HostError> {
-        let bad = |path: &str| ParseError::new(1, "not a number").at(path);
+        fn number<T: std::str::FromStr>(root: &Root, path: &str) -> Result<T, HostError> {
+            let text = root.read_trimmed(path)?;
+            text.parse()
+                .map_err(|_| ParseError::new(1, format!("{text:?} is not a number")).at(path))
+        }
         Ok(RtBandwidth {
-            runtime_us: self
-                .read_trimmed(RT_RUNTIME)?
-                .parse()
-                .map_err(|_| bad(RT_RUNTIME))?,
-            period_us: self
-                .read_trimmed(RT_PERIOD)?
-                .parse()
-                .map_err(|_| bad(RT_PERIOD))?,
+            runtime_us: number(self, RT_RUNTIME)?,
+            period_us: number(self, RT_PERIOD)?,
         })
     }
 }

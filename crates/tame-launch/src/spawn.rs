@@ -135,7 +135,9 @@ pub fn spawn_held(placement: &Placement, argv: &[OsString]) -> Result<Held, Laun
                 let _ = child.wait();
                 io_failed(
                     format!("cannot start {} placed", held.program.to_string_lossy()),
-                    io::Error::other("the child did not report its placement"),
+                    io::Error::other(
+                        "the child started but never reported its placement (killed, or out of memory before exec?) — see dmesg and retry",
+                    ),
                 )
             }
             Err(e) => e,
@@ -173,7 +175,11 @@ impl Held {
             Some(thread) => thread
                 .join()
                 .unwrap_or_else(|_| Err(io::Error::other("the spawning thread panicked"))),
-            None => Err(io::Error::other("the program was already started")),
+            // Not reachable through the public API (finish consumes the spawn's only
+            // chance); said as what it would be, a defect.
+            None => Err(io::Error::other(
+                "tame asked for the program's start twice, a defect in tame — please report it",
+            )),
         };
         result.map_err(|e| start_error(&self.program, e))
     }

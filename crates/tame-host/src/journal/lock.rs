@@ -205,7 +205,9 @@ impl JournalLock {
         }
         Err(io_err(
             "lock",
-            std::io::Error::other("the lock file kept being replaced"),
+            std::io::Error::other(
+                "the lock file was replaced under every try (another tame process removing its journal?) — run the command again",
+            ),
         ))
     }
 

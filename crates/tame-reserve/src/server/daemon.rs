@@ -339,7 +339,9 @@ struct Server {
 impl Server {
     fn dispatch(&mut self, req: Request, asker: &Asker) -> Response {
         let result = match req {
-            _ if self.stopping => Err(failed("the server is stopping")),
+            _ if self.stopping => Err(failed(
+                "the server is stopping and admits nobody — retry once tame serve runs again",
+            )),
             Request::List => Ok(()),
             Request::Reserve {
                 pid,
@@ -552,7 +554,14 @@ impl Server {
             let t = match Thread::capture(&self.config.root, pid, tid) {
                 Ok(Some(t)) => t,
                 Ok(None) => continue,
-                Err(e) => return Err(io_failed(format!("cannot read thread {tid}"), e)),
+                Err(e) => {
+                    return Err(io_failed(
+                        format!(
+                            "cannot read thread {tid} of process {pid} (is it exiting?) — retry"
+                        ),
+                        e,
+                    ))
+                }
             };
             if !matches!(
                 t.sched.policy,

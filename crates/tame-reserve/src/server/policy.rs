@@ -213,7 +213,9 @@ impl Policy {
                 ));
             }
             if policy.rules.iter().any(|k| k.name == name) {
-                return Err(at(r.name.span(), format!("a second rule named {name:?}")));
+                return Err(at(r.name.span(), format!(
+                        "a second rule named {name:?}: refusals name the rule, so names must be unique — rename one"
+                    )));
             }
             if r.users.is_empty() && r.groups.is_empty() {
                 return Err(at(
@@ -260,14 +262,17 @@ impl Policy {
             let duration = |s: &Spanned<String>| {
                 tame_rt::duration::parse_ns(s.get_ref()).map_err(|m| at(s.span(), m))
             };
-            let max_period_ns = duration(&r.max_period)?;
-            let max_slice_ns = duration(&r.max_slice)?;
-            if max_period_ns == 0 || max_slice_ns == 0 {
-                return Err(at(
-                    r.max_period.span(),
-                    "max_period and max_slice must be above 0".into(),
-                ));
-            }
+            let above_zero = |s: &Spanned<String>, field: &str| {
+                duration(s).and_then(|ns| match ns {
+                    0 => Err(at(
+                        s.span(),
+                        format!("{field} must be above 0 — give it a duration such as 10ms"),
+                    )),
+                    ns => Ok(ns),
+                })
+            };
+            let max_period_ns = above_zero(&r.max_period, "max_period")?;
+            let max_slice_ns = above_zero(&r.max_slice, "max_slice")?;
             policy.rules.push(Rule {
                 name,
                 uids,
@@ -598,6 +603,8 @@ max_slice = "100ms"
         assert!(e.contains("a second rule named \"x\""), "{e}");
         let e = err("cap = 90\n");
         assert!(e.starts_with("p.toml:1:7: invalid type"), "{e}");
+        let e = err("[[rule]]\nname = \"x\"\nusers = [\"alice\"]\nmax_share = \"20%\"\nmax_period = \"50ms\"\nmax_slice = \"0ms\"\n");
+        assert!(e.starts_with("p.toml:6:13: max_slice must be above 0"), "{e}");
     }
 
     #[test]

@@ -149,7 +149,10 @@ pub fn load(path: &Path) -> io::Result<Option<Vec<Thread>>> {
     if text.len() as u64 > MAX_BYTES {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("{} is larger than {MAX_BYTES} bytes", path.display()),
+            format!(
+                "{} is larger than {MAX_BYTES} bytes, so tame serve did not write it — remove it",
+                path.display()
+            ),
         ));
     }
     let c: Contents = serde_json::from_slice(&text).map_err(|e| {
@@ -161,7 +164,11 @@ pub fn load(path: &Path) -> io::Result<Option<Vec<Thread>>> {
     if c.format != FORMAT {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("{} has format {}, not {FORMAT}", path.display(), c.format),
+            format!(
+                "{} has format {}, not {FORMAT}: another tame version wrote it — recover with that version, or remove it",
+                path.display(),
+                c.format
+            ),
         ));
     }
     Ok(Some(c.threads))

@@ -82,7 +82,7 @@ impl Message {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
                     format!(
-                        "thread {} may run on CPU {cpu}; the watchdog keeps CPUs below {MAX_CPUS}",
+                        "thread {} may run on CPU {cpu}, but the watchdog can restore affinities only below CPU {MAX_CPUS} — pin the client to lower CPUs (taskset) before reserving",
                         t.tid
                     ),
                 ));
@@ -109,8 +109,15 @@ pub struct Watchdog {
 }
 
 fn c_path(p: &Path) -> io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} holds a NUL byte, which no file name can — pass another path",
+                p.display()
+            ),
+        )
+    })
 }
 
 impl Watchdog {
@@ -126,7 +133,10 @@ impl Watchdog {
         if proc_dir.len() > PROC_DIR_MAX {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("procfs path longer than {PROC_DIR_MAX} bytes"),
+                format!(
+                    "the procfs path {} is longer than the watchdog's {PROC_DIR_MAX} bytes — use a shorter --root",
+                    root.proc_dir().display()
+                ),
             ));
         }
         let mut proc = [0u8; PROC_DIR_MAX];
@@ -182,7 +192,10 @@ impl Watchdog {
             return Err(if n < 0 {
                 e
             } else {
-                io::Error::new(io::ErrorKind::WriteZero, "short write to the watchdog")
+                io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "the watchdog took only part of a message (it is dying?) — restart tame serve",
+                )
             });
         }
     }
