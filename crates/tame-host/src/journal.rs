@@ -232,8 +232,6 @@ pub struct Journal {
     hook: Option<StageHook>,
     /// Paths written through this journal (see [`Journal::rewrite`]).
     written: BTreeSet<String>,
-    /// Bytes of a torn last line cut off when the journal was opened.
-    torn: usize,
     lock: JournalLock,
 }
 
@@ -312,7 +310,6 @@ impl Journal {
             next_seq,
             hook: None,
             written,
-            torn: if existing.is_some() { torn } else { 0 },
             lock,
         };
         if existing.is_none() {
@@ -331,12 +328,6 @@ impl Journal {
             journal.note(TORN_NOTE, &bytes[keep..])?;
         }
         Ok(journal)
-    }
-
-    /// How many bytes of a torn last line were cut off when this journal was opened
-    /// (recorded in the journal as a [`TORN_NOTE`] note).
-    pub fn torn_bytes(&self) -> usize {
-        self.torn
     }
 
     /// Undo every change in this journal, newest first, under the lock it holds

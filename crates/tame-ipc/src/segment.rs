@@ -875,4 +875,14 @@ mod tests {
         assert_eq!(SegmentName::from_file_name("tame.x"), Some(name));
         assert_eq!(SegmentName::from_file_name("other.x"), None);
     }
+
+    #[test]
+    fn a_received_descriptor_can_be_mapped_read_only() {
+        let spec = ChannelSpec::register::<u64>();
+        let segment = Segment::create_anonymous(spec).unwrap();
+        let fd = segment.fd().try_clone_to_owned().unwrap();
+        let read_only = Segment::from_fd_read_only(fd, Expect::Exact(spec)).unwrap();
+        assert!(read_only.is_read_only());
+        assert!(!segment.is_read_only());
+    }
 }

@@ -92,11 +92,6 @@ impl FixtureBackend {
         self.threads().get(&tid).cloned()
     }
 
-    /// The thread exits.
-    pub fn remove_thread(&self, tid: u32) {
-        self.threads().remove(&tid);
-    }
-
     fn with_thread<T>(
         &self,
         tid: u32,

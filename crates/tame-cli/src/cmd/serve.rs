@@ -40,18 +40,16 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<i32> {
         println!("{}", daemon::describe(&done));
         return Ok(if done.failed.is_empty() { 0 } else { 1 });
     }
-    let policy = Policy::load(&ctx.root, args.policy.as_deref())?;
-    let cap_ppm = match &args.cap {
-        Some(c) => parse_share_ppm(c).map_err(|e| bad_input(format!("--cap: {e}")))?,
-        None => policy.cap_ppm,
-    };
+    let mut policy = Policy::load(&ctx.root, args.policy.as_deref())?;
+    if let Some(c) = &args.cap {
+        policy.cap_ppm = parse_share_ppm(c).map_err(|e| bad_input(format!("--cap: {e}")))?;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, stop.clone())?;
     }
     let config = daemon::Config {
         socket: args.socket,
-        cap_ppm,
         journal_dir: policy::journal_dir(&ctx.root, args.journal_dir.as_deref()),
         policy,
         root: ctx.root.clone(),

@@ -79,7 +79,7 @@ fn serve(args: &[String]) -> i32 {
     }
     let root = tame_host::Root::system();
     let cap_ppm = cap.and_then(|c| c.parse().ok()).unwrap_or(DEFAULT_CAP_PPM);
-    let policy = match value("--policy") {
+    let mut policy = match value("--policy") {
         Some(p) => match Policy::load(&root, Some(p.as_ref())) {
             Ok(p) => p,
             Err(e) => {
@@ -89,13 +89,11 @@ fn serve(args: &[String]) -> i32 {
         },
         None => Policy::root_on_every_cpu(cap_ppm),
     };
+    if cap.is_some() {
+        policy.cap_ppm = cap_ppm;
+    }
     let config = Config {
         socket: PathBuf::from(socket),
-        cap_ppm: if cap.is_some() {
-            cap_ppm
-        } else {
-            policy.cap_ppm
-        },
         journal_dir: policy::journal_dir(&root, value("--journal-dir").as_deref().map(Path::new)),
         policy,
         root,

@@ -37,8 +37,7 @@ const LOCK_WAIT: Duration = Duration::from_secs(5);
 #[derive(Clone, Debug)]
 pub struct Config {
     pub socket: PathBuf,
-    /// Admission cap per CPU, ppm (every user's reservations together).
-    pub cap_ppm: u64,
+    /// Who may reserve what, and the admission cap per CPU (`policy.cap_ppm`).
     pub policy: Policy,
     /// Where the applied partition spec is read (the policy's reservable CPUs).
     pub journal_dir: PathBuf,
@@ -48,10 +47,10 @@ pub struct Config {
 /// Check what can be checked before anything starts (cap, socket).
 pub fn validate(config: &Config) -> Result<Limits> {
     let limits = Limits::read(&config.root)?;
-    if config.cap_ppm == 0 || config.cap_ppm > limits.rt_cap_ppm() {
+    if config.policy.cap_ppm == 0 || config.policy.cap_ppm > limits.rt_cap_ppm() {
         return Err(invalid(format!(
             "cap {} must be above 0 and at most the RT throttling limit of {} ({}) — real-time work beyond it is stopped by the kernel",
-            percent(config.cap_ppm),
+            percent(config.policy.cap_ppm),
             percent(limits.rt_cap_ppm()),
             crate::bandwidth::RT_RUNTIME
         )));
@@ -389,7 +388,7 @@ impl Server {
             version: PROTOCOL_VERSION,
             server_pid: std::process::id(),
             watchdog_pid: self.watchdog.pid(),
-            cap_ppm: self.config.cap_ppm,
+            cap_ppm: self.config.policy.cap_ppm,
             clients,
             notes: self.limits.notes(),
         }
@@ -430,7 +429,7 @@ impl Server {
             cpu: Some(cpu),
             backend: Backend::Server,
         };
-        request.validate(self.config.cap_ppm, &self.limits.online)?;
+        request.validate(self.config.policy.cap_ppm, &self.limits.online)?;
         let root = self.config.root.clone();
         let info = tame_host::process::inspect(&root, pid).map_err(|e| invalid(e.to_string()))?;
         if asker.uid != 0 && asker.uid != info.uid {
@@ -444,7 +443,7 @@ impl Server {
                 "process {pid} already holds a reservation — release it first (tame reserve --release {pid})"
             )));
         }
-        if self.reserved_on(cpu, None) + share_ppm > self.config.cap_ppm {
+        if self.reserved_on(cpu, None) + share_ppm > self.config.policy.cap_ppm {
             self.prune_exited(cpu);
         }
         let ask = Ask {
@@ -459,13 +458,13 @@ impl Server {
             Reservable::read(&root, &journal_dir, &online)
         })?;
         let used = self.reserved_on(cpu, None);
-        if used + share_ppm > self.config.cap_ppm {
+        if used + share_ppm > self.config.policy.cap_ppm {
             return Err(refused(format!(
                 "admission refused: CPU {cpu} has {} reserved, {} asked, cap {} ({} free) — ask for less, another CPU, or release a reservation",
                 percent(used),
                 percent(share_ppm),
-                percent(self.config.cap_ppm),
-                percent(self.config.cap_ppm - used)
+                percent(self.config.policy.cap_ppm),
+                percent(self.config.policy.cap_ppm - used)
             )));
         }
         let watched: usize = self.clients().iter().map(|c| c.threads.len()).sum();

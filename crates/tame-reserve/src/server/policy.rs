@@ -604,7 +604,10 @@ max_slice = "100ms"
         let e = err("cap = 90\n");
         assert!(e.starts_with("p.toml:1:7: invalid type"), "{e}");
         let e = err("[[rule]]\nname = \"x\"\nusers = [\"alice\"]\nmax_share = \"20%\"\nmax_period = \"50ms\"\nmax_slice = \"0ms\"\n");
-        assert!(e.starts_with("p.toml:6:13: max_slice must be above 0"), "{e}");
+        assert!(
+            e.starts_with("p.toml:6:13: max_slice must be above 0"),
+            "{e}"
+        );
     }
 
     #[test]
