@@ -15,14 +15,14 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use tame_host::cgroup::{CgroupModel, CgroupVersion, Cgroups, Group};
+use tame_host::cgroup::{CgroupVersion, Cgroups, Group};
 use tame_host::journal::{self, Change, Journal, PlaceStep, ThreadPlacement};
-use tame_host::reader::Reader;
 use tame_host::{CpuList, Root};
 use tame_rt::sched::{SchedSpec, ThreadSched};
 
 use crate::error::{failed, invalid, LaunchError};
 use crate::proc::{self, ProcessInfo, ThreadCounters};
+use crate::target::PartitionCgroup;
 
 /// Version of the placement note's JSON.
 pub const RECORD_VERSION: u32 = 2;
@@ -63,9 +63,8 @@ pub struct DetachRequest {
     pub cpus: CpuList,
     pub threads: ThreadSelection,
     pub sched: Option<SchedSpec>,
-    /// The cpuset (relative to the cpuset hierarchy, e.g. `/tame-rt`) the threads
-    /// join, if the target is a partition.
-    pub cpuset: Option<String>,
+    /// The partition cgroup the threads join, if the target is a partition.
+    pub cgroup: Option<PartitionCgroup>,
 }
 
 /// One thread's state before tame touched it.
@@ -240,13 +239,6 @@ pub fn thread_state(
     })
 }
 
-/// The cpuset controller where it is usable: where a partition's cgroup is.
-fn cpuset_cgroups(root: &Root) -> Result<Cgroups, LaunchError> {
-    Cgroups::for_controller(&CgroupModel::read(&mut Reader::new(root)), "cpuset").ok_or_else(|| {
-        failed("no cpuset controller is mounted (cgroup v1 cpuset or v2 with cpuset) — the partition's cpuset cannot be joined")
-    })
-}
-
 /// The cpuset group a thread is in now, from /proc (see [`Cgroups::group_of_thread`]).
 fn group_of(root: &Root, cgroups: &Cgroups, pid: u32, tid: u32) -> Result<Group, LaunchError> {
     cgroups
@@ -317,6 +309,12 @@ pub fn detach(
     req: &DetachRequest,
     caller_uid: u32,
 ) -> Result<PlacementRecord, LaunchError> {
+    // The partition part of the request first: its refusal holds whatever the process.
+    let cpuset = req.cgroup.as_ref().map(PartitionCgroup::hierarchy);
+    let to = match (&cpuset, &req.cgroup) {
+        (Some(cgroups), Some(c)) => Some(partition_group(root, cgroups, &c.path, &req.threads)?),
+        _ => None,
+    };
     let info = proc::inspect(root, req.pid)?;
     check_owner(&info, caller_uid)?;
     let tids: Vec<u32> = match &req.threads {
@@ -331,14 +329,6 @@ pub fn detach(
             }
             t.clone()
         }
-    };
-    let cpuset = match &req.cpuset {
-        Some(_) => Some(cpuset_cgroups(root)?),
-        None => None,
-    };
-    let to = match (&cpuset, &req.cpuset) {
-        (Some(cgroups), Some(rel)) => Some(partition_group(root, cgroups, rel, &req.threads)?),
-        _ => None,
     };
     let threads = tids
         .iter()
@@ -366,7 +356,7 @@ pub fn detach(
             start_time: info.start_time,
             comm: info.comm.clone(),
             cpus: req.cpus.clone(),
-            cpuset: req.cpuset.clone(),
+            cpuset: req.cgroup.as_ref().map(|c| c.path.clone()),
             counters: threads.iter().map(|t| (t.tid, t.counters)).collect(),
         },
         threads,

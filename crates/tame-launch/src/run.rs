@@ -99,11 +99,11 @@ mod tests {
         let root = Root::new("/tmp/fixture");
         let target = Target {
             cpus: CpuList::parse("1").unwrap(),
-            cgroup: Some(PartitionCgroup {
-                version: CgroupVersion::V2,
-                path: "/".into(),
-                dir: "/sys/fs/cgroup/unified".into(),
-            }),
+            cgroup: Some(PartitionCgroup::new(
+                CgroupVersion::V2,
+                "/sys/fs/cgroup/unified",
+                "/",
+            )),
             sched: None,
         };
         let p = placement(

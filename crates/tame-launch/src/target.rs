@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use tame_host::accounts::Accounts;
-use tame_host::cgroup::{CgroupModel, CgroupVersion};
+use tame_host::cgroup::{CgroupModel, CgroupVersion, Cgroups};
 use tame_host::kernel::BootIsolation;
 use tame_host::reader::Reader;
 use tame_host::{CpuList, Root};
@@ -72,6 +72,8 @@ impl Caller {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionCgroup {
     pub version: CgroupVersion,
+    /// Where the cpuset hierarchy is mounted.
+    pub mount: String,
     /// Relative to the cpuset hierarchy (`/tame-rt`; `/` for its root).
     pub path: String,
     /// Host path of the cgroup's directory.
@@ -79,6 +81,26 @@ pub struct PartitionCgroup {
 }
 
 impl PartitionCgroup {
+    /// The cgroup at `path` of the cpuset hierarchy of `version` mounted at `mount`.
+    pub fn new(version: CgroupVersion, mount: &str, path: &str) -> Self {
+        let dir = if path == "/" {
+            mount.to_string()
+        } else {
+            format!("{mount}{path}")
+        };
+        Self {
+            version,
+            mount: mount.to_string(),
+            path: path.to_string(),
+            dir,
+        }
+    }
+
+    /// The cpuset controller's hierarchy this cgroup is in.
+    pub fn hierarchy(&self) -> Cgroups {
+        Cgroups::at("cpuset", self.version, &self.mount)
+    }
+
     /// The cgroup's `cgroup.procs` (v1 and v2), as a host path.
     pub fn procs(&self) -> String {
         format!("{}/cgroup.procs", self.dir)
@@ -108,29 +130,16 @@ impl Target {
         self.cgroup.as_ref().map(|c| c.path.clone())
     }
 
-    /// What `tame detach PID --threads …` does to this target. A cgroup v2
-    /// partition takes whole processes (a write to `cgroup.procs` moves every
-    /// thread), so it is refused for a part of the threads before anything moves.
-    pub fn detach_request(
-        &self,
-        pid: u32,
-        threads: ThreadSelection,
-    ) -> Result<DetachRequest, LaunchError> {
-        if let Some(c) = &self.cgroup {
-            if c.version == CgroupVersion::V2 && threads != ThreadSelection::All {
-                return Err(invalid(format!(
-                    "a part of the threads cannot join partition cgroup {}: cgroup v2 moves whole processes — use --threads all, or --cpus without -p",
-                    c.dir
-                )));
-            }
-        }
-        Ok(DetachRequest {
+    /// What `tame detach PID --threads …` does to this target (checked by
+    /// [`crate::detach::detach`] before anything moves).
+    pub fn detach_request(&self, pid: u32, threads: ThreadSelection) -> DetachRequest {
+        DetachRequest {
             pid,
             cpus: self.cpus.clone(),
             threads,
             sched: self.sched,
-            cpuset: self.cpuset(),
-        })
+            cgroup: self.cgroup.clone(),
+        }
     }
 }
 
@@ -293,16 +302,7 @@ pub fn partition_cgroup(root: &Root, p: &PartitionSpec) -> Result<PartitionCgrou
     } else {
         format!("/{}{}", tame_partition::plan::DIR_PREFIX, p.name)
     };
-    let dir = if path == "/" {
-        home.mount
-    } else {
-        format!("{}{path}", home.mount)
-    };
-    let cgroup = PartitionCgroup {
-        version: home.version,
-        path,
-        dir,
-    };
+    let cgroup = PartitionCgroup::new(home.version, &home.mount, &path);
     if !root.exists(cgroup.procs()) {
         return Err(invalid(format!(
             "partition cgroup {} does not exist (no {}) — is the spec still applied? run tame status",
@@ -478,8 +478,8 @@ group = "rtgroup"
         assert_eq!(t.cpuset().as_deref(), Some("/tame-rt"));
         assert_eq!(t.sched, None);
         // v1 takes single threads.
-        let req = t.detach_request(7, ThreadSelection::Main).unwrap();
-        assert_eq!(req.cpuset.as_deref(), Some("/tame-rt"));
+        let req = t.detach_request(7, ThreadSelection::Main);
+        assert_eq!(req.cgroup, t.cgroup);
         assert_eq!(req.threads, ThreadSelection::Main);
         // The system partition has a cgroup of its own on v1, and is not isolated.
         let err = invalid_text(h.resolve(&h.request("system"), &root_caller()));
@@ -512,24 +512,20 @@ group = "rtgroup"
     }
 
     #[test]
-    fn v2_refuses_to_move_a_part_of_the_threads_into_a_partition() {
+    fn a_detach_request_carries_the_resolved_partition_cgroup() {
+        // detach refuses a part of the threads on v2 (tests/detach_fixture.rs); the
+        // request carries the hierarchy, so detach does not walk the cgroups again.
         let h = Host::new(CgroupVersion::V2, "quiet");
         let t = h.resolve(&h.request("rt"), &root_caller()).unwrap();
-        for threads in [ThreadSelection::Main, ThreadSelection::Tids(vec![7, 8])] {
-            let err = invalid_text(t.detach_request(7, threads));
-            assert!(
-                err.contains(
-                    "cgroup v2 moves whole processes — use --threads all, or --cpus without -p"
-                ),
-                "{err}"
-            );
-        }
-        let req = t.detach_request(7, ThreadSelection::All).unwrap();
-        assert_eq!(req.cpuset.as_deref(), Some("/tame-rt"));
+        let req = t.detach_request(7, ThreadSelection::All);
+        let c = req.cgroup.clone().unwrap();
+        assert_eq!(
+            (c.mount.as_str(), c.path.as_str()),
+            ("/sys/fs/cgroup/unified", "/tame-rt")
+        );
+        assert_eq!(c.hierarchy().version(), CgroupVersion::V2);
+        assert_eq!(c.hierarchy().mount(), "/sys/fs/cgroup/unified");
         assert_eq!(req.cpus.to_string(), "2-3");
-        // Without a partition there is no cgroup to join: any threads.
-        let t = Target { cgroup: None, ..t };
-        assert!(t.detach_request(7, ThreadSelection::Main).is_ok());
     }
 
     #[test]

@@ -5,8 +5,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use tame_host::cgroup::CgroupModel;
+use tame_host::reader::Reader;
 use tame_host::CpuList;
 use tame_launch::detach::{self, DetachRequest, Store, ThreadSelection};
+use tame_launch::target::PartitionCgroup;
 use tame_rt::sched::SchedSpec;
 use tame_rt::Policy;
 use tame_testing::{snapshot_tree, FixtureBackend};
@@ -86,7 +89,7 @@ fn detach_then_attach_on_a_fixture_restores_every_thread() {
         cpus: CpuList::parse("3").unwrap(),
         threads: ThreadSelection::All,
         sched: Some(SchedSpec::static_priority(Policy::Fifo, 5)),
-        cpuset: Some("/tame-rt".into()),
+        cgroup: Some(partition(&root, "/tame-rt")),
     };
     let record = detach::detach(&root, &store, &req, 0).unwrap();
     assert_eq!(record.threads.len(), 2);
@@ -151,7 +154,7 @@ fn a_refused_placement_puts_back_the_threads_already_moved() {
         cpus: CpuList::parse("3").unwrap(),
         threads: ThreadSelection::All,
         sched: None,
-        cpuset: Some("/tame-rt".into()),
+        cgroup: Some(partition(&root, "/tame-rt")),
     };
     let err = detach::detach(&root, &store, &req, 0).unwrap_err();
     assert!(
@@ -191,13 +194,20 @@ fn host(files: &[(&str, &str)]) -> (tempfile::TempDir, Arc<FixtureBackend>, tame
     (dir, backend, root)
 }
 
-fn fifo_request(threads: ThreadSelection) -> DetachRequest {
+/// The cgroup `path` of this host's cpuset hierarchy, as `tame detach -p` resolves it.
+fn partition(root: &tame_host::Root, path: &str) -> PartitionCgroup {
+    let model = CgroupModel::read(&mut Reader::new(root));
+    let home = model.controller_home("cpuset").expect("a cpuset hierarchy");
+    PartitionCgroup::new(home.version, &home.mount, path)
+}
+
+fn fifo_request(root: &tame_host::Root, threads: ThreadSelection) -> DetachRequest {
     DetachRequest {
         pid: 40,
         cpus: CpuList::parse("3").unwrap(),
         threads,
         sched: Some(SchedSpec::static_priority(Policy::Fifo, 5)),
-        cpuset: Some("/tame-rt".into()),
+        cgroup: Some(partition(root, "/tame-rt")),
     }
 }
 
@@ -210,7 +220,8 @@ fn detach_and_attach(
 ) {
     let before = snapshot_tree(root.base());
     let store = Store::new(&dir.join("state"));
-    let record = detach::detach(root, &store, &fifo_request(ThreadSelection::All), 0).unwrap();
+    let record =
+        detach::detach(root, &store, &fifo_request(root, ThreadSelection::All), 0).unwrap();
     for (path, want) in placed {
         assert_eq!(root.read(path).unwrap(), *want, "{path}");
     }
@@ -306,7 +317,7 @@ fn v2_the_process_goes_back_to_its_exact_group() {
 fn v2_a_thread_born_since_detach_is_given_the_main_threads_placement() {
     let (dir, backend, root) = host(V2);
     let store = Store::new(&dir.path().join("state"));
-    detach::detach(&root, &store, &fifo_request(ThreadSelection::All), 0).unwrap();
+    detach::detach(&root, &store, &fifo_request(&root, ThreadSelection::All), 0).unwrap();
     let f = root.path("/proc/40/task/42/stat");
     std::fs::create_dir_all(f.parent().unwrap()).unwrap();
     std::fs::write(f, stat(42)).unwrap();
@@ -332,13 +343,18 @@ fn v2_refusals_change_nothing() {
     let (dir, _backend, root) = host(V2);
     let store = Store::new(&dir.path().join("state"));
     let before = snapshot_tree(root.base());
-    let err = detach::detach(&root, &store, &fifo_request(ThreadSelection::Main), 0)
-        .unwrap_err()
-        .to_string();
+    let err = detach::detach(
+        &root,
+        &store,
+        &fifo_request(&root, ThreadSelection::Main),
+        0,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("cgroup v2 moves whole processes"), "{err}");
     let gone = DetachRequest {
-        cpuset: Some("/tame-gone".into()),
-        ..fifo_request(ThreadSelection::All)
+        cgroup: Some(partition(&root, "/tame-gone")),
+        ..fifo_request(&root, ThreadSelection::All)
     };
     let err = detach::detach(&root, &store, &gone, 0)
         .unwrap_err()

@@ -35,6 +35,16 @@ impl Cgroups {
         })
     }
 
+    /// `controller` in the hierarchy of `version` mounted at `mount`, already found
+    /// (as a resolved partition cgroup carries it): no second walk of the model.
+    pub fn at(controller: &str, version: CgroupVersion, mount: &str) -> Self {
+        Self {
+            controller: controller.to_string(),
+            version,
+            mount: mount.to_string(),
+        }
+    }
+
     pub fn controller(&self) -> &str {
         &self.controller
     }
