@@ -355,6 +355,7 @@ mod tests {
             environment: RunEnvironment::default(),
             calibration: Calibration::default(),
             load: None,
+            partition: None,
             settings: serde_json::json!({}),
             groups: vec![cpu.clone()],
             merged: GroupResult {

@@ -5,10 +5,10 @@
 //! had (it could run no earlier than the late wakeup), and counted as missed.
 //! That keeps the distribution free of coordinated omission.
 
+use crate::engine::ThreadSetup;
 use serde::{Deserialize, Serialize};
 use tame_host::CpuList;
 use tame_rt::clock::sleep_until;
-use tame_rt::sched::SchedSpec;
 use tame_rt::Clock;
 
 use crate::engine::{self, RunControl, ThreadSettings};
@@ -113,7 +113,7 @@ impl Bench for CycleSettings {
     ) -> Result<Measured<CycleOutput>> {
         run(
             self,
-            prepared.sched,
+            prepared.setup.clone(),
             prepared.clock,
             control,
             sample_capacity,
@@ -139,7 +139,7 @@ pub struct CycleOutput {
 /// keeps that many raw samples per CPU.
 pub fn run(
     settings: &CycleSettings,
-    sched: SchedSpec,
+    setup: ThreadSetup,
     clock: Clock,
     control: &RunControl,
     sample_capacity: usize,
@@ -147,7 +147,7 @@ pub fn run(
 ) -> Result<Measured<CycleOutput>> {
     let plans = engine::plans(
         &settings.cpus.iter().map(Some).collect::<Vec<_>>(),
-        sched,
+        &setup,
         settings.threads.mlock,
     );
     let cpus: Vec<u32> = settings.cpus.iter().collect();
@@ -262,7 +262,7 @@ mod tests {
     fn counts_every_intended_activation() {
         let m = run(
             &settings(200, 200_000),
-            SchedSpec::other(),
+            ThreadSetup::unplaced(tame_rt::sched::SchedSpec::other()),
             Clock::monotonic(),
             &RunControl::new(),
             0,
@@ -333,7 +333,7 @@ mod tests {
         control.request_stop();
         let m = run(
             &settings(1_000_000, 1_000_000),
-            SchedSpec::other(),
+            ThreadSetup::unplaced(tame_rt::sched::SchedSpec::other()),
             Clock::monotonic(),
             &control,
             0,

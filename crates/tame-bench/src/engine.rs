@@ -13,6 +13,7 @@ use tame_rt::sched::{self, SchedSpec};
 use tame_rt::{Clock, ClockKind, Policy, TscCalibration};
 
 use crate::error::{failed, invalid, io_failed, BenchError, Failure, Result};
+use crate::placement::JoinGroup;
 use crate::result::Calibration;
 
 /// How measuring threads are scheduled; shared by every bench.
@@ -206,11 +207,34 @@ pub fn calibrate(clock: &Clock) -> Calibration {
 }
 
 /// Where and how one measuring thread runs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ThreadPlan {
     pub cpu: Option<u32>,
     pub sched: SchedSpec,
     pub prefault: bool,
+    /// The partition cgroup the thread joins before it pins itself (`bench -p`).
+    pub join: Option<Arc<JoinGroup>>,
+}
+
+/// Why a measuring thread could not be set up.
+enum SetupFailure {
+    Join(std::io::Error),
+    Sched(sched::SchedError),
+}
+
+impl SetupFailure {
+    fn into_error(self) -> BenchError {
+        match self {
+            SetupFailure::Join(e) => io_failed(
+                "a measuring thread could not join the partition's cgroup",
+                e,
+            ),
+            SetupFailure::Sched(source) => BenchError::Failed(Failure::Sched {
+                what: "measuring thread setup failed".into(),
+                source,
+            }),
+        }
+    }
 }
 
 /// Handed to each measuring thread: wait here, then measure from `start_ns`.
@@ -273,9 +297,9 @@ where
         done: (0..n).map(|_| AtomicU64::new(0)).collect(),
     });
     let body = Arc::new(body);
-    let setup_failed = Arc::new(std::sync::Mutex::new(None::<sched::SchedError>));
+    let setup_failed = Arc::new(std::sync::Mutex::new(None::<SetupFailure>));
     let mut handles = Vec::with_capacity(n);
-    for (index, plan) in plans.iter().copied().enumerate() {
+    for (index, plan) in plans.iter().cloned().enumerate() {
         let (gate, progress, body, setup_failed) = (
             gate.clone(),
             progress.clone(),
@@ -287,9 +311,16 @@ where
             .stack_size(4 * PREFAULT_STACK_BYTES)
             .spawn(move || {
                 let setup = plan
-                    .cpu
-                    .map_or(Ok(()), sched::pin_current_thread)
-                    .and_then(|_| sched::set_current_thread(&plan.sched));
+                    .join
+                    .as_ref()
+                    .map_or(Ok(()), |j| j.join())
+                    .map_err(SetupFailure::Join)
+                    .and_then(|()| {
+                        plan.cpu
+                            .map_or(Ok(()), sched::pin_current_thread)
+                            .and_then(|_| sched::set_current_thread(&plan.sched))
+                            .map_err(SetupFailure::Sched)
+                    });
                 if let Err(e) = setup {
                     *setup_failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                 }
@@ -313,10 +344,7 @@ where
         for h in handles {
             let _ = h.join();
         }
-        return Err(BenchError::Failed(Failure::Sched {
-            what: "measuring thread setup failed".into(),
-            source: e,
-        }));
+        return Err(e.into_error());
     }
     gate.start_ns
         .store(tame_rt::clock::monotonic_ns() + lead_ns, Ordering::Release);
@@ -332,15 +360,31 @@ where
         .collect()
 }
 
-/// One plan per thread, all scheduled alike: `cpus[i]` pins thread i (None leaves it free).
-pub fn plans(cpus: &[Option<u32>], sched: SchedSpec, prefault: bool) -> Vec<ThreadPlan> {
+/// One plan per thread, all set up alike: `cpus[i]` pins thread i (None leaves it free).
+pub fn plans(cpus: &[Option<u32>], setup: &ThreadSetup, prefault: bool) -> Vec<ThreadPlan> {
     cpus.iter()
         .map(|&cpu| ThreadPlan {
             cpu,
-            sched,
+            sched: setup.sched,
             prefault,
+            join: setup.join.clone(),
         })
         .collect()
+}
+
+/// How every measuring thread of a run is set up: its scheduling, and the partition
+/// cgroup it joins first, if the run is placed in one.
+#[derive(Clone, Debug)]
+pub struct ThreadSetup {
+    pub sched: SchedSpec,
+    pub join: Option<Arc<JoinGroup>>,
+}
+
+impl ThreadSetup {
+    /// Scheduled as `sched`, in tame's own cgroup.
+    pub fn unplaced(sched: SchedSpec) -> Self {
+        Self { sched, join: None }
+    }
 }
 
 /// [`run_threads`] with a lead of 10 ms, timed, noting whether a stop request cut it short.
@@ -455,6 +499,7 @@ mod tests {
                 cpu: Some(0),
                 sched: SchedSpec::other(),
                 prefault: true,
+                join: None,
             };
             3
         ];

@@ -5,9 +5,9 @@
 
 use std::hint::black_box;
 
+use crate::engine::ThreadSetup;
 use serde::{Deserialize, Serialize};
 use tame_host::CpuList;
-use tame_rt::sched::SchedSpec;
 use tame_rt::{Clock, ClockKind};
 
 use crate::engine::{self, RunControl, ThreadSettings};
@@ -107,7 +107,7 @@ impl Bench for FwqSettings {
     ) -> Result<Measured<FwqOutput>> {
         run(
             self,
-            prepared.sched,
+            prepared.setup.clone(),
             prepared.clock,
             control,
             sample_capacity,
@@ -179,7 +179,7 @@ pub fn calibrate_work(clock: &Clock, quantum_ns: u64) -> u64 {
 
 pub fn run(
     settings: &FwqSettings,
-    sched: SchedSpec,
+    setup: ThreadSetup,
     clock: Clock,
     control: &RunControl,
     sample_capacity: usize,
@@ -187,7 +187,7 @@ pub fn run(
 ) -> Result<Measured<FwqOutput>> {
     let plans = engine::plans(
         &settings.cpus.iter().map(Some).collect::<Vec<_>>(),
-        sched,
+        &setup,
         settings.threads.mlock,
     );
     let cpus: Vec<u32> = settings.cpus.iter().collect();
@@ -315,7 +315,7 @@ mod tests {
         };
         let m = run(
             &s,
-            SchedSpec::other(),
+            ThreadSetup::unplaced(tame_rt::sched::SchedSpec::other()),
             Clock::monotonic(),
             &RunControl::new(),
             0,

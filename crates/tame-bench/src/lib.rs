@@ -15,6 +15,7 @@ pub mod load;
 pub mod measure;
 pub mod noise;
 pub mod output;
+pub mod placement;
 pub mod report;
 pub mod result;
 pub mod session;

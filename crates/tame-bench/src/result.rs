@@ -34,6 +34,9 @@ pub struct BenchResult<S = serde_json::Value> {
     pub calibration: Calibration,
     /// The background load that ran, if any.
     pub load: Option<LoadDescription>,
+    /// The applied partition the measuring threads ran in (`-p`), if any.
+    #[serde(default)]
+    pub partition: Option<String>,
     pub settings: S,
     /// One group per measuring thread (per CPU or per task).
     pub groups: Vec<GroupResult>,
@@ -137,6 +140,7 @@ mod tests {
                 tsc_hz: None,
             },
             load: None,
+            partition: None,
             settings: CycleSettings {
                 cpus: CpuList::parse("1").unwrap(),
                 interval_ns: 1_000_000,

@@ -6,13 +6,13 @@ use serde::Serialize;
 use tame_host::environment::RunEnvironment;
 use tame_host::{CpuList, Root};
 use tame_rt::memory::DmaLatencyGuard;
-use tame_rt::sched::SchedSpec;
 use tame_rt::Clock;
 
-use crate::engine::{self, RunControl, ThreadSettings};
+use crate::engine::{self, RunControl, ThreadSettings, ThreadSetup};
 use crate::error::{invalid, Result};
 use crate::load::{LoadSpec, RunningLoad};
 use crate::measure::Measured;
+use crate::placement::{Joined, Placement};
 use crate::report::{self, GroupSource};
 use crate::result::{unix_now_ns, BenchResult, Calibration, SCHEMA_VERSION};
 
@@ -116,28 +116,38 @@ pub struct Finished<B: Bench> {
     pub measured: Measured<B::Output>,
 }
 
+/// What a bench runs under: background load, and the applied partition it measures in.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Conditions<'a> {
+    pub load: Option<&'a LoadSpec>,
+    pub placement: Option<&'a Placement>,
+}
+
 /// Run `settings` from start to result: validate and prepare, hold the DMA latency if asked,
 /// start the load, measure, stop the load, assemble. `tick` gets the progress about every
 /// 100 ms; `control` stops the run early (the result then says `interrupted`).
 pub fn run<B: Bench>(
     root: &Root,
     settings: B,
-    load: Option<&LoadSpec>,
+    conditions: Conditions,
     control: &RunControl,
     sample_capacity: usize,
     tick: impl FnMut(u64),
     command_line: Vec<String>,
 ) -> Result<Finished<B>> {
+    let load = conditions.load;
     let prepared = prepare(
         root,
         settings.threads(),
         settings.cpus(),
-        load,
+        conditions,
         settings.deadline_period_ns(),
     )?;
     let _dma = hold_dma_latency(settings.dma_latency_us())?;
     let running = start_load(load, settings.load_runtime_ns())?;
-    let measured = settings.measure(&prepared, control, sample_capacity, tick)?;
+    let measured = settings.measure(&prepared, control, sample_capacity, tick);
+    prepared.leave_partition()?;
+    let measured = measured?;
     let mut result = assemble(
         B::NAME,
         &prepared,
@@ -166,40 +176,85 @@ fn hold_dma_latency(us: Option<u32>) -> Result<Option<DmaLatencyGuard>> {
 /// What a validated run needs.
 pub struct Prepared {
     pub environment: RunEnvironment,
-    pub sched: SchedSpec,
+    /// How the measuring threads are scheduled and placed.
+    pub setup: ThreadSetup,
     pub clock: Clock,
     pub calibration: Calibration,
     pub started_unix_ns: u64,
+    /// The applied partition measured in, if any.
+    pub partition: Option<String>,
+    joined: Option<Joined>,
+}
+
+impl Prepared {
+    /// Once the measuring threads are done: tame leaves the partition it joined (v2).
+    pub fn leave_partition(&self) -> Result<()> {
+        self.joined.as_ref().map_or(Ok(()), Joined::leave)
+    }
 }
 
 /// Validate the CPUs, the scheduling policy (by probing it), the clock and
 /// the load's tools; lock memory if asked; measure the clock. Nothing runs yet.
+/// In a partition, the measured CPUs must be the partition's; tame itself need not
+/// be allowed on them (its measuring threads join the partition's cgroup).
 pub fn prepare(
     root: &Root,
     threads: &ThreadSettings,
     cpus: Option<&CpuList>,
-    load: Option<&LoadSpec>,
+    conditions: Conditions,
     deadline_period_ns: u64,
 ) -> Result<Prepared> {
     let environment = RunEnvironment::capture(root);
-    if let Some(cpus) = cpus {
-        engine::validate_cpus(cpus, &environment.online_cpus)?;
-    }
-    if let Some(load) = load {
-        engine::validate_cpus(&load.cpus, &environment.online_cpus)?;
+    let online = &environment.online_cpus;
+    let joined = match (conditions.placement, cpus) {
+        (Some(placement), cpus) => {
+            let cpus = placement.cpus_to_measure(cpus)?;
+            check_online(&cpus, online)?;
+            Some(Joined::prepare(root, placement)?)
+        }
+        (None, Some(cpus)) => {
+            engine::validate_cpus(cpus, online)?;
+            None
+        }
+        (None, None) => None,
+    };
+    if let Some(load) = conditions.load {
+        engine::validate_cpus(&load.cpus, online)?;
         load.check_tools()?;
     }
-    let sched = engine::validate_sched(threads, deadline_period_ns, cpus.and_then(CpuList::first))?;
+    // A thread of tame cannot be pinned to a partition's CPUs before it joins: probe unpinned.
+    let probe_cpu = if joined.is_some() {
+        None
+    } else {
+        cpus.and_then(CpuList::first)
+    };
+    let sched = engine::validate_sched(threads, deadline_period_ns, probe_cpu)?;
     let clock = engine::make_clock(threads.clock, environment.invariant_tsc)?;
     engine::lock_memory(threads)?;
     let calibration = engine::calibrate(&clock);
     Ok(Prepared {
         environment,
-        sched,
+        setup: ThreadSetup {
+            sched,
+            join: joined.as_ref().map(|j| j.join.clone()),
+        },
         clock,
         calibration,
         started_unix_ns: unix_now_ns(),
+        partition: conditions.placement.map(|p| p.partition.clone()),
+        joined,
     })
+}
+
+/// Every CPU of a partition must be online (a CPU taken offline after apply is not).
+fn check_online(cpus: &CpuList, online: &CpuList) -> Result<()> {
+    let offline = cpus.difference(online);
+    if offline.is_empty() {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "partition CPU {offline} is not online (online: {online}) — revert and re-apply the partitions"
+    )))
 }
 
 /// Start the load, if any, bounded to `max_runtime_ns` even if tame dies.
@@ -235,6 +290,7 @@ pub fn assemble<S, T: GroupSource>(
         environment: prepared.environment.clone(),
         calibration: prepared.calibration,
         load: load_description,
+        partition: prepared.partition.clone(),
         settings,
         groups,
         merged,

@@ -1,10 +1,10 @@
 //! `tame bench sleep`: the relative nanosleep loop of the real-time-vs-real-fast
 //! study — t0; nanosleep(d); t1; jitter = (t1 − t0) − d — run by N tasks at once.
 
+use crate::engine::ThreadSetup;
 use serde::{Deserialize, Serialize};
 use tame_host::CpuList;
 use tame_rt::clock::nanosleep_ns;
-use tame_rt::sched::SchedSpec;
 use tame_rt::Clock;
 
 use crate::engine::{self, RunControl, ThreadSettings};
@@ -107,7 +107,7 @@ impl Bench for SleepSettings {
     ) -> Result<Measured<SleepOutput>> {
         run(
             self,
-            prepared.sched,
+            prepared.setup.clone(),
             prepared.clock,
             control,
             sample_capacity,
@@ -128,14 +128,14 @@ pub struct SleepOutput {
 
 pub fn run(
     settings: &SleepSettings,
-    sched: SchedSpec,
+    setup: ThreadSetup,
     clock: Clock,
     control: &RunControl,
     sample_capacity: usize,
     tick: impl FnMut(u64),
 ) -> Result<Measured<SleepOutput>> {
     let assigned = engine::assign_cpus(settings.tasks, settings.cpus.as_ref());
-    let plans = engine::plans(&assigned, sched, settings.threads.mlock);
+    let plans = engine::plans(&assigned, &setup, settings.threads.mlock);
     let (d, loops) = (settings.sleep_ns, settings.loops);
     let thread_control = control.clone();
     engine::measure(&plans, control, tick, move |index, gate, progress| {
@@ -195,7 +195,7 @@ mod tests {
         };
         let m = run(
             &s,
-            SchedSpec::other(),
+            ThreadSetup::unplaced(tame_rt::sched::SchedSpec::other()),
             Clock::monotonic(),
             &RunControl::new(),
             10,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use tame_bench::engine::{RunControl, ThreadSettings};
 use tame_bench::noise::{self, NoiseRun, NoiseSettings};
+use tame_bench::session::Conditions;
 use tame_host::environment::RunEnvironment;
 use tame_host::{CpuList, Root};
 use tame_rt::sched::{self, SchedSpec};
@@ -185,7 +186,7 @@ fn run(settings: NoiseSettings) -> NoiseRun {
     noise::run(
         &Root::system(),
         settings,
-        None,
+        Conditions::default(),
         &RunControl::new(),
         |_| {},
         vec!["test".into()],
@@ -372,7 +373,15 @@ fn without_tracefs_gaps_come_alone_with_the_reason() {
     w("/proc/filesystems", "nodev\tsysfs\n");
     let mut s = settings(online.first().unwrap(), 50_000_000);
     s.threads.clock = ClockKind::Monotonic;
-    let run = noise::run(&root, s, None, &RunControl::new(), |_| {}, vec![]).unwrap();
+    let run = noise::run(
+        &root,
+        s,
+        Conditions::default(),
+        &RunControl::new(),
+        |_| {},
+        vec![],
+    )
+    .unwrap();
     let n = &run.result.noise;
     assert!(!n.attribution.available);
     let why = n.attribution.reason.as_deref().unwrap_or("");

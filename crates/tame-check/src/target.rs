@@ -17,6 +17,15 @@ impl Target {
         Self::build(model, cpus, "asked with --cpus")
     }
 
+    /// The isolated CPUs of the spec `tame apply` applied (what `tame status` shows).
+    pub fn applied(model: &HostModel, cpus: CpuList) -> Self {
+        Self::build(
+            model,
+            cpus,
+            "the isolated partitions applied with tame apply (see tame status); choose with --cpus",
+        )
+    }
+
     /// Without --cpus: the CPUs isolated at boot (isolcpus, nohz_full) or by an
     /// isolated cpuset partition; else every online CPU but the first, which a
     /// partitioned machine keeps for housekeeping.

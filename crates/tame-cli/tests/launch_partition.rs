@@ -90,6 +90,62 @@ fn run_and_detach_into_an_applied_partition() {
         std::fs::read_to_string(format!("/proc/{pid}/cpuset")).unwrap(),
         cpuset_before
     );
+    // bench -p: the measuring thread runs in the partition on its CPU, while tame itself
+    // (and a load) stays outside, where it cannot be pinned to that CPU.
+    let o = tame(&[
+        "bench",
+        "cycle",
+        "-p",
+        "lrt",
+        "--journal-dir",
+        jd,
+        "--duration",
+        "300ms",
+        "--json",
+        "-",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(result["partition"], "lrt");
+    assert_eq!(result["groups"][0]["cpu"].to_string(), cpu);
+    assert_eq!(result["merged"]["metrics"][0]["summary"]["count"], 300);
+    let o = tame(&[
+        "bench",
+        "noise",
+        "-p",
+        "lrt",
+        "--journal-dir",
+        jd,
+        "--duration",
+        "200ms",
+        "--no-trace",
+        "--json",
+        "-",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(result["partition"], "lrt");
+    assert_eq!(result["noise"]["cpus"][0]["cpu"].to_string(), cpu);
+    // A CPU outside the partition is bad input, before anything runs.
+    let o = tame(&[
+        "bench",
+        "cycle",
+        "-p",
+        "lrt",
+        "--journal-dir",
+        jd,
+        "--cpus",
+        "0",
+        "--loops",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("CPU 0 is not in partition \"lrt\""),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
     // The partition names no user: another user may not use it, and is told which rule refused.
     if require(have_program("setpriv"), "setpriv to try as another user") {
         let o = Command::new("setpriv")

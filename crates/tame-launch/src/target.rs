@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use tame_host::accounts::Accounts;
-use tame_host::cgroup::{CgroupModel, CgroupVersion, Cgroups};
+use tame_host::cgroup::{CgroupModel, CgroupVersion, Cgroups, Group};
 use tame_host::kernel::BootIsolation;
 use tame_host::reader::Reader;
 use tame_host::{CpuList, Root};
@@ -99,6 +99,11 @@ impl PartitionCgroup {
     /// The cpuset controller's hierarchy this cgroup is in.
     pub fn hierarchy(&self) -> Cgroups {
         Cgroups::at("cpuset", self.version, &self.mount)
+    }
+
+    /// The cgroup as a group of the cpuset hierarchy.
+    pub fn group(&self) -> Group {
+        self.hierarchy().group(&self.path)
     }
 
     /// The cgroup's `cgroup.procs` (v1 and v2), as a host path.
@@ -249,6 +254,19 @@ pub fn boot_isolated(root: &Root, online: &CpuList) -> Option<CpuList> {
         .unwrap_or_default()
         .union(&boot.nohz_full.unwrap_or_default());
     (!all.is_empty()).then_some(all)
+}
+
+/// The CPUs of the applied spec's system partition, where ordinary work (and a bench's
+/// load) runs; `None` when no spec is applied.
+pub fn applied_system_cpus(journal_dir: &Path) -> Result<Option<CpuList>, LaunchError> {
+    let spec =
+        tame_partition::status::applied_spec(journal_dir).map_err(|e| failed(e.to_string()))?;
+    Ok(spec.and_then(|s| {
+        s.partitions
+            .into_iter()
+            .find(|p| p.role == Role::System)
+            .map(|p| p.cpus)
+    }))
 }
 
 /// Partition `name` of the applied spec, if `caller` may use it, with the

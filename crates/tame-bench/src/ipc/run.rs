@@ -117,6 +117,7 @@ pub fn run(
         environment,
         calibration,
         load: None,
+        partition: None,
         settings,
         groups,
         merged,

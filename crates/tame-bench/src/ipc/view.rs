@@ -213,6 +213,7 @@ mod tests {
                 tsc_hz: None,
             },
             load: None,
+            partition: None,
             settings,
             groups,
             merged: GroupResult::default(),

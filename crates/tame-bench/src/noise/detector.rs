@@ -3,10 +3,9 @@
 //! the CPU away, and the gap (start, duration) is stored in a buffer sized
 //! before the start. The loop makes no system call and allocates nothing.
 
-use tame_rt::sched::SchedSpec;
 use tame_rt::Clock;
 
-use crate::engine::{self, RunControl, ThreadPlan};
+use crate::engine::{self, RunControl, ThreadSetup};
 use crate::error::Result;
 use crate::measure::{Measured, SampleBuffer};
 use crate::report::GroupSource;
@@ -143,7 +142,7 @@ pub struct DetectorPlan {
     pub threshold_ns: u64,
     /// Gaps stored per CPU; more are counted.
     pub gap_capacity: usize,
-    pub sched: SchedSpec,
+    pub setup: ThreadSetup,
     pub prefault: bool,
 }
 
@@ -159,17 +158,11 @@ pub fn run(
         duration_ns,
         threshold_ns,
         gap_capacity,
-        sched,
+        setup,
         prefault,
     } = plan.clone();
-    let plans: Vec<ThreadPlan> = cpus
-        .iter()
-        .map(|&cpu| ThreadPlan {
-            cpu: Some(cpu),
-            sched,
-            prefault,
-        })
-        .collect();
+    let pinned: Vec<Option<u32>> = cpus.iter().copied().map(Some).collect();
+    let plans = engine::plans(&pinned, &setup, prefault);
     let (threshold, duration) = match clock.calibration() {
         Some(c) => (c.ns_to_cycles(threshold_ns), c.ns_to_cycles(duration_ns)),
         None => (threshold_ns, duration_ns),
@@ -230,6 +223,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tame_rt::sched::SchedSpec;
 
     fn plan(duration_ns: u64, threshold_ns: u64, gap_capacity: usize) -> DetectorPlan {
         DetectorPlan {
@@ -237,7 +231,7 @@ mod tests {
             duration_ns,
             threshold_ns,
             gap_capacity,
-            sched: SchedSpec::other(),
+            setup: ThreadSetup::unplaced(SchedSpec::other()),
             prefault: false,
         }
     }

@@ -19,7 +19,6 @@ use tame_trace::tracefs::{CaptureSpec, TraceClock, TraceSession};
 
 use crate::engine::{RunControl, ThreadSettings};
 use crate::error::{invalid, Result};
-use crate::load::LoadSpec;
 use crate::report;
 use crate::result::BenchResult;
 use crate::session;
@@ -390,7 +389,7 @@ fn add_shares(group: &mut crate::result::GroupResult, out: &DetectorOutput) {
 pub fn run(
     root: &Root,
     settings: NoiseSettings,
-    load: Option<&LoadSpec>,
+    conditions: session::Conditions,
     control: &RunControl,
     tick: impl FnMut(u64),
     command_line: Vec<String>,
@@ -400,9 +399,10 @@ pub fn run(
         root,
         &settings.threads,
         Some(&settings.cpus),
-        load,
+        conditions,
         1_000_000,
     )?;
+    let load = conditions.load;
     let threshold_ns = settings
         .threshold_ns
         .unwrap_or_else(|| auto_threshold(prepared.calibration.loop_floor_ns));
@@ -417,11 +417,15 @@ pub fn run(
         duration_ns: BASELINE_NS,
         threshold_ns,
         gap_capacity: gap_capacity(BASELINE_NS),
-        sched: prepared.sched,
+        setup: prepared.setup.clone(),
         prefault: settings.threads.mlock,
     };
     // On an error the load stops when `running` is dropped.
-    let baseline = detector::run(&plan, prepared.clock, control, |_| {})?;
+    let baseline = detector::run(&plan, prepared.clock, control, |_| {});
+    // On v2 the process joined the partition with its detectors: back out before the
+    // trace reader starts, so it stays off the measured CPUs.
+    prepared.leave_partition()?;
+    let baseline = baseline?;
     let mut status = AttributionStatus::default();
     let trace_clock = trace_clock_for(prepared.clock.kind());
     let tracing = if settings.attribute {
@@ -434,6 +438,7 @@ pub fn run(
     plan.gap_capacity = gap_capacity(settings.duration_ns);
     let measured = detector::run(&plan, prepared.clock, control, tick);
     let captured = tracing.map(|t| stop_tracing(t, &mut status));
+    prepared.leave_partition()?;
     let measured = measured?;
     let mut result = session::assemble(
         "noise",

@@ -11,13 +11,13 @@ use tame_bench::cycle::CycleSettings;
 use tame_bench::engine::{ThreadSettings, MEASURING_PRIORITY};
 use tame_bench::fwq::FwqSettings;
 use tame_bench::load::LoadSpec;
-use tame_bench::session::{self, Bench, Finished};
+use tame_bench::session::{self, Bench, Conditions, Finished};
 use tame_bench::sleep::SleepSettings;
 use tame_bench::units::parse_duration_ns;
-use tame_bench::{engine, output, target};
+use tame_bench::{engine, output};
 use tame_rt::{ClockKind, Policy};
 
-use super::measuring::{install_stop_handler, parse_clock, progress};
+use super::measuring::{self, install_stop_handler, parse_clock, progress, Partitioned};
 use crate::error::finished;
 use crate::output::{create, JsonOut};
 use crate::Context;
@@ -63,16 +63,24 @@ pub struct CommonArgs {
     /// Background load during the run: any of cpu,io,hdd,vm,sock,build.
     #[arg(long, value_name = "LIST")]
     load: Option<String>,
-    /// CPUs the load runs on (default: all online CPUs).
+    /// CPUs the load runs on (default: all online CPUs; with -p, the system partition's).
     #[arg(long, value_name = "LIST")]
     load_cpus: Option<String>,
+    /// Measure inside this applied partition (`tame apply`): its CPUs unless --cpus picks
+    /// some of them; the measuring threads join its cgroup, tame and the load stay outside.
+    #[arg(short = 'p', long, value_name = "NAME")]
+    partition: Option<String>,
+    /// Where `tame apply` keeps its journal, for -p (default /var/lib/tame below --root).
+    #[arg(long, value_name = "DIR", requires = "partition")]
+    journal_dir: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
 pub struct CycleArgs {
-    /// CPUs to measure on, one thread each (`all`, or a list such as 0,2-3).
-    #[arg(long, default_value = "all")]
-    cpus: String,
+    /// CPUs to measure on, one thread each (`all`, or a list such as 0,2-3; default all,
+    /// or with -p every CPU of the partition).
+    #[arg(long)]
+    cpus: Option<String>,
     /// Period between wakeups (50us..10s).
     #[arg(long, default_value = "1ms")]
     interval: String,
@@ -121,9 +129,10 @@ pub struct SleepArgs {
 
 #[derive(clap::Args)]
 pub struct FwqArgs {
-    /// CPUs to measure on, one thread each.
-    #[arg(long, default_value = "all")]
-    cpus: String,
+    /// CPUs to measure on, one thread each (`all`, or a list such as 0,2-3; default all,
+    /// or with -p every CPU of the partition).
+    #[arg(long)]
+    cpus: Option<String>,
     /// The work quantum one sample should take.
     #[arg(long, default_value = "100us")]
     quantum: String,
@@ -158,12 +167,21 @@ impl CommonArgs {
         )
     }
 
-    fn load(&self, ctx: &Context) -> anyhow::Result<Option<LoadSpec>> {
-        Ok(target::load(
-            &ctx.root,
+    fn partitioned(&self, ctx: &Context) -> anyhow::Result<Option<Partitioned>> {
+        measuring::partition(ctx, self.partition.as_deref(), self.journal_dir.as_deref())
+    }
+
+    fn load(
+        &self,
+        ctx: &Context,
+        partitioned: Option<&Partitioned>,
+    ) -> anyhow::Result<Option<LoadSpec>> {
+        measuring::load(
+            ctx,
             self.load.as_deref(),
             self.load_cpus.as_deref(),
-        )?)
+            partitioned,
+        )
     }
 }
 
@@ -172,8 +190,9 @@ fn duration(text: Option<&str>) -> anyhow::Result<Option<u64>> {
 }
 
 fn run_cycle(ctx: &Context, a: CycleArgs) -> anyhow::Result<i32> {
+    let partitioned = a.common.partitioned(ctx)?;
     let settings = CycleSettings::new(
-        target::cpus(&ctx.root, &a.cpus, "--cpus")?,
+        measuring::measured_cpus(ctx, a.cpus.as_deref(), partitioned.as_ref())?,
         parse_duration_ns(&a.interval)?,
         duration(a.duration.as_deref())?,
         a.loops,
@@ -181,15 +200,16 @@ fn run_cycle(ctx: &Context, a: CycleArgs) -> anyhow::Result<i32> {
         a.busy_wait,
         a.dma_latency,
     )?;
-    measure(ctx, settings, &a.common, a.samples)
+    measure(ctx, settings, &a.common, partitioned, a.samples)
 }
 
 fn run_sleep(ctx: &Context, a: SleepArgs) -> anyhow::Result<i32> {
-    let cpus = a
-        .cpus
-        .as_deref()
-        .map(|c| target::cpus(&ctx.root, c, "--cpus"))
-        .transpose()?;
+    let partitioned = a.common.partitioned(ctx)?;
+    // Unpinned unless --cpus (or -p) names CPUs.
+    let cpus = match (&a.cpus, &partitioned) {
+        (None, None) => None,
+        (cpus, p) => Some(measuring::measured_cpus(ctx, cpus.as_deref(), p.as_ref())?),
+    };
     let settings = SleepSettings::new(
         cpus,
         a.tasks,
@@ -198,16 +218,17 @@ fn run_sleep(ctx: &Context, a: SleepArgs) -> anyhow::Result<i32> {
         a.loops,
         a.common.threads(ClockKind::Monotonic),
     )?;
-    measure(ctx, settings, &a.common, a.samples)
+    measure(ctx, settings, &a.common, partitioned, a.samples)
 }
 
 fn run_fwq(ctx: &Context, a: FwqArgs) -> anyhow::Result<i32> {
-    let cpus = target::cpus(&ctx.root, &a.cpus, "--cpus")?;
+    let partitioned = a.common.partitioned(ctx)?;
+    let cpus = measuring::measured_cpus(ctx, a.cpus.as_deref(), partitioned.as_ref())?;
     let quantum_ns = parse_duration_ns(&a.quantum)?;
     // Cycles are part of the FWQ report, so prefer the TSC where it is invariant.
     let threads = a.common.threads(engine::preferred_clock(&ctx.root));
     let settings = FwqSettings::new(cpus, quantum_ns, a.samples, threads)?;
-    measure(ctx, settings, &a.common, a.raw)
+    measure(ctx, settings, &a.common, partitioned, a.raw)
 }
 
 /// Run `settings` and write the result where asked; the exit code says whether Ctrl-C cut
@@ -216,9 +237,10 @@ fn measure<B: Bench>(
     ctx: &Context,
     settings: B,
     common: &CommonArgs,
+    partitioned: Option<Partitioned>,
     samples: Option<PathBuf>,
 ) -> anyhow::Result<i32> {
-    let load = common.load(ctx)?;
+    let load = common.load(ctx, partitioned.as_ref())?;
     let capacity = settings.sample_capacity(samples.is_some())?;
     let outputs = Outputs::open(common, samples.as_ref())?;
     let control = install_stop_handler()?;
@@ -226,7 +248,10 @@ fn measure<B: Bench>(
     let done = session::run(
         &ctx.root,
         settings,
-        load.as_ref(),
+        Conditions {
+            load: load.as_ref(),
+            placement: partitioned.as_ref().map(|p| &p.placement),
+        },
         &control,
         capacity,
         tick,

@@ -2,7 +2,9 @@
 use std::fmt::Write as _;
 
 use tame_check::{Category, CheckReport, Severity, Target};
+use tame_host::journal::DEFAULT_JOURNAL_DIR;
 use tame_host::{CpuList, HostModel};
+use tame_partition::Spec;
 
 use crate::output::{print_json, print_out};
 use crate::Context;
@@ -10,7 +12,8 @@ use crate::Context;
 #[derive(clap::Args)]
 pub struct CheckArgs {
     /// The CPUs meant for real-time work (kernel list format, e.g. 2-7, or `all`). Default: the
-    /// CPUs isolated at boot, else every online CPU but the first.
+    /// isolated partitions applied with `tame apply`, else the CPUs isolated at boot, else
+    /// every online CPU but the first.
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
     /// Print the report as JSON (schema tame.check/1).
@@ -54,7 +57,11 @@ pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<i32> {
     let asked = parse_cpus(args.cpus.as_deref())?;
     let model = HostModel::read(&ctx.root);
     let target = match asked {
-        Asked::Default => Target::default_for(&model),
+        Asked::Default => {
+            let applied =
+                tame_partition::status::applied_spec(&ctx.root.path(DEFAULT_JOURNAL_DIR))?;
+            default_target(&model, applied.as_ref())
+        }
         Asked::All => Target::asked(&model, model.cpus.online.clone()),
         Asked::List(cpus) => {
             let offline = cpus.difference(&model.cpus.online);
@@ -78,6 +85,19 @@ pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<i32> {
     } else {
         0
     })
+}
+
+/// Without --cpus: the isolated partitions of the applied spec (so `check` and `status`
+/// agree on what is isolated), else the host's own default.
+fn default_target(model: &HostModel, applied: Option<&Spec>) -> Target {
+    let isolated = applied
+        .map(|s| s.isolated_cpus().intersection(&model.cpus.online))
+        .unwrap_or_default();
+    if isolated.is_empty() {
+        Target::default_for(model)
+    } else {
+        Target::applied(model, isolated)
+    }
 }
 
 /// The human view: findings grouped by category, worst first, then the scores.
@@ -153,6 +173,27 @@ mod tests {
             let e = parse_cpus(Some(bad)).err().expect(bad);
             assert!(e.downcast_ref::<crate::BadInput>().is_some(), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn the_default_target_is_the_applied_isolated_partitions() {
+        let model = HostModel::read(&tame_host::Root::new(tame_testing::committed_fixture(
+            "dev-vm",
+        )));
+        let spec = Spec::parse(
+            "t",
+            "[[partition]]\nname = \"system\"\ncpus = \"1\"\nrole = \"system\"\n[[partition]]\nname = \"rt\"\ncpus = \"0\"\nrole = \"isolated\"\n",
+        )
+        .unwrap();
+        let t = default_target(&model, Some(&spec));
+        assert_eq!(
+            (t.cpus.to_string(), t.housekeeping.to_string()),
+            ("0".into(), "1".into())
+        );
+        assert!(t.reason.contains("applied with tame apply"), "{}", t.reason);
+        // Nothing applied: the host's default (every CPU but the first on this VM).
+        let t = default_target(&model, None);
+        assert_eq!(t.cpus.to_string(), "1");
     }
 
     #[test]

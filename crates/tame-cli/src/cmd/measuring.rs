@@ -1,13 +1,22 @@
 //! What every measuring command shares (`tame bench …`): the clock argument, Ctrl-C that
-//! stops a run but keeps what was measured, and the progress bar.
+//! stops a run but keeps what was measured, the progress bar, and `-p` (measuring inside
+//! an applied partition, the load on the system partition).
 
 use std::io::IsTerminal;
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use tame_bench::engine::RunControl;
+use tame_bench::load::LoadSpec;
+use tame_bench::placement::Placement;
+use tame_host::journal::DEFAULT_JOURNAL_DIR;
+use tame_host::CpuList;
+use tame_launch::target::{self, Caller};
 use tame_rt::ClockKind;
+
+use crate::Context;
 
 /// `--clock`: monotonic, or tsc.
 pub fn parse_clock(s: &str) -> Result<ClockKind, String> {
@@ -50,4 +59,66 @@ pub fn progress(total: u64, expected_ns: u64) -> impl FnMut(u64) {
             }
         }
     }
+}
+
+/// `-p NAME`: the applied partition the measuring threads run in, with the CPUs of the
+/// system partition, where the load goes unless `--load-cpus` says otherwise.
+pub struct Partitioned {
+    pub placement: Placement,
+    pub system_cpus: Option<CpuList>,
+}
+
+/// Resolve `-p NAME` against the applied spec (journal in `journal_dir`, default below
+/// `--root`); `None` without `-p`.
+pub fn partition(
+    ctx: &Context,
+    name: Option<&str>,
+    journal_dir: Option<&Path>,
+) -> anyhow::Result<Option<Partitioned>> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let journal_dir =
+        journal_dir.map_or_else(|| ctx.root.path(DEFAULT_JOURNAL_DIR), Path::to_path_buf);
+    let applied = target::applied_partition(&ctx.root, &journal_dir, name, &Caller::current())?;
+    Ok(Some(Partitioned {
+        placement: Placement {
+            partition: name.to_string(),
+            cpus: applied.cpus,
+            group: applied.cgroup.group(),
+        },
+        system_cpus: target::applied_system_cpus(&journal_dir)?,
+    }))
+}
+
+/// The CPUs to measure: `--cpus` (`all` = every online CPU); with `-p` and no `--cpus`,
+/// every CPU of the partition.
+pub fn measured_cpus(
+    ctx: &Context,
+    cpus: Option<&str>,
+    partitioned: Option<&Partitioned>,
+) -> anyhow::Result<CpuList> {
+    match (cpus, partitioned) {
+        (None, Some(p)) => Ok(p.placement.cpus.clone()),
+        (cpus, _) => Ok(tame_bench::target::cpus(
+            &ctx.root,
+            cpus.unwrap_or("all"),
+            "--cpus",
+        )?),
+    }
+}
+
+/// `--load` on `--load-cpus`; with `-p` the load CPUs default to the system partition.
+pub fn load(
+    ctx: &Context,
+    kinds: Option<&str>,
+    load_cpus: Option<&str>,
+    partitioned: Option<&Partitioned>,
+) -> anyhow::Result<Option<LoadSpec>> {
+    let system = partitioned
+        .and_then(|p| p.system_cpus.as_ref())
+        .map(CpuList::to_string);
+    // Only a load gets the default: --load-cpus alone stays an error.
+    let cpus = load_cpus.or(system.as_deref().filter(|_| kinds.is_some()));
+    Ok(tame_bench::target::load(&ctx.root, kinds, cpus)?)
 }

@@ -7,20 +7,21 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use tame_bench::engine::{self, ThreadSettings};
 use tame_bench::noise::{self, NoiseSettings, DETECTOR_PRIORITY};
-use tame_bench::target;
+use tame_bench::session::Conditions;
 use tame_bench::units::parse_duration_ns;
 use tame_rt::{ClockKind, Policy};
 
-use super::measuring::{install_stop_handler, parse_clock};
+use super::measuring::{self, install_stop_handler, parse_clock};
 use crate::error::finished;
 use crate::output::{create, JsonOut};
 use crate::Context;
 
 #[derive(clap::Args)]
 pub struct NoiseArgs {
-    /// CPUs to measure, one detector thread each (`all`, or a list such as 1,3-4).
-    #[arg(long, default_value = "all")]
-    cpus: String,
+    /// CPUs to measure, one detector thread each (`all`, or a list such as 1,3-4; default
+    /// all, or with -p every CPU of the partition).
+    #[arg(long)]
+    cpus: Option<String>,
     /// How long to measure.
     #[arg(long, default_value = "10s")]
     duration: String,
@@ -51,13 +52,21 @@ pub struct NoiseArgs {
     /// Background load during the run: any of cpu,io,hdd,vm,sock,build.
     #[arg(long, value_name = "LIST")]
     load: Option<String>,
-    /// CPUs the load runs on (default: all online CPUs).
+    /// CPUs the load runs on (default: all online CPUs; with -p, the system partition's).
     #[arg(long, value_name = "LIST")]
     load_cpus: Option<String>,
+    /// Measure inside this applied partition (`tame apply`): its CPUs unless --cpus picks
+    /// some of them; the detectors join its cgroup, tame, its trace reader and the load stay outside.
+    #[arg(short = 'p', long, value_name = "NAME")]
+    partition: Option<String>,
+    /// Where `tame apply` keeps its journal, for -p (default /var/lib/tame below --root).
+    #[arg(long, value_name = "DIR", requires = "partition")]
+    journal_dir: Option<PathBuf>,
 }
 
 pub fn run(ctx: &Context, a: NoiseArgs) -> anyhow::Result<i32> {
-    let cpus = target::cpus(&ctx.root, &a.cpus, "--cpus")?;
+    let partitioned = measuring::partition(ctx, a.partition.as_deref(), a.journal_dir.as_deref())?;
+    let cpus = measuring::measured_cpus(ctx, a.cpus.as_deref(), partitioned.as_ref())?;
     let duration_ns = parse_duration_ns(&a.duration)?;
     let threshold_ns = a.threshold.as_deref().map(parse_duration_ns).transpose()?;
     let clock = a
@@ -65,7 +74,12 @@ pub fn run(ctx: &Context, a: NoiseArgs) -> anyhow::Result<i32> {
         .unwrap_or_else(|| engine::preferred_clock(&ctx.root));
     let threads = ThreadSettings::new(a.policy, a.priority, DETECTOR_PRIORITY, !a.no_mlock, clock);
     let settings = NoiseSettings::new(cpus, duration_ns, threshold_ns, threads, !a.no_trace)?;
-    let load = target::load(&ctx.root, a.load.as_deref(), a.load_cpus.as_deref())?;
+    let load = measuring::load(
+        ctx,
+        a.load.as_deref(),
+        a.load_cpus.as_deref(),
+        partitioned.as_ref(),
+    )?;
     // Outputs are created before anything runs, so an unwritable path is bad input.
     let json = JsonOut::open(a.json.as_deref(), "JSON result")?;
     let gaps_file = a.gaps.as_ref().map(|p| create(p, "gaps CSV")).transpose()?;
@@ -74,7 +88,10 @@ pub fn run(ctx: &Context, a: NoiseArgs) -> anyhow::Result<i32> {
     let run = noise::run(
         &ctx.root,
         settings,
-        load.as_ref(),
+        Conditions {
+            load: load.as_ref(),
+            placement: partitioned.as_ref().map(|p| &p.placement),
+        },
         &control,
         |_| {},
         ctx.command_line.clone(),

@@ -129,6 +129,11 @@ impl Group {
         self.version
     }
 
+    /// Where its hierarchy is mounted.
+    pub fn mount(&self) -> &str {
+        &self.mount
+    }
+
     /// The path below the mount (`/` for the root).
     pub fn rel(&self) -> &str {
         &self.rel
@@ -268,6 +273,27 @@ impl Group {
     /// `None` on v1, where a hierarchy's controllers are fixed at mount.
     pub fn enable(&self, controller: &str) -> Option<CgroupWrite> {
         (self.version == CgroupVersion::V2).then(|| v2::enable(self, controller))
+    }
+
+    /// Move the calling thread into this group: on v1 the thread alone, on v2 its whole
+    /// process (a v2 domain group holds processes). Not journaled: it is this process's own
+    /// membership, which ends with it, and a revert hands any member back before it removes
+    /// the group. Measuring threads join an applied partition this way (`bench -p`).
+    pub fn join_calling_thread(&self, root: &Root) -> io::Result<()> {
+        let tid = nix::unistd::gettid().as_raw();
+        root.write(self.members(), format!("{tid}\n").as_bytes())
+    }
+
+    /// Move process `pid` (every thread of it) into this group, unjournaled as
+    /// [`Group::join_calling_thread`]: how a v2 process that joined a partition goes back.
+    pub fn rejoin_process(&self, root: &Root, pid: u32) -> io::Result<()> {
+        root.write(
+            self.file(match self.version {
+                CgroupVersion::V1 => v1::PROCS,
+                CgroupVersion::V2 => v2::PROCS,
+            }),
+            format!("{pid}\n").as_bytes(),
+        )
     }
 
     /// Attach tasks (now in `from`) to this group, one id at a time; see [`Group::members`]
