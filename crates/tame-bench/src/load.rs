@@ -71,12 +71,59 @@ pub struct LoadSpec {
 }
 
 /// The load as recorded in a result.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LoadDescription {
     pub kinds: Vec<LoadKind>,
     pub cpus: CpuList,
     /// The exact commands started.
     pub commands: Vec<String>,
+    /// What the load got done: stress-ng's bogo-ops per second of each stressor over its
+    /// run (what `tame assess` compares shared vs partitioned). Empty when not reported.
+    #[serde(default)]
+    pub throughput: Vec<Throughput>,
+}
+
+/// One stress-ng stressor's throughput.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    pub stressor: String,
+    /// Bogo operations per second of wall-clock time.
+    pub bogo_ops_per_s: f64,
+}
+
+/// The file stress-ng writes its metrics to, in the load's work directory.
+const METRICS_FILE: &str = "stress-ng-metrics.yaml";
+
+/// The `metrics:` list of stress-ng's `--yaml` output: each `- stressor: NAME` followed
+/// by its `bogo-ops-per-second-real-time: X`. Two keys of a fixed, flat layout: a line scan
+/// (the maintained YAML crates are heavy or archived for this much).
+pub fn parse_metrics(yaml: &str) -> Vec<Throughput> {
+    let mut out = Vec::new();
+    let mut in_metrics = false;
+    let mut stressor: Option<String> = None;
+    for line in yaml.lines().filter(|l| !l.trim().is_empty()) {
+        if !line.starts_with(' ') {
+            in_metrics = line.trim_end() == "metrics:";
+            continue;
+        }
+        if !in_metrics {
+            continue;
+        }
+        let line = line.trim();
+        if let Some(name) = line.strip_prefix("- stressor:") {
+            stressor = Some(name.trim().to_string());
+        } else if let Some(rate) = line.strip_prefix("bogo-ops-per-second-real-time:") {
+            if let (Some(name), Ok(rate)) = (stressor.take(), rate.trim().parse::<f64>()) {
+                if rate.is_finite() && rate >= 0.0 {
+                    out.push(Throughput {
+                        stressor: name,
+                        bogo_ops_per_s: rate,
+                    });
+                }
+            }
+        }
+    }
+    out
 }
 
 fn find_in_path(program: &str) -> Option<PathBuf> {
@@ -112,6 +159,8 @@ impl LoadSpec {
 /// Load that is running; dropping it stops and reaps every process.
 pub struct RunningLoad {
     children: Vec<Child>,
+    /// The stress-ng parent, which writes its metrics when interrupted (SIGINT) alone.
+    stress_ng: Option<u32>,
     workdir: Option<tempfile::TempDir>,
     description: LoadDescription,
 }
@@ -131,7 +180,9 @@ impl RunningLoad {
                 kinds: spec.kinds.clone(),
                 cpus: spec.cpus.clone(),
                 commands: Vec::new(),
+                throughput: Vec::new(),
             },
+            stress_ng: None,
         };
         let per_kind = spec.cpus.len().to_string();
         let stressors: Vec<&LoadKind> = spec
@@ -148,7 +199,9 @@ impl RunningLoad {
                 workdir.path().display().to_string(),
                 "--timeout".into(),
                 timeout,
-                "--quiet".into(),
+                "--metrics-brief".into(),
+                "--yaml".into(),
+                workdir.path().join(METRICS_FILE).display().to_string(),
             ];
             for kind in stressors {
                 args.push(format!("--{}", kind.name()));
@@ -160,6 +213,7 @@ impl RunningLoad {
                 }
             }
             load.spawn("stress-ng", &args, None)?;
+            load.stress_ng = load.children.last().map(Child::id);
         }
         if spec.kinds.contains(&LoadKind::Build) {
             let source = workdir.path().join("load.c");
@@ -219,9 +273,36 @@ impl RunningLoad {
         self.children.iter().map(Child::id).collect()
     }
 
-    /// Stop the load: SIGTERM to each process group, SIGKILL after a grace period, reap all.
-    pub fn stop(mut self) {
+    /// Stop the load: SIGINT to stress-ng (so it writes its metrics), then SIGTERM to each
+    /// process group, SIGKILL after a grace period, reap all. Returns what ran, with the
+    /// throughput stress-ng reported.
+    pub fn stop(mut self) -> LoadDescription {
+        self.interrupt_stress_ng();
+        let metrics = self
+            .workdir
+            .as_ref()
+            .and_then(|d| std::fs::read_to_string(d.path().join(METRICS_FILE)).ok());
         self.stop_all();
+        let mut description = self.description.clone();
+        description.throughput = metrics.as_deref().map(parse_metrics).unwrap_or_default();
+        description
+    }
+
+    /// SIGINT to the stress-ng parent alone, and a short wait for it to write its metrics and exit.
+    fn interrupt_stress_ng(&mut self) {
+        let Some(pid) = self.stress_ng else { return };
+        let Some(child) = self.children.iter_mut().find(|c| c.id() == pid) else {
+            return;
+        };
+        // SAFETY: signalling our own child, not yet reaped (its pid cannot be reused).
+        unsafe { libc::kill(pid as i32, libc::SIGINT) };
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if !matches!(child.try_wait(), Ok(None)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn stop_all(&mut self) {
@@ -290,6 +371,26 @@ fn generated_c_source() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stress_ng_metrics_give_each_stressors_rate() {
+        let yaml = "---\nsystem-info:\n      stressor: no\n      bogo-ops-per-second-real-time: 9\nmetrics:\n    - stressor: cpu\n      bogo-ops: 2574\n      bogo-ops-per-second-real-time: 1287.715038\n\n    - stressor: vm\n      bogo-ops-per-second-real-time: nan\n    - stressor: io\n      bogo-ops-per-second-real-time: 12\n...\n";
+        let t = parse_metrics(yaml);
+        assert_eq!(
+            t,
+            vec![
+                Throughput {
+                    stressor: "cpu".into(),
+                    bogo_ops_per_s: 1287.715038
+                },
+                Throughput {
+                    stressor: "io".into(),
+                    bogo_ops_per_s: 12.0
+                }
+            ]
+        );
+        assert!(parse_metrics("").is_empty());
+    }
 
     /// Live processes whose process group is `pgid` (read from /proc/PID/stat).
     fn group_members(pgid: u32) -> Vec<u32> {

@@ -273,11 +273,7 @@ pub fn assemble<S, T: GroupSource>(
     command_line: Vec<String>,
     label_by_cpu: bool,
 ) -> BenchResult<S> {
-    let load_description = load.map(|l| {
-        let d = l.description().clone();
-        l.stop();
-        d
-    });
+    let load_description = load.map(RunningLoad::stop);
     let (groups, merged) = report::groups(&measured.outputs, label_by_cpu);
     BenchResult {
         schema_version: SCHEMA_VERSION,
