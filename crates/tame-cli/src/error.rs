@@ -52,6 +52,8 @@ pub fn is_bad_input(e: &anyhow::Error) -> bool {
             .is_some_and(ReserveError::is_bad_input)
         || e.downcast_ref::<ApplyError>()
             .is_some_and(ApplyError::is_bad_input)
+        || e.downcast_ref::<tame_assess::AssessError>()
+            .is_some_and(tame_assess::AssessError::is_bad_input)
         || e.downcast_ref::<tame_partition::Invalid>().is_some()
         || e.downcast_ref::<tame_host::journal::JournalError>()
             .is_some_and(tame_host::journal::JournalError::is_bad_input)

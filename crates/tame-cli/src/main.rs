@@ -31,6 +31,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Can this machine run your time-critical work beside Linux, and what does it take?
+    /// Measures shared and partitioned under load, always reverts, and decides.
+    Assess(cmd::assess::AssessArgs),
     /// Measure how predictably threads run on this machine.
     #[command(subcommand)]
     Bench(Box<cmd::bench::BenchCommand>),
@@ -72,6 +75,7 @@ fn main() {
     let cli = Cli::parse();
     let ctx = Context::new(cli.root);
     let result = match cli.command {
+        Command::Assess(a) => cmd::assess::run(&ctx, a),
         Command::Bench(c) => cmd::bench::run(&ctx, *c),
         Command::Check(a) => cmd::check::run(&ctx, a),
         Command::Topology(a) => cmd::topology::run(&ctx, a),

@@ -142,6 +142,12 @@ pub fn applied_spec(dir: &Path) -> Result<Option<Spec>, AppliedSpecError> {
     Ok(Some(Spec::parse("applied spec", &text)?))
 }
 
+/// The spec text noted in the journal in `dir`, comments included (root only: the journal
+/// is root's); `None` when nothing is applied.
+pub fn applied_spec_text(dir: &Path) -> Result<Option<String>, JournalError> {
+    Ok(journal::load(dir)?.as_ref().and_then(spec_note))
+}
+
 /// The spec apply published for other users, trusted only when root's and writable by
 /// nobody else (a file anybody could have put there says nothing about partitions).
 fn published_spec(dir: &Path) -> Result<Option<Spec>, SpecError> {

@@ -1,6 +1,7 @@
 //! One module per command: each owns its clap `Args` and a `run(&Context, Args) -> anyhow::Result<i32>`
 //! that turns the arguments into a library call and its result into output.
 
+pub mod assess;
 pub mod bench;
 pub mod bench_ipc;
 pub mod check;

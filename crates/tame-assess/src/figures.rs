@@ -1,0 +1,224 @@
+//! The figures a verdict is drawn from, taken out of a bench's result: for the periodic
+//! wakeups, every intended activation's latency (missed ones included: no coordinated
+//! omission) with its histogram, so any deadline can be checked against it later; for the
+//! busy loop, the noise share and what caused it.
+
+use serde::{Deserialize, Serialize};
+use tame_bench::cycle::CycleSettings;
+use tame_bench::noise::NoiseResult;
+use tame_bench::session::Finished;
+use tame_bench::{Recorder, Summary};
+use tame_host::CpuList;
+use tame_trace::attribute::NoiseClass;
+
+/// Periodic wakeups on the measured CPUs, merged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CycleFigures {
+    pub cpus: CpuList,
+    pub period_ns: u64,
+    /// Intended activations measured.
+    pub activations: u64,
+    /// Activations whose deadline passed before the thread even woke.
+    pub missed_periods: u64,
+    /// Latency of every intended activation, ns.
+    pub latency: Summary,
+    /// The latency histogram: (value ns, count), ascending, 3 significant digits.
+    pub histogram: Vec<(u64, u64)>,
+    pub interrupted: bool,
+}
+
+impl CycleFigures {
+    pub fn from_run(done: &Finished<CycleSettings>) -> Self {
+        let mut merged = Recorder::new();
+        let mut missed = 0;
+        for out in &done.measured.outputs {
+            merged.merge(&out.latency);
+            missed += out.missed;
+        }
+        Self::from_recorder(
+            done.result.settings.cpus.clone(),
+            done.result.settings.interval_ns,
+            &merged,
+            missed,
+            done.result.interrupted,
+        )
+    }
+
+    pub fn from_recorder(
+        cpus: CpuList,
+        period_ns: u64,
+        latency: &Recorder,
+        missed_periods: u64,
+        interrupted: bool,
+    ) -> Self {
+        let histogram = latency
+            .histogram()
+            .iter_recorded()
+            .map(|v| (latency.histogram().highest_equivalent(v.value_iterated_to()), v.count_at_value()))
+            .collect();
+        CycleFigures {
+            cpus,
+            period_ns,
+            activations: latency.count(),
+            missed_periods,
+            latency: latency.summary(),
+            histogram,
+            interrupted,
+        }
+    }
+
+    /// Activations whose latency exceeded `bound_ns` (counted at histogram resolution,
+    /// never below the exact maximum).
+    pub fn late(&self, bound_ns: u64) -> u64 {
+        if self.latency.max <= bound_ns {
+            return 0;
+        }
+        let counted: u64 = self
+            .histogram
+            .iter()
+            .filter(|(value, _)| *value > bound_ns)
+            .map(|(_, n)| n)
+            .sum();
+        counted.max(1)
+    }
+
+    /// The latency that all but `fraction` of activations stayed within.
+    pub fn latency_within(&self, fraction: f64) -> u64 {
+        if fraction <= 0.0 || self.activations == 0 {
+            return self.latency.max;
+        }
+        let allowed = (fraction * self.activations as f64).floor() as u64;
+        let mut above = 0;
+        for &(value, n) in self.histogram.iter().rev() {
+            if above + n > allowed {
+                return value.min(self.latency.max);
+            }
+            above += n;
+        }
+        self.latency.min
+    }
+}
+
+/// One source of noise, summed over the measured CPUs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Source {
+    pub class: NoiseClass,
+    pub source: String,
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Of the measured run time.
+    pub share_percent: f64,
+}
+
+/// The busy loop on the measured CPUs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NoiseFigures {
+    /// The worst CPU's share of time lost to gaps.
+    pub share_percent: f64,
+    pub max_gap_ns: u64,
+    /// Whether gaps were attributed (tracefs); why not, when not.
+    pub attributed: bool,
+    pub attribution_note: Option<String>,
+    /// Unexplained by any guest event (hypervisor, SMI, hardware): share and longest.
+    pub unexplained_share_percent: Option<f64>,
+    pub unexplained_max_ns: Option<u64>,
+    /// Largest total first.
+    pub sources: Vec<Source>,
+    pub interrupted: bool,
+}
+
+/// Sources kept in the figures.
+const TOP_SOURCES: usize = 8;
+
+impl NoiseFigures {
+    pub fn from_result(r: &NoiseResult) -> Self {
+        let cpus = &r.noise.cpus;
+        let run_ns: u64 = cpus.iter().map(|c| c.run_ns).sum::<u64>().max(1);
+        let share = cpus
+            .iter()
+            .map(|c| c.noise_share_percent)
+            .fold(0.0, f64::max);
+        let max_gap_ns = r
+            .result
+            .merged
+            .metric("gap")
+            .map_or(0, |m| m.summary.max);
+        let mut sources: Vec<Source> = Vec::new();
+        for s in cpus.iter().flat_map(|c| &c.sources) {
+            match sources
+                .iter_mut()
+                .find(|x| x.class == s.class && x.source == s.source)
+            {
+                Some(x) => {
+                    x.count += s.tally.count;
+                    x.total_ns += s.tally.total_ns;
+                    x.max_ns = x.max_ns.max(s.tally.max_ns);
+                }
+                None => sources.push(Source {
+                    class: s.class,
+                    source: s.source.clone(),
+                    count: s.tally.count,
+                    total_ns: s.tally.total_ns,
+                    max_ns: s.tally.max_ns,
+                    share_percent: 0.0,
+                }),
+            }
+        }
+        for s in &mut sources {
+            s.share_percent = s.total_ns as f64 * 100.0 / run_ns as f64;
+        }
+        sources.sort_by_key(|s| std::cmp::Reverse(s.total_ns));
+        let attributed = r.noise.attribution.available;
+        let unexplained = sources.iter().filter(|s| s.class == NoiseClass::Unexplained);
+        let (unexplained_share_percent, unexplained_max_ns) = if attributed {
+            let (total, max) = unexplained.fold((0, 0), |(t, m), s| (t + s.total_ns, m.max(s.max_ns)));
+            (Some(total as f64 * 100.0 / run_ns as f64), Some(max))
+        } else {
+            (None, None)
+        };
+        sources.truncate(TOP_SOURCES);
+        NoiseFigures {
+            share_percent: share,
+            max_gap_ns,
+            attributed,
+            attribution_note: r.noise.attribution.reason.clone(),
+            unexplained_share_percent,
+            unexplained_max_ns,
+            sources,
+            interrupted: r.result.interrupted,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figures(values: &[u64]) -> CycleFigures {
+        let mut r = Recorder::new();
+        values.iter().for_each(|&v| r.record(v));
+        CycleFigures::from_recorder(CpuList::parse("1").unwrap(), 1_000_000, &r, 0, false)
+    }
+
+    #[test]
+    fn late_activations_are_counted_against_any_bound() {
+        let f = figures(&[10_000, 20_000, 30_000, 900_000, 2_000_000]);
+        assert_eq!(f.activations, 5);
+        assert_eq!(f.late(2_000_000), 0);
+        assert_eq!(f.late(1_000_000), 1);
+        assert_eq!(f.late(25_000), 3);
+        assert_eq!(f.late(0), 5);
+    }
+
+    #[test]
+    fn the_tolerated_quantile_drops_only_the_allowed_worst() {
+        let f = figures(&[10_000, 20_000, 30_000, 900_000, 2_000_000]);
+        assert_eq!(f.latency_within(0.0), 2_000_000);
+        // One in five may miss: the second worst counts.
+        let v = f.latency_within(0.2);
+        assert!((899_000..=901_000).contains(&v), "{v}");
+        // Below one activation's worth: nothing may be dropped.
+        assert_eq!(f.latency_within(0.1), 2_000_000);
+    }
+}

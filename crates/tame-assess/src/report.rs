@@ -1,0 +1,76 @@
+//! The versioned result of `tame assess`: the requirement, the layout and spec, the
+//! check's findings, both phases' figures, the verdict, and what was restored.
+//! Documented in docs/assess.md; bump [`ASSESS_SCHEMA`] on any change an old reader
+//! would misread.
+
+use serde::{Deserialize, Serialize};
+use tame_bench::load::LoadDescription;
+use tame_check::CheckReport;
+use tame_host::environment::RunEnvironment;
+
+use crate::figures::{CycleFigures, NoiseFigures};
+use crate::layout::Layout;
+use crate::requirement::Requirement;
+use crate::verdict::Verdict;
+
+pub const ASSESS_SCHEMA: &str = "tame.assess/1";
+
+/// One configuration measured: periodic wakeups, then the busy loop, under the same load.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    /// Measured at all; when not, why not.
+    pub measured: bool,
+    pub not_measured: Option<String>,
+    pub cycle: Option<CycleFigures>,
+    pub noise: Option<NoiseFigures>,
+    /// The load during the periodic-wakeup measurement, with its throughput.
+    pub load: Option<LoadDescription>,
+    /// The scheduling of the periodic thread (`fifo 95`, `other`).
+    pub policy: String,
+}
+
+impl Phase {
+    pub fn skipped(why: impl Into<String>) -> Self {
+        Phase {
+            not_measured: Some(why.into()),
+            ..Phase::default()
+        }
+    }
+}
+
+/// What was done to the machine and undone.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Restoration {
+    /// An earlier assess had been killed: its partition was reverted first.
+    pub recovered_earlier_run: bool,
+    /// Changes the partition made, all written back.
+    pub changes_reverted: usize,
+    /// What could not be put back (the journal is kept; `tame revert` retries).
+    pub not_restored: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AssessReport {
+    pub schema: String,
+    pub tool_version: String,
+    pub command_line: Vec<String>,
+    pub started_unix_ns: u64,
+    pub requirement: Requirement,
+    pub environment: RunEnvironment,
+    pub check: CheckReport,
+    pub layout: Layout,
+    /// Where the spec was written, when an output directory was given.
+    pub spec_file: Option<String>,
+    pub shared: Phase,
+    pub partitioned: Phase,
+    pub verdict: Verdict,
+    pub restoration: Restoration,
+    /// Ctrl-C cut the assessment short: what was measured is reported.
+    pub interrupted: bool,
+}
+
+impl AssessReport {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("the report serialises: all keys are strings")
+    }
+}

@@ -1,0 +1,430 @@
+//! One assessment from start to verdict: validate everything, finish a killed earlier
+//! run, check, measure shared under load, apply the partition through the journal and
+//! measure the same inside it, revert — always — and decide.
+//!
+//! The partition is reverted on success, on error and after Ctrl-C (the stop flag ends
+//! the measurement early; the revert still runs). After `kill -9` the journal is on
+//! disk: the next `tame assess` (it knows its own journal by [`MARKER`]) or `tame revert`
+//! restores everything from it.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use tame_bench::cycle::CycleSettings;
+use tame_bench::engine::{RunControl, ThreadSettings, MEASURING_PRIORITY};
+use tame_bench::load::{LoadKind, LoadSpec};
+use tame_bench::noise::{self, NoiseSettings, DETECTOR_PRIORITY};
+use tame_bench::placement::Placement;
+use tame_bench::session::{self, Bench, Conditions, Finished};
+use tame_check::{Severity, Target};
+use tame_host::environment::RunEnvironment;
+use tame_host::journal::RevertReport;
+use tame_host::{CpuList, HostModel, Root};
+use tame_rt::{ClockKind, Policy};
+
+use crate::error::{invalid, io_failed, AssessError};
+use crate::figures::{CycleFigures, NoiseFigures};
+use crate::layout::{self, Layout, MARKER};
+use crate::report::{AssessReport, Phase, Restoration, ASSESS_SCHEMA};
+use crate::requirement::Requirement;
+use crate::verdict::{self, Machine};
+
+/// Each phase measures periodic wakeups for this share of its time, then the busy loop.
+const CYCLE_SHARE_PERCENT: u64 = 65;
+
+/// What to assess and how.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub requirement: Requirement,
+    /// How long each configuration (shared, partitioned) is measured.
+    pub phase_ns: u64,
+    /// Background load; empty for none.
+    pub load: Vec<LoadKind>,
+    /// A user's own spec (`--spec FILE`): its name and text.
+    pub spec: Option<(String, String)>,
+    pub journal_dir: PathBuf,
+    /// Where the spec, the raw results and the report go.
+    pub out_dir: Option<PathBuf>,
+    /// Attribute noise with tracefs.
+    pub attribute: bool,
+    pub command_line: Vec<String>,
+}
+
+/// Told how the assessment goes, for a progress display.
+pub trait Observer {
+    /// A phase starts; it takes about `expected_ns` (0: quick).
+    fn phase(&mut self, title: &str, expected_ns: u64);
+    /// Progress of the current phase, 0..=1000.
+    fn progress(&mut self, permille: u64);
+    /// Something the user should know now.
+    fn note(&mut self, text: &str);
+}
+
+/// An observer that shows nothing.
+pub struct Quiet;
+
+impl Observer for Quiet {
+    fn phase(&mut self, _: &str, _: u64) {}
+    fn progress(&mut self, _: u64) {}
+    fn note(&mut self, _: &str) {}
+}
+
+/// Raw results of the measurements, for the output directory.
+#[derive(Default)]
+struct Raw {
+    files: Vec<(String, String)>,
+}
+
+pub fn assess(
+    root: &Root,
+    options: &Options,
+    control: &RunControl,
+    observer: &mut dyn Observer,
+) -> Result<AssessReport, AssessError> {
+    let started_unix_ns = tame_bench::result::unix_now_ns();
+    let may_change = tame_host::privilege::may_change(root);
+    observer.phase("reading the machine", 0);
+    let mut restoration = Restoration::default();
+    let model = HostModel::read(root);
+    let layout = match &options.spec {
+        Some((name, text)) => layout::from_spec(&model, name, text)?,
+        None => layout::choose(&model, options.requirement.cpus)?,
+    };
+    let plan = MeasurementPlan::new(root, options, &layout, may_change)?;
+    let spec_file = write_spec(options.out_dir.as_deref(), &layout)?;
+    // Everything is validated: from here on the machine may change.
+    if recover_earlier_run(root, &options.journal_dir, may_change)? {
+        restoration.recovered_earlier_run = true;
+        observer.note("an earlier tame assess was killed: its partition is reverted first");
+    }
+    observer.phase("check", 0);
+    let model = HostModel::read(root);
+    let check = tame_check::check(&model, &Target::asked(&model, layout.isolated.clone()));
+    let mut raw = Raw::default();
+    let shared = plan.shared(root, control, observer, &mut raw)?;
+    let partitioned = if !may_change {
+        Phase::skipped("applying a partition needs root: it changes cgroups, IRQ affinities and kernel settings — run tame assess as root")
+    } else if control.stopped() {
+        Phase::skipped("interrupted before the partitioned phase")
+    } else {
+        plan.partitioned(root, options, &layout, control, observer, &mut raw, &mut restoration)?
+    };
+    let machine = machine(&plan.environment, &check, &layout, &model, spec_file.clone());
+    let verdict = verdict::decide(&options.requirement, &shared, &partitioned, &machine);
+    let report = AssessReport {
+        schema: ASSESS_SCHEMA.to_string(),
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        command_line: options.command_line.clone(),
+        started_unix_ns,
+        requirement: options.requirement.clone(),
+        environment: plan.environment.clone(),
+        check,
+        layout,
+        spec_file,
+        shared,
+        partitioned,
+        verdict,
+        restoration,
+        interrupted: control.stopped(),
+    };
+    if let Some(dir) = &options.out_dir {
+        raw.files.push(("assess.json".into(), report.to_json()));
+        for (name, text) in &raw.files {
+            write_file(&dir.join(name), text)?;
+        }
+    }
+    Ok(report)
+}
+
+/// What the verdict needs to know of the machine.
+fn machine(
+    env: &RunEnvironment,
+    check: &tame_check::CheckReport,
+    layout: &Layout,
+    model: &HostModel,
+    spec_file: Option<String>,
+) -> Machine {
+    let serious = || check.findings.iter().filter(|f| f.severity >= Severity::Warn);
+    Machine {
+        hypervisor: env.hypervisor.clone(),
+        preempt_rt: env.preemption_model.contains("rt") && !env.preemption_model.contains("dynamic"),
+        cpuidle_driver: model.power.cpuidle_driver.clone().filter(|d| d != "none"),
+        online_cpus: model.cpus.online.len(),
+        isolated_cpus: layout.isolated.len(),
+        reboot_fixes: serious()
+            .filter(|f| f.needs_reboot)
+            .filter_map(|f| f.fix.clone())
+            .collect(),
+        findings: serious().map(|f| format!("{}: {}", f.id, f.found)).collect(),
+        spec_file,
+    }
+}
+
+/// The spec text as applied: the marker first.
+fn marked(layout: &Layout) -> String {
+    format!(
+        "{MARKER} (pid {}) — `tame revert` undoes it\n{}",
+        std::process::id(),
+        layout.spec_text
+    )
+}
+
+/// A journal left by a killed assess is reverted; any other applied spec is refused
+/// (assess compares the machine as it is with one partition of its own).
+fn recover_earlier_run(root: &Root, journal_dir: &Path, may_change: bool) -> Result<bool, AssessError> {
+    let refuse = || {
+        invalid(format!(
+            "a partition spec is applied already (journal in {}) — assess measures the machine without it and applies its own: run `tame revert` first (or assess that spec with --spec FILE after reverting)",
+            journal_dir.display()
+        ))
+    };
+    if !may_change {
+        // Not root: the journal is root's; the spec apply published beside it tells.
+        return match tame_partition::status::applied_spec(journal_dir) {
+            Ok(Some(_)) => Err(refuse()),
+            _ => Ok(false),
+        };
+    }
+    let text = tame_partition::status::applied_spec_text(journal_dir)
+        .map_err(|e| AssessError::Failed(format!("cannot read the journal: {e}")))?;
+    match text {
+        None => Ok(false),
+        Some(t) if t.starts_with(MARKER) => {
+            let report = tame_partition::revert(root, journal_dir)?;
+            if !report.not_restored.is_empty() {
+                return Err(AssessError::Failed(format!(
+                    "an earlier tame assess left its partition applied and reverting it left {} change(s) unrestored — see `tame status`, fix the cause and run `tame revert`",
+                    report.not_restored.len()
+                )));
+            }
+            Ok(true)
+        }
+        Some(_) => Err(refuse()),
+    }
+}
+
+fn write_spec(out_dir: Option<&Path>, layout: &Layout) -> Result<Option<String>, AssessError> {
+    let Some(dir) = out_dir else { return Ok(None) };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| invalid(format!("cannot create the output directory {}: {e} — give a writable --out DIR", dir.display())))?;
+    let path = dir.join("spec.toml");
+    write_file(&path, &layout.spec_text)?;
+    Ok(Some(path.display().to_string()))
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), AssessError> {
+    std::fs::write(path, text).map_err(|e| io_failed(format!("cannot write {}", path.display()), e))
+}
+
+/// Everything both phases measure, validated before anything runs.
+struct MeasurementPlan {
+    environment: RunEnvironment,
+    cycle: CycleSettings,
+    noise: NoiseSettings,
+    online: CpuList,
+    load: Vec<LoadKind>,
+    command_line: Vec<String>,
+}
+
+impl MeasurementPlan {
+    fn new(root: &Root, o: &Options, layout: &Layout, may_change: bool) -> Result<Self, AssessError> {
+        let environment = RunEnvironment::capture(root);
+        let online = environment.online_cpus.clone();
+        // Without root: SCHED_OTHER and no memory locking, so the shared phase still runs.
+        let (policy, mlock) = if may_change {
+            (Policy::Fifo, true)
+        } else {
+            (Policy::Other, false)
+        };
+        let threads = ThreadSettings::new(policy, None, MEASURING_PRIORITY, mlock, ClockKind::Monotonic);
+        let cycle_ns = o.phase_ns / 100 * CYCLE_SHARE_PERCENT;
+        let cycle = CycleSettings::new(
+            layout.isolated.clone(),
+            o.requirement.period_ns,
+            Some(cycle_ns),
+            None,
+            threads,
+            false,
+            None,
+        )
+        .map_err(|e| invalid(format!("{e} (from --duration {} per phase)", crate::requirement::human(o.phase_ns))))?;
+        let detector = ThreadSettings::new(Policy::Other, None, DETECTOR_PRIORITY, mlock, ClockKind::Monotonic);
+        let noise = NoiseSettings::new(
+            layout.isolated.clone(),
+            o.phase_ns - cycle_ns,
+            None,
+            detector,
+            o.attribute && may_change,
+        )
+        .map_err(|e| invalid(format!("{e} (the busy loop gets a third of --duration)")))?;
+        if !o.load.is_empty() {
+            LoadSpec { kinds: o.load.clone(), cpus: online.clone() }.check_tools()?;
+        }
+        Ok(MeasurementPlan {
+            environment,
+            cycle,
+            noise,
+            online,
+            load: o.load.clone(),
+            command_line: o.command_line.clone(),
+        })
+    }
+
+    /// The command line recorded in a phase's raw result: assess's, and which part.
+    fn command(&self, phase: &str, bench: &str) -> Vec<String> {
+        let mut c = self.command_line.clone();
+        c.push(format!("# {phase} {bench}"));
+        c
+    }
+
+    fn load_on(&self, cpus: &CpuList) -> Option<LoadSpec> {
+        (!self.load.is_empty()).then(|| LoadSpec {
+            kinds: self.load.clone(),
+            cpus: cpus.clone(),
+        })
+    }
+
+    /// The machine as it is: the load on every CPU, the work's CPUs shared with it.
+    fn shared(
+        &self,
+        root: &Root,
+        control: &RunControl,
+        observer: &mut dyn Observer,
+        raw: &mut Raw,
+    ) -> Result<Phase, AssessError> {
+        let load = self.load_on(&self.online);
+        let conditions = Conditions { load: load.as_ref(), placement: None };
+        self.measure(root, "shared", conditions, control, observer, raw)
+    }
+
+    /// Apply, measure inside the partition with the load on the system partition, revert.
+    #[allow(clippy::too_many_arguments)]
+    fn partitioned(
+        &self,
+        root: &Root,
+        o: &Options,
+        layout: &Layout,
+        control: &RunControl,
+        observer: &mut dyn Observer,
+        raw: &mut Raw,
+        restoration: &mut Restoration,
+    ) -> Result<Phase, AssessError> {
+        observer.phase("applying the partition", 0);
+        let spec = tame_partition::Spec::parse("assess spec", &layout.spec_text)
+            .map_err(|e| invalid(e.to_string()))?;
+        let applied = Applied::apply(root, &spec, &marked(layout), &o.journal_dir)?;
+        let measured = self.measure_in_partition(root, o, layout, control, observer, raw);
+        observer.phase("reverting the partition", 0);
+        let reverted = applied.revert()?;
+        restoration.changes_reverted = reverted.entries;
+        restoration.not_restored = reverted
+            .not_restored
+            .iter()
+            .map(|n| format!("{}: {}", n.what, n.reason))
+            .collect();
+        measured
+    }
+
+    fn measure_in_partition(
+        &self,
+        root: &Root,
+        o: &Options,
+        layout: &Layout,
+        control: &RunControl,
+        observer: &mut dyn Observer,
+        raw: &mut Raw,
+    ) -> Result<Phase, AssessError> {
+        let applied = tame_launch::target::applied_partition(
+            root,
+            &o.journal_dir,
+            &layout.partition,
+            &tame_launch::target::Caller::current(),
+        )
+        .map_err(|e| AssessError::Failed(format!("the partition just applied cannot be used: {e}")))?;
+        let placement = Placement {
+            partition: layout.partition.clone(),
+            cpus: applied.cpus,
+            group: applied.cgroup.group(),
+        };
+        let load = self.load_on(&layout.system);
+        let conditions = Conditions { load: load.as_ref(), placement: Some(&placement) };
+        self.measure(root, "partitioned", conditions, control, observer, raw)
+    }
+
+    /// Periodic wakeups, then the busy loop, under `conditions`.
+    fn measure(
+        &self,
+        root: &Root,
+        name: &str,
+        conditions: Conditions,
+        control: &RunControl,
+        observer: &mut dyn Observer,
+        raw: &mut Raw,
+    ) -> Result<Phase, AssessError> {
+        let mut phase = Phase {
+            measured: true,
+            policy: self.cycle.threads.label(),
+            ..Phase::default()
+        };
+        observer.phase(&format!("{name}: periodic wakeups"), self.cycle.expected_ns());
+        let total = self.cycle.progress_total().max(1);
+        let done: Finished<CycleSettings> = session::run(
+            root,
+            self.cycle.clone(),
+            conditions,
+            control,
+            0,
+            |n| observer.progress(n * 1000 / total),
+            self.command(name, "cycle"),
+        )?;
+        phase.cycle = Some(CycleFigures::from_run(&done));
+        phase.load = done.result.load.clone();
+        raw.files.push((format!("{name}-cycle.json"), done.result.to_json()));
+        if control.stopped() {
+            return Ok(phase);
+        }
+        observer.phase(&format!("{name}: busy-loop noise"), self.noise.duration_ns);
+        let start = Instant::now();
+        let duration = self.noise.duration_ns.max(1);
+        let run = noise::run(
+            root,
+            self.noise.clone(),
+            conditions,
+            control,
+            |_| observer.progress((start.elapsed().as_nanos() as u64).min(duration) * 1000 / duration),
+            self.command(name, "noise"),
+        )?;
+        phase.noise = Some(NoiseFigures::from_result(&run.result));
+        raw.files.push((format!("{name}-noise.json"), run.result.to_json()));
+        Ok(phase)
+    }
+}
+
+
+/// A partition applied by assess: reverted when dropped unless [`Applied::revert`] ran.
+struct Applied<'a> {
+    root: &'a Root,
+    journal_dir: &'a Path,
+    reverted: bool,
+}
+
+impl<'a> Applied<'a> {
+    fn apply(root: &'a Root, spec: &tame_partition::Spec, text: &str, journal_dir: &'a Path) -> Result<Self, AssessError> {
+        tame_partition::apply(root, spec, text, journal_dir, None)?;
+        Ok(Applied { root, journal_dir, reverted: false })
+    }
+
+    fn revert(mut self) -> Result<RevertReport, AssessError> {
+        self.reverted = true;
+        Ok(tame_partition::revert(self.root, self.journal_dir)?)
+    }
+}
+
+impl Drop for Applied<'_> {
+    fn drop(&mut self) {
+        if !self.reverted {
+            // An error or panic between apply and revert: put the machine back anyway.
+            let _ = tame_partition::revert(self.root, self.journal_dir);
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! The answer: does the requirement hold shared, partitioned, or not at all; what limits
+//! it; and the next step with its cost — real time or real fast (seed 001's decision:
+//! when an ordinary process meets the requirement, partitioning only costs the rest of
+//! the machine). Pure: drawn from the figures alone, so recorded results give the same
+//! verdict as the live run.
+
+use serde::{Deserialize, Serialize};
+use tame_bench::load::LoadDescription;
+use tame_trace::attribute::NoiseClass;
+
+use crate::figures::{CycleFigures, NoiseFigures};
+use crate::report::Phase;
+use crate::requirement::{human, percent, Requirement};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// An ordinary real-time process on the shared machine meets it.
+    RealFastIsEnough,
+    /// Met only inside an isolated partition.
+    PartitionNeeded,
+    /// Met in neither configuration.
+    NotMet,
+    /// Not met shared, and the partitioned phase was not measured.
+    Unknown,
+}
+
+/// Whether the requirement held in one configuration, and by how much.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Holds {
+    pub holds: bool,
+    pub activations: u64,
+    /// Activations whose latency plus the budget passed the deadline.
+    pub late: u64,
+    pub late_fraction: f64,
+    /// Latency at the tolerated miss rate (the maximum when hard) plus the budget.
+    pub response_ns: u64,
+    /// Deadline minus response: how much room is left (negative: how much is missing).
+    pub margin_ns: i64,
+}
+
+impl Holds {
+    pub fn of(cycle: &CycleFigures, r: &Requirement) -> Self {
+        let late = cycle.late(r.latency_bound_ns());
+        let late_fraction = late as f64 / cycle.activations.max(1) as f64;
+        let response_ns = cycle
+            .latency_within(r.miss_rate)
+            .saturating_add(r.budget_ns);
+        Holds {
+            holds: cycle.activations > 0 && late_fraction <= r.miss_rate,
+            activations: cycle.activations,
+            late,
+            late_fraction,
+            response_ns,
+            margin_ns: r.deadline_ns as i64 - response_ns as i64,
+        }
+    }
+
+    fn describe(&self) -> String {
+        let margin = if self.margin_ns >= 0 {
+            format!("{} to spare", human(self.margin_ns as u64))
+        } else {
+            format!("{} short", human(self.margin_ns.unsigned_abs()))
+        };
+        format!(
+            "{} late of {} ({}), response {} — {margin}",
+            self.late,
+            self.activations,
+            percent(self.late_fraction),
+            human(self.response_ns)
+        )
+    }
+}
+
+/// What the verdict knows of the machine besides the measurements.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// The hypervisor, when virtualised.
+    pub hypervisor: Option<String>,
+    pub preempt_rt: bool,
+    pub cpuidle_driver: Option<String>,
+    pub online_cpus: usize,
+    pub isolated_cpus: usize,
+    /// Fixes the check found that need a reboot (boot parameters).
+    pub reboot_fixes: Vec<String>,
+    /// Check findings that warn or fail, one line each.
+    pub findings: Vec<String>,
+    /// Where the spec was written, if it was.
+    pub spec_file: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub outcome: Outcome,
+    /// One sentence.
+    pub headline: String,
+    pub shared: Option<Holds>,
+    pub partitioned: Option<Holds>,
+    /// What limits it, worst first.
+    pub limits: Vec<String>,
+    /// What to do next.
+    pub next_step: String,
+    /// What that costs the rest of the machine.
+    pub cost: Option<String>,
+    pub notes: Vec<String>,
+}
+
+pub fn decide(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine) -> Verdict {
+    let shared_holds = shared.cycle.as_ref().map(|c| Holds::of(c, r));
+    let part_holds = partitioned.cycle.as_ref().map(|c| Holds::of(c, r));
+    let best = partitioned.cycle.as_ref().or(shared.cycle.as_ref());
+    let best_noise = partitioned.noise.as_ref().or(shared.noise.as_ref());
+    let limits = limits(r, best, best_noise, m);
+    let cost = cost(shared.load.as_ref(), partitioned.load.as_ref(), m);
+    let mut notes = notes(shared, partitioned, m);
+    let (outcome, headline, next_step) = match (&shared_holds, &part_holds) {
+        (Some(s), _) if s.holds => (
+            Outcome::RealFastIsEnough,
+            format!("met shared: {}", s.describe()),
+            format!(
+                "real fast is enough: run the work as an ordinary SCHED_FIFO process (chrt -f 80 CMD, or tame run --cpus {} --shared-ok --policy fifo -- CMD); no partition is needed",
+                shared.cycle.as_ref().map_or(String::new(), |c| c.cpus.to_string())
+            ),
+        ),
+        (_, Some(p)) if p.holds => (
+            Outcome::PartitionNeeded,
+            format!("met only partitioned: {}", p.describe()),
+            format!(
+                "apply the spec: tame apply {} (then start the work with tame run -p rt -- CMD){}",
+                m.spec_file.as_deref().unwrap_or("SPEC"),
+                if m.reboot_fixes.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; for more margin, also these boot parameters (reboot): {}",
+                        m.reboot_fixes.join("; ")
+                    )
+                }
+            ),
+        ),
+        (Some(s), None) => {
+            notes.push(format!(
+                "shared: {}",
+                s.describe()
+            ));
+            (
+                Outcome::Unknown,
+                "not met shared; the partitioned configuration was not measured".to_string(),
+                format!(
+                    "{} — then assess again to see whether a partition meets it",
+                    partitioned
+                        .not_measured
+                        .as_deref()
+                        .unwrap_or("measure the partitioned configuration")
+                ),
+            )
+        }
+        (_, Some(p)) => (
+            Outcome::NotMet,
+            format!("not met, not even partitioned: {}", p.describe()),
+            not_met_step(r, best, best_noise, m),
+        ),
+        (None, None) => (
+            Outcome::Unknown,
+            "nothing was measured".to_string(),
+            "run the assessment to its end (it was stopped before the first measurement)"
+                .to_string(),
+        ),
+    };
+    Verdict {
+        outcome,
+        headline,
+        shared: shared_holds,
+        partitioned: part_holds,
+        limits,
+        next_step,
+        cost,
+        notes,
+    }
+}
+
+/// Why no configuration meets it, and what could: the most fundamental cause first.
+fn not_met_step(
+    r: &Requirement,
+    cycle: Option<&CycleFigures>,
+    noise: Option<&NoiseFigures>,
+    m: &Machine,
+) -> String {
+    let bound = r.latency_bound_ns();
+    if let (Some(hv), Some(stall)) = (&m.hypervisor, noise.and_then(|n| n.unexplained_max_ns)) {
+        if stall > bound {
+            return format!(
+                "this machine cannot meet it: the hypervisor ({hv}) alone stalls the CPU for up to {} (gaps no guest event explains), more than the {} the work can wait — run it on bare metal or on a host that dedicates and pins this vCPU",
+                human(stall),
+                human(bound)
+            );
+        }
+    }
+    if let Some(c) = cycle {
+        if c.latency.min > bound {
+            return format!(
+                "this machine cannot meet it: even the fastest wakeup took {}, more than the {} the work can wait — relax the deadline, or let the task spin instead of sleeping (tame bench cycle --busy-wait shows what that gives)",
+                human(c.latency.min),
+                human(bound)
+            );
+        }
+    }
+    if !m.reboot_fixes.is_empty() {
+        return format!(
+            "add these boot parameters (reboot), then assess again: {}",
+            m.reboot_fixes.join("; ")
+        );
+    }
+    if !m.preempt_rt {
+        return "a PREEMPT_RT kernel is needed: what is left comes from kernel work a partition cannot move away (see the limits)".to_string();
+    }
+    let measured = cycle.map_or(0, |c| c.latency_within(r.miss_rate));
+    format!(
+        "relax the requirement: the work waited up to {} at the tolerated miss rate, and may wait {}",
+        human(measured),
+        human(bound)
+    )
+}
+
+/// What limits the latency, worst first: the wakeup floor, attributed sources of noise,
+/// what no guest event explains, and the check's findings.
+fn limits(
+    r: &Requirement,
+    cycle: Option<&CycleFigures>,
+    noise: Option<&NoiseFigures>,
+    m: &Machine,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(c) = cycle {
+        if c.latency.min.saturating_add(r.budget_ns) > r.deadline_ns {
+            out.push(format!(
+                "the fastest wakeup took {}",
+                human(c.latency.min)
+            ));
+        }
+        if c.missed_periods > 0 {
+            out.push(format!(
+                "{} periods passed while the thread could not run",
+                c.missed_periods
+            ));
+        }
+    }
+    if let Some(n) = noise {
+        for s in n
+            .sources
+            .iter()
+            .filter(|s| s.class != NoiseClass::Unexplained)
+            .take(3)
+        {
+            out.push(format!(
+                "{} {}: {:.3}% of the time, {} times, longest {}",
+                s.class,
+                s.source,
+                s.share_percent,
+                s.count,
+                human(s.max_ns)
+            ));
+        }
+        if let (Some(share), Some(max)) = (n.unexplained_share_percent, n.unexplained_max_ns) {
+            if max > 0 {
+                let who = m
+                    .hypervisor
+                    .as_deref()
+                    .map_or("hardware, firmware (SMI)".to_string(), |h| {
+                        format!("the hypervisor ({h}), SMI or hardware")
+                    });
+                out.push(format!(
+                    "unexplained by any guest event ({who}): {share:.3}% of the time, longest {}",
+                    human(max)
+                ));
+            }
+        }
+        if !n.attributed {
+            if let Some(why) = &n.attribution_note {
+                out.push(format!("noise not attributed: {why}"));
+            }
+        }
+    }
+    out.extend(m.findings.iter().take(5).map(|f| format!("check: {f}")));
+    out
+}
+
+/// What partitioning costs the rest of the machine: the CPUs it takes, and the load's
+/// throughput partitioned against shared (geometric mean over stressors).
+fn cost(
+    shared: Option<&LoadDescription>,
+    partitioned: Option<&LoadDescription>,
+    m: &Machine,
+) -> Option<String> {
+    if m.online_cpus == 0 {
+        return None;
+    }
+    let mut text = format!(
+        "partitioning takes {} of {} CPUs from ordinary work",
+        m.isolated_cpus, m.online_cpus
+    );
+    if let Some(ratio) = throughput_ratio(shared, partitioned) {
+        text.push_str(&format!(
+            "; the load kept {:.0}% of its shared throughput while partitioned (stress-ng bogo-ops/s, geometric mean)",
+            ratio * 100.0
+        ));
+    }
+    Some(text)
+}
+
+/// Partitioned over shared throughput, geometric mean over the stressors both report.
+pub fn throughput_ratio(
+    shared: Option<&LoadDescription>,
+    partitioned: Option<&LoadDescription>,
+) -> Option<f64> {
+    let (s, p) = (shared?, partitioned?);
+    let logs: Vec<f64> = s
+        .throughput
+        .iter()
+        .filter_map(|a| {
+            let b = p.throughput.iter().find(|b| b.stressor == a.stressor)?;
+            (a.bogo_ops_per_s > 0.0 && b.bogo_ops_per_s > 0.0)
+                .then(|| (b.bogo_ops_per_s / a.bogo_ops_per_s).ln())
+        })
+        .collect();
+    (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
+}
+
+/// What a reader needs to read the figures right.
+fn notes(shared: &Phase, partitioned: &Phase, m: &Machine) -> Vec<String> {
+    let mut out = Vec::new();
+    if let (Some(s), Some(p)) = (&shared.cycle, &partitioned.cycle) {
+        if p.latency.p50 > s.latency.p50 && m.cpuidle_driver.is_none() {
+            out.push(format!(
+                "the median rose from {} shared to {} partitioned: an isolated CPU is idle between activations, and an idle vCPU halts, so every wakeup goes through the hypervisor; this machine has no cpuidle driver, so idle = \"poll\" cannot help — a task that must wake faster can spin until its next period, or boot with idle=poll",
+                human(s.latency.p50),
+                human(p.latency.p50)
+            ));
+        }
+    }
+    if [shared, partitioned]
+        .iter()
+        .any(|p| p.cycle.as_ref().is_some_and(|c| c.interrupted))
+    {
+        out.push("interrupted: the figures cover only what was measured".to_string());
+    }
+    out
+}

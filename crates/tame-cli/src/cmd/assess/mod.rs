@@ -1,0 +1,175 @@
+//! `tame assess`: the requirement from the arguments, `tame_assess::assess`, and the
+//! report as a summary (with a progress bar per phase), JSON and an output directory.
+
+mod view;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use tame_assess::requirement::{parse_miss_rate, Requirement};
+use tame_assess::run::{Observer, Options};
+use tame_bench::load::LoadKind;
+use tame_bench::units::parse_duration_ns;
+use tame_host::journal::DEFAULT_JOURNAL_DIR;
+
+use super::measuring::install_stop_handler;
+use crate::error::finished;
+use crate::output::JsonOut;
+use crate::{bad_input, Context};
+
+#[derive(clap::Args)]
+pub struct AssessArgs {
+    /// How often the work runs.
+    #[arg(long, default_value = "1ms")]
+    period: String,
+    /// CPU time one activation needs (default: a tenth of the period).
+    #[arg(long)]
+    budget: Option<String>,
+    /// Latency bound from the intended start of an activation to the end of its work (default: the period).
+    #[arg(long)]
+    deadline: Option<String>,
+    /// Fraction of activations that may end late: 0 (hard, the default), 0.001 or 0.1%.
+    #[arg(long, default_value = "0")]
+    miss_rate: String,
+    /// Isolated CPUs the work needs.
+    #[arg(long, default_value_t = 1)]
+    cpus: u32,
+    /// How long each configuration (shared, partitioned) is measured: about two thirds
+    /// periodic wakeups, one third busy-loop noise.
+    #[arg(long, default_value = "24s")]
+    duration: String,
+    /// Background load beside the work: any of cpu,io,hdd,vm,sock,build, or `none`.
+    #[arg(long, default_value = "cpu,io,hdd,vm,sock")]
+    load: String,
+    /// Assess your own partition spec instead of the generated one (its first isolated partition holds the work).
+    #[arg(long, value_name = "FILE")]
+    spec: Option<PathBuf>,
+    /// Where the spec, every raw result and the report (assess.json) are written.
+    #[arg(long, value_name = "DIR", default_value = "tame-assess")]
+    out: PathBuf,
+    /// Write the report as JSON to FILE, or to stdout with `-` (the summary then goes to stderr).
+    #[arg(long, value_name = "FILE|-")]
+    json: Option<String>,
+    /// Do not attribute noise with tracefs (gaps only).
+    #[arg(long)]
+    no_trace: bool,
+    /// Where the partition's journal lives (default /var/lib/tame below --root).
+    #[arg(long, value_name = "DIR")]
+    journal_dir: Option<PathBuf>,
+}
+
+fn duration(text: &str, what: &str) -> anyhow::Result<u64> {
+    parse_duration_ns(text).map_err(|e| bad_input(format!("{what}: {e}")))
+}
+
+fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
+    let period_ns = duration(&a.period, "--period")?;
+    let budget_ns = match &a.budget {
+        Some(b) => duration(b, "--budget")?,
+        None => period_ns / 10,
+    };
+    let deadline_ns = a.deadline.as_deref().map(|d| duration(d, "--deadline")).transpose()?;
+    let requirement = Requirement::new(
+        period_ns,
+        budget_ns,
+        deadline_ns,
+        parse_miss_rate(&a.miss_rate)?,
+        a.cpus,
+    )?;
+    let load = if a.load.trim() == "none" {
+        Vec::new()
+    } else {
+        LoadKind::parse_list(&a.load)?
+    };
+    let spec = a
+        .spec
+        .as_ref()
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .map(|text| (p.display().to_string(), text))
+                .map_err(|e| {
+                    bad_input(format!(
+                        "cannot read spec {}: {e} — give the path of a partition spec (see examples/)",
+                        p.display()
+                    ))
+                })
+        })
+        .transpose()?;
+    Ok(Options {
+        requirement,
+        phase_ns: duration(&a.duration, "--duration")?,
+        load,
+        spec,
+        journal_dir: a
+            .journal_dir
+            .clone()
+            .unwrap_or_else(|| ctx.root.path(DEFAULT_JOURNAL_DIR)),
+        out_dir: Some(a.out.clone()),
+        attribute: !a.no_trace,
+        command_line: ctx.command_line.clone(),
+    })
+}
+
+pub fn run(ctx: &Context, a: AssessArgs) -> anyhow::Result<i32> {
+    ctx.require_root_dir()?;
+    let options = options(ctx, &a)?;
+    let json = JsonOut::open(a.json.as_deref(), "JSON report")?;
+    let control = install_stop_handler()?;
+    let mut progress = Progress::new();
+    let report = tame_assess::assess(&ctx.root, &options, &control, &mut progress)?;
+    progress.finish();
+    json.emit(&report, &view::summary(&report, &a.out))?;
+    Ok(finished(report.interrupted))
+}
+
+/// Phases and their progress on stderr: a bar on a terminal, one line per phase otherwise.
+struct Progress {
+    terminal: bool,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Progress {
+            terminal: std::io::stderr().is_terminal(),
+            bar: None,
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn phase(&mut self, title: &str, expected_ns: u64) {
+        self.finish();
+        if self.terminal && expected_ns > 0 {
+            let bar = indicatif::ProgressBar::new(1000);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{prefix:32} [{bar:30}] {elapsed}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            bar.set_prefix(title.to_string());
+            self.bar = Some(bar);
+        } else {
+            eprintln!("tame assess: {title}");
+        }
+    }
+
+    fn progress(&mut self, permille: u64) {
+        if let Some(b) = &self.bar {
+            b.set_position(permille.min(1000));
+        }
+    }
+
+    fn note(&mut self, text: &str) {
+        match &self.bar {
+            Some(b) => b.println(format!("tame assess: {text}")),
+            None => eprintln!("tame assess: {text}"),
+        }
+    }
+}

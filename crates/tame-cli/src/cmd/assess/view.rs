@@ -1,0 +1,164 @@
+//! The terminal summary of an assessment: shared and partitioned side by side with
+//! ratios, then the verdict, what limits it, the next step and its cost.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use tame_assess::figures::{CycleFigures, NoiseFigures};
+use tame_assess::report::{AssessReport, Phase};
+use tame_assess::verdict::{self, Outcome};
+use tame_bench::output::human_ns;
+use tame_check::Severity;
+
+pub fn summary(r: &AssessReport, out_dir: &Path) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "tame assess — {}", r.requirement.describe());
+    machine(&mut s, r);
+    let _ = writeln!(
+        s,
+        "isolate CPU {} (partition {:?}); the system and the load keep CPU {}",
+        r.layout.isolated, r.layout.partition, r.layout.system
+    );
+    for why in &r.layout.reasons {
+        let _ = writeln!(s, "  {why}");
+    }
+    let _ = writeln!(s);
+    table(&mut s, r);
+    let _ = writeln!(s);
+    verdict_text(&mut s, r);
+    let _ = writeln!(
+        s,
+        "\nwritten to {}: spec.toml, the raw results of each phase, assess.json{}",
+        out_dir.display(),
+        if r.interrupted { " (interrupted)" } else { "" }
+    );
+    s
+}
+
+fn machine(s: &mut String, r: &AssessReport) {
+    let e = &r.environment;
+    let count = |sev: Severity| r.check.findings.iter().filter(|f| f.severity == sev).count();
+    let _ = writeln!(
+        s,
+        "machine: {} CPUs, kernel {} ({}){}; check: {} fail, {} warn (tame check --cpus {} shows them)",
+        e.online_cpus.len(),
+        e.kernel_release,
+        e.preemption_model,
+        e.hypervisor
+            .as_deref()
+            .map_or(String::new(), |h| format!(", virtualised ({h})")),
+        count(Severity::Fail),
+        count(Severity::Warn),
+        r.layout.isolated
+    );
+}
+
+/// One row: a label and the shared and partitioned texts, with their ratio where both are numbers.
+fn row(s: &mut String, label: &str, shared: Option<u64>, part: Option<u64>, fmt: fn(u64) -> String) {
+    let cell = |v: Option<u64>| v.map_or("—".to_string(), fmt);
+    let ratio = match (shared, part) {
+        (Some(a), Some(b)) if b > 0 => format!("{:.1}×", a as f64 / b as f64),
+        _ => String::new(),
+    };
+    let _ = writeln!(s, "  {label:<22} {:>14} {:>14} {:>8}", cell(shared), cell(part), ratio);
+}
+
+fn table(s: &mut String, r: &AssessReport) {
+    let (sh, pa) = (&r.shared, &r.partitioned);
+    let _ = writeln!(
+        s,
+        "  {:<22} {:>14} {:>14} {:>8}",
+        "under load",
+        heading("shared", sh),
+        heading("partitioned", pa),
+        "ratio"
+    );
+    let c = |p: &Phase, f: fn(&CycleFigures) -> u64| p.cycle.as_ref().map(f);
+    row(s, "wakeup latency p50", c(sh, |c| c.latency.p50), c(pa, |c| c.latency.p50), human_ns);
+    row(s, "p99", c(sh, |c| c.latency.p99), c(pa, |c| c.latency.p99), human_ns);
+    row(s, "p99.9", c(sh, |c| c.latency.p99_9), c(pa, |c| c.latency.p99_9), human_ns);
+    row(s, "max", c(sh, |c| c.latency.max), c(pa, |c| c.latency.max), human_ns);
+    row(s, "missed periods", c(sh, |c| c.missed_periods), c(pa, |c| c.missed_periods), |v| v.to_string());
+    let late = |p: &Phase| {
+        p.cycle
+            .as_ref()
+            .map(|c| c.late(r.requirement.latency_bound_ns()))
+    };
+    row(
+        s,
+        &format!("late (> {})", human_ns(r.requirement.latency_bound_ns())),
+        late(sh),
+        late(pa),
+        |v| v.to_string(),
+    );
+    let n = |p: &Phase, f: fn(&NoiseFigures) -> u64| p.noise.as_ref().map(f);
+    // Noise in parts per million of the run, shown as a percentage.
+    let ppm = |n: &NoiseFigures| (n.share_percent * 10_000.0).round() as u64;
+    row(s, "busy-loop noise", n(sh, ppm), n(pa, ppm), |v| format!("{:.3}%", v as f64 / 10_000.0));
+    row(s, "longest gap", n(sh, |n| n.max_gap_ns), n(pa, |n| n.max_gap_ns), human_ns);
+    if let Some(ratio) = verdict::throughput_ratio(sh.load.as_ref(), pa.load.as_ref()) {
+        let _ = writeln!(
+            s,
+            "  {:<22} {:>14} {:>14}",
+            "load throughput",
+            "100%",
+            format!("{:.0}%", ratio * 100.0)
+        );
+    }
+    for (name, p) in [("shared", sh), ("partitioned", pa)] {
+        if let Some(why) = &p.not_measured {
+            let _ = writeln!(s, "  {name}: not measured — {why}");
+        }
+    }
+}
+
+fn heading(name: &str, p: &Phase) -> String {
+    if p.policy.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name} ({})", p.policy)
+    }
+}
+
+fn verdict_text(s: &mut String, r: &AssessReport) {
+    let v = &r.verdict;
+    let word = match v.outcome {
+        Outcome::RealFastIsEnough => "MET — real fast is enough",
+        Outcome::PartitionNeeded => "MET WITH A PARTITION — real time needs isolation here",
+        Outcome::NotMet => "NOT MET",
+        Outcome::Unknown => "UNDECIDED",
+    };
+    let _ = writeln!(s, "verdict: {word}: {}", v.headline);
+    if !v.limits.is_empty() {
+        let _ = writeln!(s, "what limits it:");
+        for l in &v.limits {
+            let _ = writeln!(s, "  - {l}");
+        }
+    }
+    let _ = writeln!(s, "next step: {}", v.next_step);
+    if let Some(cost) = &v.cost {
+        let _ = writeln!(s, "cost: {cost}");
+    }
+    for n in &v.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    if r.restoration.recovered_earlier_run {
+        let _ = writeln!(s, "note: an earlier, killed tame assess had left its partition applied; it was reverted first");
+    }
+    if r.partitioned.measured {
+        if r.restoration.not_restored.is_empty() {
+            let _ = writeln!(
+                s,
+                "the partition was reverted: {} journaled changes undone",
+                r.restoration.changes_reverted
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "WARNING: reverting left {} change(s) unrestored (the journal is kept; fix the cause and run tame revert): {}",
+                r.restoration.not_restored.len(),
+                r.restoration.not_restored.join("; ")
+            );
+        }
+    }
+}
