@@ -139,7 +139,11 @@ pub fn run_run(ctx: &Context, a: RunArgs) -> anyhow::Result<i32> {
         prefault_bytes,
     };
     let store = Store::new(&a.target.journal_dir);
-    Ok(run::run(&ctx.root, &store, &target, &options, &a.command)?)
+    let ended = run::run(&ctx.root, &store, &target, &options, &a.command)?;
+    if let Some(why) = ended.explain(&options) {
+        eprintln!("tame run: {why}");
+    }
+    Ok(ended.code)
 }
 
 pub fn run_detach(ctx: &Context, a: DetachArgs) -> anyhow::Result<i32> {
