@@ -121,6 +121,28 @@ fn run_returns_the_programs_exit_status_and_forwards_signals() {
         "exit 42",
     ]);
     assert_eq!(o.status.code(), Some(42));
+    // Killed under an RT-time limit: the exit status, and a line on why.
+    let o = tame(&[
+        "run",
+        "--cpu",
+        "0",
+        "--shared-ok",
+        "--rttime",
+        "500ms",
+        "--journal-dir",
+        sd,
+        "--",
+        "sh",
+        "-c",
+        "kill -KILL $$",
+    ]);
+    assert_eq!(o.status.code(), Some(137));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("tame run: the program was killed by SIGKILL (exit 137): the RT-time guard (--rttime 500ms, RLIMIT_RTTIME)")
+            && err.contains("e.g. --rttime 1s"),
+        "{err}"
+    );
     // SIGTERM sent to tame (from a process) reaches the program, which reports it.
     let marker = dir.path().join("got-term");
     let script = format!(
