@@ -1,10 +1,37 @@
-//! CPU checks: SMT siblings, boot isolation (isolcpus, nohz_full, rcu_nocbs), threads allowed on the CPUs.
+//! CPU checks: housekeeping left, SMT siblings, boot isolation (isolcpus, nohz_full, rcu_nocbs), threads allowed on the CPUs.
 use tame_host::{CpuList, HostModel};
 
 use crate::target::isolated_partitions;
 use crate::{Category, Finding, Severity, Target};
 
 const C: Category = Category::Cpus;
+
+pub fn housekeeping(_m: &HostModel, t: &Target) -> Vec<Finding> {
+    let id = "cpus.housekeeping";
+    let why = "IRQs, unbound kernel threads, timers and every other process need a CPU outside the real-time ones, or they run on them.";
+    if t.housekeeping.is_empty() {
+        return Finding::new(
+            id,
+            C,
+            Severity::Warn,
+            format!(
+                "the checked CPUs {} are every online CPU: no CPU is left for housekeeping",
+                t.cpus
+            ),
+            why,
+        )
+        .fix(t.leave_one_out())
+        .as_vec();
+    }
+    Finding::new(
+        id,
+        C,
+        Severity::Ok,
+        format!("housekeeping CPUs {}", t.housekeeping),
+        why,
+    )
+    .as_vec()
+}
 
 pub fn smt_siblings(m: &HostModel, t: &Target) -> Vec<Finding> {
     let id = "cpus.smt_siblings";
@@ -96,10 +123,12 @@ pub fn isolcpus(m: &HostModel, t: &Target) -> Vec<Finding> {
         format!("CPUs {missing} are not isolated from the scheduler"),
         why,
     )
-    .boot_fix(format!(
-        "boot with isolcpus=managed_irq,domain,{}{partition_hint}",
-        t.cpus
-    ))
+    .housekeeping_fix(t, true, |_| {
+        format!(
+            "boot with isolcpus=managed_irq,domain,{}{partition_hint}",
+            t.cpus
+        )
+    })
     .as_vec()
 }
 
@@ -135,7 +164,7 @@ pub fn nohz_full(m: &HostModel, t: &Target) -> Vec<Finding> {
         format!("nohz_full= does not cover CPUs {missing}"),
         why,
     )
-    .boot_fix(format!("boot with nohz_full={}", t.cpus))
+    .housekeeping_fix(t, true, |_| format!("boot with nohz_full={}", t.cpus))
     .as_vec()
 }
 
@@ -182,7 +211,7 @@ pub fn rcu_nocbs(m: &HostModel, t: &Target) -> Vec<Finding> {
         format!("rcu_nocbs= does not cover CPUs {missing}"),
         why,
     )
-    .boot_fix(format!("boot with rcu_nocbs={}", t.cpus))
+    .housekeeping_fix(t, true, |_| format!("boot with rcu_nocbs={}", t.cpus))
     .as_vec()
 }
 
@@ -230,9 +259,9 @@ pub fn threads(m: &HostModel, t: &Target) -> Vec<Finding> {
                 ),
                 why,
             )
-            .fix(format!(
-                "move them to the housekeeping CPUs {} with a cpuset (tame apply) or taskset -a -p -c {} PID; at boot: isolcpus=domain,{}",
-                t.housekeeping, t.housekeeping, t.cpus
+            .housekeeping_fix(t, false, |hk| format!(
+                "move them to the housekeeping CPUs {hk} with a cpuset (tame apply) or taskset -a -p -c {hk} PID; at boot: isolcpus=domain,{}",
+                t.cpus
             )),
         );
     }
@@ -256,7 +285,7 @@ pub fn threads(m: &HostModel, t: &Target) -> Vec<Finding> {
                 format!("{} real-time threads not confined to the checked CPUs may preempt work there: {sample}", rt.len()),
                 "A real-time thread from elsewhere preempts any SCHED_OTHER work and competes with real-time work of equal priority.",
             )
-            .fix(format!("confine them to the housekeeping CPUs: taskset -p -c {} PID (or tame apply)", t.housekeeping)),
+            .housekeeping_fix(t, false, |hk| format!("confine them to the housekeeping CPUs: taskset -p -c {hk} PID (or tame apply)")),
         );
     }
     let bound: usize = t.cpus.iter().map(|c| p.kthreads_bound_to(c).count()).sum();

@@ -1,4 +1,7 @@
 use serde::{Deserialize, Serialize};
+use tame_host::CpuList;
+
+use crate::Target;
 
 /// How bad a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -109,6 +112,29 @@ impl Finding {
         self.fix = Some(fix.into());
         self.needs_reboot = true;
         self
+    }
+
+    /// A fix that needs housekeeping CPUs (moving work there, or isolating the
+    /// checked CPUs from them): `fix(housekeeping)`, needing a reboot when `boot`.
+    /// With none left, the advice of `cpus.housekeeping` instead, so no fix names a
+    /// checked CPU as the place to move work to.
+    pub fn housekeeping_fix(
+        self,
+        t: &Target,
+        boot: bool,
+        fix: impl FnOnce(&CpuList) -> String,
+    ) -> Self {
+        if t.housekeeping.is_empty() {
+            return self.fix(
+                "fix cpus.housekeeping first: this needs a CPU left for housekeeping, and none is",
+            );
+        }
+        let text = fix(&t.housekeeping);
+        if boot {
+            self.boot_fix(text)
+        } else {
+            self.fix(text)
+        }
     }
 
     pub fn as_vec(self) -> Vec<Finding> {

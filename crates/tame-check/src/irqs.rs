@@ -63,7 +63,7 @@ pub fn irqbalance(m: &HostModel, t: &Target) -> Vec<Finding> {
         ),
         why,
     )
-    .fix(format!(
+    .housekeeping_fix(t, false, |_| format!(
         "set IRQBALANCE_BANNED_CPULIST={} in /etc/default/irqbalance (or /etc/sysconfig/irqbalance) and systemctl restart irqbalance; or systemctl disable --now irqbalance",
         banned.union(&t.cpus)
     ))
@@ -84,7 +84,6 @@ pub fn movable_irqs(m: &HostModel, t: &Target) -> Vec<Finding> {
         )
         .as_vec();
     }
-    let hk = &t.housekeeping;
     Finding::new(
         id,
         C,
@@ -92,7 +91,7 @@ pub fn movable_irqs(m: &HostModel, t: &Target) -> Vec<Finding> {
         format!("{} movable IRQs fire on CPUs {}: {}", on.len(), t.cpus, describe(&on)),
         why,
     )
-    .fix(format!(
+    .housekeeping_fix(t, false, |hk| format!(
         "for each: echo {hk} > /proc/irq/N/smp_affinity_list (tame apply does this and journals it); at boot: irqaffinity={hk}"
     ))
     .as_vec()
@@ -161,10 +160,9 @@ pub fn managed_irqs(m: &HostModel, t: &Target) -> Vec<Finding> {
         format!(", or check only CPUs {free}")
     };
     finding
-        .boot_fix(format!(
-            "boot with isolcpus=managed_irq,domain,{}{alt}",
-            t.cpus
-        ))
+        .housekeeping_fix(t, true, |_| {
+            format!("boot with isolcpus=managed_irq,domain,{}{alt}", t.cpus)
+        })
         .as_vec()
 }
 
@@ -185,7 +183,6 @@ pub fn default_affinity(m: &HostModel, t: &Target) -> Vec<Finding> {
         )
         .as_vec();
     }
-    let hk = &t.housekeeping;
     Finding::new(
         id,
         C,
@@ -193,9 +190,11 @@ pub fn default_affinity(m: &HostModel, t: &Target) -> Vec<Finding> {
         format!("default IRQ affinity {def} includes CPUs {overlap}"),
         why,
     )
-    .fix(format!(
-        "echo {} > /proc/irq/default_smp_affinity; at boot: irqaffinity={hk}",
-        hk.to_mask(m.cpus.possible.len() as u32)
-    ))
+    .housekeeping_fix(t, false, |hk| {
+        format!(
+            "echo {} > /proc/irq/default_smp_affinity; at boot: irqaffinity={hk}",
+            hk.to_mask(m.cpus.possible.len() as u32)
+        )
+    })
     .as_vec()
 }

@@ -31,6 +31,7 @@ pub const CHECKS: &[fn(&HostModel, &Target) -> Vec<Finding>] = &[
     kernel::cmdline_errors,
     kernel::tracing,
     kernel::unreadable_files,
+    cpus::housekeeping,
     cpus::smt_siblings,
     cpus::isolcpus,
     cpus::nohz_full,

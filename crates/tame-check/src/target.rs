@@ -5,7 +5,8 @@ use tame_host::{CpuList, HostModel};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Target {
     pub cpus: CpuList,
-    /// Online CPUs not in `cpus`: where IRQs, threads and timers should go.
+    /// Online CPUs not in `cpus`: where IRQs, threads and timers should go. Empty when
+    /// the checked CPUs are every online CPU (finding `cpus.housekeeping`).
     pub housekeeping: CpuList,
     /// Why these CPUs: asked with --cpus, isolated at boot, or the default.
     pub reason: String,
@@ -47,14 +48,26 @@ impl Target {
     }
 
     fn build(model: &HostModel, cpus: CpuList, reason: &str) -> Self {
-        let mut housekeeping = model.cpus.online.difference(&cpus);
-        if housekeeping.is_empty() {
-            housekeeping = CpuList::from_cpus(model.cpus.online.first());
-        }
+        // No stand-in when nothing is left: a checked CPU named as housekeeping
+        // would turn every fix into one that moves work onto a checked CPU.
         Target {
+            housekeeping: model.cpus.online.difference(&cpus),
             cpus,
-            housekeeping,
             reason: reason.to_string(),
+        }
+    }
+
+    /// What to do when the checked CPUs leave none for housekeeping: check fewer
+    /// (the first kept out, as without --cpus), or, on a one-CPU machine, add one.
+    pub fn leave_one_out(&self) -> String {
+        let rest = self.cpus.difference(&CpuList::from_cpus(self.cpus.first()));
+        if rest.is_empty() {
+            format!(
+                "real-time isolation needs a CPU for housekeeping besides CPU {}: give the machine a second CPU",
+                self.cpus
+            )
+        } else {
+            format!("leave at least one online CPU out of the checked ones for housekeeping, e.g. --cpus {rest}")
         }
     }
 }

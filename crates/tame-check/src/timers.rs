@@ -154,10 +154,15 @@ pub fn soft_watchdog(m: &HostModel, t: &Target) -> Vec<Finding> {
         format!("softlockup watchdog runs on CPUs {hit}"),
         why,
     )
-    .fix(format!(
-        "sysctl -w kernel.watchdog_cpumask={} (or kernel.soft_watchdog=0; boot: nosoftlockup)",
-        t.housekeeping
-    ))
+    .fix(if t.housekeeping.is_empty() {
+        // No CPU is left to keep it on: only turning it off keeps it off these.
+        "sysctl -w kernel.soft_watchdog=0 (boot: nosoftlockup)".to_string()
+    } else {
+        format!(
+            "sysctl -w kernel.watchdog_cpumask={} (or kernel.soft_watchdog=0; boot: nosoftlockup)",
+            t.housekeeping
+        )
+    })
     .as_vec()
 }
 

@@ -199,6 +199,88 @@ fn tuned_rt_host_passes() {
 }
 
 #[test]
+fn checking_every_cpu_says_no_housekeeping_cpu_is_left() {
+    let m = model("dev-vm");
+    let t = Target::asked(&m, cpus("0-1"));
+    assert!(t.housekeeping.is_empty(), "{}", t.housekeeping);
+    let r = check(&m, &t);
+    assert_well_formed(&m, &r);
+    assert!(r.housekeeping.is_empty());
+    let hk = get(&r, "cpus.housekeeping");
+    assert_eq!(hk.severity, Severity::Warn);
+    assert_eq!(
+        hk.found,
+        "the checked CPUs 0-1 are every online CPU: no CPU is left for housekeeping"
+    );
+    assert_eq!(
+        hk.fix.as_deref(),
+        Some(
+            "leave at least one online CPU out of the checked ones for housekeeping, e.g. --cpus 1"
+        )
+    );
+    // No fix moves work onto a checked CPU or isolates every CPU at boot.
+    for f in &r.findings {
+        let fix = f.fix.as_deref().unwrap_or_default();
+        for contradiction in [
+            "irqaffinity=",
+            "smp_affinity",
+            "isolcpus=",
+            "nohz_full=",
+            "rcu_nocbs=",
+            "taskset",
+            "watchdog_cpumask",
+        ] {
+            assert!(!fix.contains(contradiction), "{}: {fix}", f.id);
+        }
+    }
+    for id in [
+        "irqs.on_cpus",
+        "irqs.default_affinity",
+        "irqs.managed",
+        "cpus.isolcpus",
+        "cpus.rcu_nocbs",
+    ] {
+        let f = get(&r, id);
+        assert!(f.severity >= Severity::Warn, "{id}: {f:?}");
+        assert_eq!(
+            f.fix.as_deref(),
+            Some(
+                "fix cpus.housekeeping first: this needs a CPU left for housekeeping, and none is"
+            ),
+            "{id}"
+        );
+        assert!(!f.needs_reboot, "{id}");
+    }
+    assert_eq!(
+        get(&r, "timers.soft_watchdog").fix.as_deref(),
+        Some("sysctl -w kernel.soft_watchdog=0 (boot: nosoftlockup)")
+    );
+
+    // One online CPU: checking fewer is no way out.
+    let mut one = m.clone();
+    one.cpus.online = cpus("0");
+    let t = Target::default_for(&one);
+    assert_eq!((t.cpus.to_string(), t.housekeeping.len()), ("0".into(), 0));
+    let r = check(&one, &t);
+    assert_eq!(
+        get(&r, "cpus.housekeeping").fix.as_deref(),
+        Some("real-time isolation needs a CPU for housekeeping besides CPU 0: give the machine a second CPU")
+    );
+    // With a CPU left, it is named and nothing is wrong.
+    let r = check(&m, &Target::asked(&m, cpus("1")));
+    let hk = get(&r, "cpus.housekeeping");
+    assert_eq!(
+        (hk.severity, hk.found.as_str()),
+        (Severity::Ok, "housekeeping CPUs 0")
+    );
+    assert!(get(&r, "irqs.on_cpus")
+        .fix
+        .as_deref()
+        .unwrap()
+        .contains("irqaffinity=0"));
+}
+
+#[test]
 fn unreadable_files_become_findings() {
     let dir = scratch();
     SyntheticHost::rt_8cpu().write(dir.path()).unwrap();

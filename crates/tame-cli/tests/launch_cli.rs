@@ -121,6 +121,28 @@ fn run_returns_the_programs_exit_status_and_forwards_signals() {
         "exit 42",
     ]);
     assert_eq!(o.status.code(), Some(42));
+    // Killed under an RT-time limit: the exit status, and a line on why.
+    let o = tame(&[
+        "run",
+        "--cpu",
+        "0",
+        "--shared-ok",
+        "--rttime",
+        "500ms",
+        "--journal-dir",
+        sd,
+        "--",
+        "sh",
+        "-c",
+        "kill -KILL $$",
+    ]);
+    assert_eq!(o.status.code(), Some(137));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("tame run: the program was killed by SIGKILL (exit 137): the RT-time guard (--rttime 500ms, RLIMIT_RTTIME)")
+            && err.contains("e.g. --rttime 1s"),
+        "{err}"
+    );
     // SIGTERM sent to tame (from a process) reaches the program, which reports it.
     let marker = dir.path().join("got-term");
     let script = format!(
@@ -508,6 +530,15 @@ fn v2_fixture(dir: &Path) -> (PathBuf, PathBuf) {
     put("/sys/fs/cgroup/unified/cgroup.controllers", "cpuset cpu\n");
     put("/sys/fs/cgroup/unified/cgroup.procs", "1\n");
     put("/sys/fs/cgroup/unified/tame-rt/cgroup.procs", "");
+    // Process 1, the caller's own: detach looks at the process before the target.
+    let stat = "1 (init) S 0 1 1 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+    put("/proc/1/stat", stat);
+    put("/proc/1/task/1/stat", stat);
+    let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap());
+    put(
+        "/proc/1/status",
+        &format!("Uid:\t{uid}\t{uid}\t{uid}\t{uid}\n"),
+    );
     let journal = dir.join("state");
     let root = tame_host::Root::new(&base);
     tame_host::journal::Journal::open(&root, &journal)
@@ -543,6 +574,16 @@ fn partition_targets_on_cgroup_v2_are_refused_clearly_before_anything_changes() 
     };
     let snapshot = || tame_testing::snapshot_tree(Path::new(base));
     let before = snapshot();
+    // A PID that does not exist is said before the target's isolation.
+    expect(
+        &["detach", "999999", "--cpu", "1"],
+        "no process 999999 — check the PID",
+    );
+    // The system partition is named as such, not as CPUs no partition covers.
+    expect(
+        &["run", "-p", "system", "--", "true"],
+        "partition \"system\" is the system partition, so the machine's other work runs on its CPUs 0 — use an isolated or shared partition (-p rt), or pass --shared-ok",
+    );
     // A v2 partition takes whole processes: a part of the threads is refused.
     for threads in ["main", "1,2"] {
         expect(

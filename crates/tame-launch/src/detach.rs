@@ -276,6 +276,15 @@ fn partition_group(
     Ok(to)
 }
 
+/// The process `pid` as `tame detach` may move it: it exists, is a user program
+/// (not a zombie, not a kernel thread) and, unless the caller is root, the
+/// caller's own. Checked before the target, so a wrong PID is said first.
+pub fn vet(root: &Root, pid: u32, caller_uid: u32) -> Result<ProcessInfo, LaunchError> {
+    let info = proc::inspect(root, pid)?;
+    check_owner(&info, caller_uid)?;
+    Ok(info)
+}
+
 /// The caller may touch this process: root may move any; others only their own.
 pub fn check_owner(info: &ProcessInfo, caller_uid: u32) -> Result<(), LaunchError> {
     if caller_uid != 0 && info.uid != caller_uid {
@@ -309,14 +318,13 @@ pub fn detach(
     req: &DetachRequest,
     caller_uid: u32,
 ) -> Result<PlacementRecord, LaunchError> {
-    // The partition part of the request first: its refusal holds whatever the process.
+    // The process first: a wrong PID is the first thing to say.
+    let info = vet(root, req.pid, caller_uid)?;
     let cpuset = req.cgroup.as_ref().map(PartitionCgroup::hierarchy);
     let to = match (&cpuset, &req.cgroup) {
         (Some(cgroups), Some(c)) => Some(partition_group(root, cgroups, &c.path, &req.threads)?),
         _ => None,
     };
-    let info = proc::inspect(root, req.pid)?;
-    check_owner(&info, caller_uid)?;
     let tids: Vec<u32> = match &req.threads {
         ThreadSelection::All => info.tids.clone(),
         ThreadSelection::Main => vec![req.pid],

@@ -2,8 +2,11 @@
 //! while it runs, and give back the exit code a shell would show.
 
 use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
 
 use tame_host::Root;
+use tame_rt::duration::format_ns;
 
 use crate::detach::{self, Placed, Store};
 use crate::error::LaunchError;
@@ -41,14 +44,54 @@ pub fn placement(root: &Root, target: &Target, options: &RunOptions) -> Placemen
     }
 }
 
-/// Start `argv` placed, wait for it (forwarding signals), return its exit code.
+/// How the program ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ended {
+    /// The exit code a shell would show (128 + N for signal N).
+    pub code: i32,
+    /// The signal that killed it, if one did.
+    pub signal: Option<i32>,
+}
+
+impl Ended {
+    pub fn of(status: ExitStatus) -> Self {
+        Self {
+            code: spawn::exit_code(status),
+            signal: status.signal(),
+        }
+    }
+
+    /// Why the program ended, when tame knows more than the exit code says: killed
+    /// by SIGKILL or SIGXCPU under an RT-time limit, which is what RLIMIT_RTTIME
+    /// sends a real-time thread that runs that long without blocking (SIGKILL at
+    /// the hard limit, which tame sets equal to the soft one).
+    pub fn explain(&self, options: &RunOptions) -> Option<String> {
+        let us = options.rttime_us?;
+        let name = match self.signal? {
+            libc::SIGKILL => "SIGKILL",
+            libc::SIGXCPU => "SIGXCPU",
+            _ => return None,
+        };
+        let limit = format_ns(us.saturating_mul(1_000));
+        // As an option's value: one word (`1s`, which the duration parser reads).
+        let flag = |text: &str| text.replace(' ', "");
+        Some(format!(
+            "the program was killed by {name} (exit {}): the RT-time guard (--rttime {}, RLIMIT_RTTIME) stops a real-time thread that runs {limit} without blocking — let the loop block (sleep or wait) within each cycle, or raise the limit, e.g. --rttime {}",
+            self.code,
+            flag(&limit),
+            flag(&format_ns(us.saturating_mul(2_000)))
+        ))
+    }
+}
+
+/// Start `argv` placed, wait for it (forwarding signals), say how it ended.
 pub fn run(
     root: &Root,
     store: &Store,
     target: &Target,
     options: &RunOptions,
     argv: &[OsString],
-) -> Result<i32, LaunchError> {
+) -> Result<Ended, LaunchError> {
     let mut launched = spawn::spawn(&placement(root, target, options), argv)?;
     let pid = launched.child.id();
     let noted = note(root, store, pid, target);
@@ -56,7 +99,7 @@ pub fn run(
     if noted {
         store.remove(pid);
     }
-    Ok(spawn::exit_code(status))
+    Ok(Ended::of(status))
 }
 
 /// A note for `tame ps`; best effort (the program runs either way), removed
@@ -123,6 +166,39 @@ mod tests {
     }
 
     #[test]
+    fn a_kill_under_an_rt_time_limit_is_explained() {
+        // Raw wait statuses: killed by signal N is N; exited with code C is C << 8.
+        let killed = |sig: i32| Ended::of(ExitStatus::from_raw(sig));
+        assert_eq!(
+            killed(libc::SIGKILL),
+            Ended {
+                code: 137,
+                signal: Some(libc::SIGKILL)
+            }
+        );
+        let guarded = RunOptions {
+            rttime_us: Some(500_000),
+            ..Default::default()
+        };
+        assert_eq!(
+            killed(libc::SIGKILL).explain(&guarded).as_deref(),
+            Some("the program was killed by SIGKILL (exit 137): the RT-time guard (--rttime 500ms, RLIMIT_RTTIME) stops a real-time thread that runs 500 ms without blocking — let the loop block (sleep or wait) within each cycle, or raise the limit, e.g. --rttime 1s")
+        );
+        let xcpu = killed(libc::SIGXCPU).explain(&guarded).unwrap();
+        assert!(
+            xcpu.starts_with("the program was killed by SIGXCPU (exit 152)"),
+            "{xcpu}"
+        );
+        // No limit, another signal, or a normal exit: nothing to add.
+        assert_eq!(killed(libc::SIGKILL).explain(&RunOptions::default()), None);
+        assert_eq!(killed(libc::SIGTERM).explain(&guarded), None);
+        assert_eq!(
+            Ended::of(ExitStatus::from_raw(3 << 8)).explain(&guarded),
+            None
+        );
+    }
+
+    #[test]
     fn run_notes_the_program_while_it_runs_and_forgets_it_after() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::new(dir.path());
@@ -148,7 +224,13 @@ mod tests {
             &argv,
         )
         .unwrap();
-        assert_eq!(code, 3);
+        assert_eq!(
+            code,
+            Ended {
+                code: 3,
+                signal: None
+            }
+        );
         assert!(out.exists(), "a note while it ran");
         assert!(store.list().is_empty());
         assert!(!dir.path().join("placed").exists());

@@ -115,10 +115,34 @@ impl PartitionCgroup {
 /// An applied partition as a target.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AppliedPartition {
+    pub name: String,
     pub cpus: CpuList,
     pub cgroup: PartitionCgroup,
-    /// Not the system partition.
+    /// Not the system partition: no other work runs on its CPUs.
     pub isolated: bool,
+    /// The applied partitions other work stays off (isolated or shared), for a refusal to name.
+    pub isolated_names: Vec<String>,
+}
+
+impl AppliedPartition {
+    /// Why a program placed here would not run undisturbed; `None` when it would.
+    fn not_isolated(&self) -> Option<String> {
+        if self.isolated {
+            return None;
+        }
+        let instead = match self.isolated_names.as_slice() {
+            [] => "an isolated partition (add one to the spec and tame apply it)".to_string(),
+            [one] => format!("an isolated or shared partition (-p {one})"),
+            names => format!(
+                "an isolated or shared partition (-p one of {})",
+                names.join(", ")
+            ),
+        };
+        Some(format!(
+            "partition {:?} is the system partition, so the machine's other work runs on its CPUs {} — use {instead}, or pass --shared-ok to place it there anyway",
+            self.name, self.cpus
+        ))
+    }
 }
 
 /// The resolved target: CPUs, the partition cgroup to join, scheduling.
@@ -151,15 +175,19 @@ impl Target {
 /// Check the request against the host and the applied partitions; nothing is changed.
 pub fn resolve(root: &Root, req: &TargetRequest, caller: &Caller) -> Result<Target, LaunchError> {
     let online = root.cpus_online().map_err(|e| failed(e.to_string()))?;
-    let (cpus, cgroup, isolated) = match &req.partition {
+    let (cpus, cgroup, not_isolated) = match &req.partition {
         Some(name) => {
             let p = applied_partition(root, &req.journal_dir, name, caller)?;
-            (p.cpus, Some(p.cgroup), p.isolated)
+            let why = p.not_isolated();
+            (p.cpus, Some(p.cgroup), why)
         }
         None => {
             let cpus = requested_cpus(req)?;
             let isolated = boot_isolated(root, &online).is_some_and(|iso| cpus.is_subset(&iso));
-            (cpus, None, isolated)
+            let why = (!isolated).then(|| format!(
+                "CPU {cpus} is not isolated: isolcpus=/nohz_full= do not cover it and --cpus joins no partition, so other work still runs there — use -p PARTITION for an applied isolated partition, isolate it first (tame apply), or pass --shared-ok to place it anyway"
+            ));
+            (cpus, None, why)
         }
     };
     if cgroup.is_none() {
@@ -173,10 +201,8 @@ pub fn resolve(root: &Root, req: &TargetRequest, caller: &Caller) -> Result<Targ
             return Err(invalid(format!("partition CPU {offline} is not online (online: {online}) — revert and re-apply the partitions")));
         }
     }
-    if !isolated && !req.shared_ok {
-        return Err(invalid(format!(
-            "CPU {cpus} is not isolated: no applied tame partition or isolcpus= covers it, so other work still runs there — isolate it first (tame apply), or pass --shared-ok to place it anyway"
-        )));
+    if let Some(why) = not_isolated.filter(|_| !req.shared_ok) {
+        return Err(invalid(why));
     }
     let sched = match req.policy {
         None if req.priority.is_some() => {
@@ -298,9 +324,16 @@ pub fn applied_partition(
     check_partition_access(&root.accounts().unwrap_or_default(), p, caller)?;
     let cgroup = partition_cgroup(root, p)?;
     Ok(AppliedPartition {
+        name: p.name.clone(),
         cpus: p.cpus.clone(),
         cgroup,
         isolated: p.role != Role::System,
+        isolated_names: spec
+            .partitions
+            .iter()
+            .filter(|q| q.role != Role::System)
+            .map(|q| q.name.clone())
+            .collect(),
     })
 }
 
@@ -501,7 +534,10 @@ group = "rtgroup"
         assert_eq!(req.threads, ThreadSelection::Main);
         // The system partition has a cgroup of its own on v1, and is not isolated.
         let err = invalid_text(h.resolve(&h.request("system"), &root_caller()));
-        assert!(err.contains("CPU 0-1 is not isolated"), "{err}");
+        assert_eq!(
+            err,
+            r#"partition "system" is the system partition, so the machine's other work runs on its CPUs 0-1 — use an isolated or shared partition (-p one of rt, team), or pass --shared-ok to place it there anyway"#
+        );
         let mut req = h.request("system");
         req.shared_ok = true;
         let t = h.resolve(&req, &root_caller()).unwrap();
@@ -509,6 +545,26 @@ group = "rtgroup"
             t.cgroup.unwrap().procs(),
             "/sys/fs/cgroup/cpuset/tame-system/cgroup.procs"
         );
+    }
+
+    #[test]
+    fn the_system_partition_names_the_partitions_to_use_instead() {
+        let h = Host::new(CgroupVersion::V1, "quiet");
+        let mut p = applied_partition(&h.root, &h.journal_dir(), "system", &root_caller()).unwrap();
+        assert_eq!(p.isolated_names, ["rt", "team"]);
+        assert_eq!(
+            applied_partition(&h.root, &h.journal_dir(), "team", &root_caller())
+                .unwrap()
+                .not_isolated(),
+            None
+        );
+        p.isolated_names = vec!["rt".into()];
+        assert!(p
+            .not_isolated()
+            .unwrap()
+            .contains("use an isolated or shared partition (-p rt), or pass --shared-ok"));
+        p.isolated_names.clear();
+        assert!(p.not_isolated().unwrap().contains("use an isolated partition (add one to the spec and tame apply it), or pass --shared-ok"));
     }
 
     #[test]
@@ -675,7 +731,11 @@ group = "rtgroup"
         let other = (c + 1) % 6;
         let h = Host::new(CgroupVersion::V1, &format!("isolcpus={c} isolcpus={other}"));
         let err = invalid_text(h.resolve(&cpus_request(&h, c), &root_caller()));
-        assert!(err.contains(&format!("CPU {c} is not isolated")), "{err}");
+        assert!(err.contains(&format!("CPU {c} is not isolated: isolcpus=/nohz_full= do not cover it and --cpus joins no partition")), "{err}");
+        assert!(
+            err.contains("use -p PARTITION for an applied isolated partition"),
+            "{err}"
+        );
         let mut req = cpus_request(&h, c);
         req.shared_ok = true;
         assert!(h.resolve(&req, &root_caller()).is_ok());

@@ -337,6 +337,36 @@ fn v2_a_thread_born_since_detach_is_given_the_main_threads_placement() {
     );
 }
 
+/// A PID that does not exist is said first, before anything about the target.
+#[test]
+fn a_missing_process_is_refused_before_the_target() {
+    let (dir, _backend, root) = host(V2);
+    let store = Store::new(&dir.path().join("state"));
+    let before = snapshot_tree(root.base());
+    // Main threads of a v2 partition would be refused too; the PID comes first.
+    let req = DetachRequest {
+        pid: 999_999,
+        ..fifo_request(&root, ThreadSelection::Main)
+    };
+    let err = detach::detach(&root, &store, &req, 0).unwrap_err();
+    assert!(err.is_bad_input());
+    assert_eq!(
+        err.to_string(),
+        "no process 999999 — check the PID (ps -e), it may have exited"
+    );
+    let err = detach::vet(&root, 999_999, 0).unwrap_err().to_string();
+    assert!(err.starts_with("no process 999999"), "{err}");
+    // Another user's process is refused by vet too, whatever the target.
+    let err = detach::vet(&root, 40, 1000).unwrap_err().to_string();
+    assert!(
+        err.contains("belongs to uid 0, and you are uid 1000"),
+        "{err}"
+    );
+    assert_eq!(detach::vet(&root, 40, 0).unwrap().pid, 40);
+    assert_eq!(snapshot_tree(root.base()), before);
+    assert!(!dir.path().join("state/placed").exists());
+}
+
 /// v2 refusals come before anything is written: a part of the threads, a missing partition.
 #[test]
 fn v2_refusals_change_nothing() {

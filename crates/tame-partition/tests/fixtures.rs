@@ -393,6 +393,32 @@ cache_ways = 12
     assert!(err.errors[0].contains("exactly one must"), "{err}");
 }
 
+#[test]
+fn rt_runtime_zero_is_refused_with_its_consequence() {
+    let f = v1_fixture();
+    let host = HostModel::read(&f.root);
+    let zero = format!("rt_runtime_us = 0\n{MINIMAL_8}");
+    let err = plan(&spec(&zero), &host).unwrap_err();
+    let all = err.errors.join("\n");
+    for want in [
+        "rt_runtime_us = 0",
+        "stops every real-time thread, your own loop included",
+        "write -1 for no RT throttling, or a positive runtime up to the period (1000000)",
+    ] {
+        assert!(all.contains(want), "missing {want:?} in:\n{all}");
+    }
+    let beyond = format!("rt_runtime_us = 1000001\n{MINIMAL_8}");
+    let err = plan(&spec(&beyond), &host).unwrap_err();
+    assert!(
+        err.errors[0].contains("must be -1 (no RT throttling) or from 1 to the period"),
+        "{err}"
+    );
+    for fine in ["-1", "1", "950000", "1000000"] {
+        let text = format!("rt_runtime_us = {fine}\n{MINIMAL_8}");
+        assert!(plan(&spec(&text), &host).is_ok(), "{fine} refused");
+    }
+}
+
 /// The development VM: 2 CPUs, the disk queue IRQ 36 kernel-managed on CPU 1
 /// (the model of an empty tree, with those facts set).
 fn dev_vm_model() -> HostModel {

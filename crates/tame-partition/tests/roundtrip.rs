@@ -15,7 +15,7 @@ fn spec_strategy(n: u32, resctrl: bool) -> impl Strategy<Value = String> {
     (
         1..n,
         proptest::collection::vec(0u8..4, n as usize),
-        proptest::option::of(prop_oneof![Just(-1i64), 0i64..1_000_000]),
+        proptest::option::of(prop_oneof![Just(-1i64), 1i64..1_000_000]),
         proptest::option::of(any::<bool>()),
         proptest::collection::vec(prop_oneof![Just("poll"), Just("any"), Just("5us")], n as usize),
         0u32..4,

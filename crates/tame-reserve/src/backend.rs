@@ -81,9 +81,11 @@ pub trait Backend {
     /// Add this backend's reservations (or why they could not be listed) to `into`.
     fn list(&self, into: &mut Listing);
 
-    /// What the user should know about a reservation of this kind.
-    fn notes(&self) -> Vec<String> {
-        Vec::new()
+    /// What the user should know about a reservation of this kind: by default what
+    /// bounds real-time work here (RT throttling, the fair server), which is what the
+    /// server and deadline backends hand out.
+    fn notes(&self, limits: &Limits) -> Vec<String> {
+        limits.notes()
     }
 }
 
@@ -286,7 +288,9 @@ impl Backend for Cgroup {
         );
     }
 
-    fn notes(&self) -> Vec<String> {
+    /// Only its own: a cap on ordinary (SCHED_OTHER) work, which RT throttling and
+    /// the fair server do not bound.
+    fn notes(&self, _limits: &Limits) -> Vec<String> {
         vec!["cgroup bandwidth is a cap, not a guarantee: the process may use at most this share, but may get less".into()]
     }
 }

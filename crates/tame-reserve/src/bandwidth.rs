@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 pub use tame_host::sched::{RT_PERIOD, RT_RUNTIME};
 use tame_host::Root;
+use tame_rt::duration::format_ns;
 
 use crate::error::{failed, Result};
 use crate::spec::{percent, PPM};
@@ -64,10 +65,10 @@ impl Limits {
         let mut notes = Vec::new();
         if self.rt_cap_ppm() < PPM {
             notes.push(format!(
-                "RT throttling: real-time work may use at most {} of each CPU ({} of every {} µs, {RT_RUNTIME})",
+                "RT throttling: real-time work may use at most {} of each CPU ({} of every {}, {RT_RUNTIME})",
                 percent(self.rt_cap_ppm()),
-                self.rt_runtime_us,
-                self.rt_period_us
+                format_ns(self.rt_runtime_us as u64 * 1_000),
+                format_ns(self.rt_period_us * 1_000)
             ));
         }
         if self.fair_server {
@@ -229,6 +230,10 @@ mod tests {
         assert!(limits.fair_server);
         assert_eq!(limits.deadline_cap_ppm(), 900_000);
         assert_eq!(limits.notes().len(), 2);
+        assert_eq!(
+            limits.notes()[0],
+            format!("RT throttling: real-time work may use at most 95 % of each CPU (950 ms of every 1 s, {RT_RUNTIME})")
+        );
         let found = deadline_threads(&root);
         assert_eq!(found.len(), 1);
         assert_eq!(

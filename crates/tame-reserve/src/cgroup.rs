@@ -14,6 +14,7 @@ use tame_host::cgroup::{write_all, CgroupModel, CgroupVersion, Cgroups, Controll
 use tame_host::journal::{self, Journal, ThreadPlacement};
 use tame_host::reader::Reader;
 use tame_host::{CpuList, Root};
+use tame_rt::duration::format_ns;
 
 use crate::error::{failed, invalid, Result};
 use crate::spec::{percent, Request};
@@ -66,15 +67,17 @@ pub fn quota_period_us(req: &Request) -> Result<(u64, u64)> {
     let period_us = req.period_ns / 1_000;
     if period_us > MAX_PERIOD_US {
         return Err(invalid(format!(
-            "period {} ms is above the cgroup limit of 1 s — choose --period 1s or less, or another backend",
-            req.period_ns / 1_000_000
+            "period {} is above the cgroup limit of 1 s — choose --period 1s or less, or another backend",
+            format_ns(req.period_ns)
         )));
     }
     let quota_us = req.runtime_ns() / 1_000;
     if quota_us < MIN_QUOTA_US {
         return Err(invalid(format!(
-            "{} of {period_us} µs is a quota of {quota_us} µs; the kernel's minimum is 1000 µs — raise the share or the period",
-            percent(req.share_ppm)
+            "{} of {} is a quota of {}; the kernel's minimum is 1 ms — raise the share or the period",
+            percent(req.share_ppm),
+            format_ns(req.period_ns),
+            format_ns(req.runtime_ns())
         )));
     }
     Ok((quota_us, period_us))
@@ -288,7 +291,7 @@ mod tests {
         assert!(quota_period_us(&req(100_000, 5_000_000))
             .unwrap_err()
             .to_string()
-            .contains("1000 µs"));
+            .starts_with("10 % of 5 ms is a quota of 500 µs; the kernel's minimum is 1 ms"));
     }
 
     /// A fixture host with process 42 (threads 42 and 43) and `files`; the state dir beside it.

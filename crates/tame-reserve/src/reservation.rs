@@ -125,8 +125,6 @@ pub struct Made {
 
 impl Made {
     pub fn new(backend: &dyn Backend, req: &Request, pid: u32, limits: &Limits) -> Self {
-        let mut notes = limits.notes();
-        notes.extend(backend.notes());
         Made {
             backend: req.backend,
             pid,
@@ -134,7 +132,7 @@ impl Made {
             period_ns: req.period_ns,
             runtime_ns: req.runtime_ns(),
             cpu: req.cpu,
-            notes,
+            notes: backend.notes(limits),
         }
     }
 }
@@ -223,19 +221,32 @@ mod tests {
     }
 
     #[test]
-    fn made_carries_the_limits_and_the_backends_notes() {
+    fn made_carries_the_notes_that_concern_its_backend() {
         let dir = tempfile::tempdir().unwrap();
-        let cgroup = backend::open(spec::Backend::Cgroup, &places(dir.path()));
-        let req = Request {
+        let at = places(dir.path());
+        let req = |backend| Request {
             share_ppm: 250_000,
             period_ns: 40_000_000,
             cpu: None,
-            backend: spec::Backend::Cgroup,
+            backend,
         };
-        let made = Made::new(&*cgroup, &req, 42, &limits());
-        assert_eq!(made.runtime_ns, 10_000_000);
-        assert_eq!(made.notes.len(), 3, "{:?}", made.notes);
-        assert!(made.notes[2].contains("a cap, not a guarantee"));
+        // Real-time backends are bounded by RT throttling and the fair server.
+        for kind in [spec::Backend::Server, spec::Backend::Deadline] {
+            let made = Made::new(&*backend::open(kind, &at), &req(kind), 42, &limits());
+            assert_eq!(made.runtime_ns, 10_000_000);
+            assert_eq!(made.notes, limits().notes(), "{kind}");
+            assert!(
+                made.notes[0].starts_with("RT throttling"),
+                "{:?}",
+                made.notes
+            );
+        }
+        // A cgroup cap is on ordinary work: only its own note.
+        let cgroup = backend::open(spec::Backend::Cgroup, &at);
+        let made = Made::new(&*cgroup, &req(spec::Backend::Cgroup), 42, &limits());
+        assert_eq!(made.notes.len(), 1, "{:?}", made.notes);
+        assert!(made.notes[0].contains("a cap, not a guarantee"));
+        assert!(made.notes.iter().all(|n| !n.contains("RT throttling")));
     }
 
     #[test]

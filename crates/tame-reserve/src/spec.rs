@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use tame_rt::duration::format_ns;
 
 use crate::error::{invalid, Result};
 
@@ -129,16 +130,16 @@ impl Request {
         }
         if self.period_ns < MIN_PERIOD_NS || self.period_ns > MAX_PERIOD_NS {
             return Err(invalid(format!(
-                "period {} µs is outside 1 ms … 10 s — shorter periods cost more in switches than they give, longer ones are not a rate; choose e.g. --period 40ms",
-                self.period_ns / 1_000
+                "period {} is outside 1 ms … 10 s — shorter periods cost more in switches than they give, longer ones are not a rate; choose e.g. --period 40ms",
+                format_ns(self.period_ns)
             )));
         }
         if self.runtime_ns() < 100_000 {
             return Err(invalid(format!(
-                "{} of {} µs is a slice of {} µs, below 100 µs — the kernel cannot hand out slices that short reliably; raise the share or the period",
+                "{} of {} is a slice of {}, below 100 µs — the kernel cannot hand out slices that short reliably; raise the share or the period",
                 percent(self.share_ppm),
-                self.period_ns / 1_000,
-                self.runtime_ns() / 1_000
+                format_ns(self.period_ns),
+                format_ns(self.runtime_ns())
             )));
         }
         if let Some(cpu) = self.cpu {
@@ -207,10 +208,18 @@ mod tests {
         };
         assert!(msg(req("0%", 40_000_000, None)).contains("above 0"));
         assert!(msg(req("95%", 40_000_000, None)).contains("cap of 90 %"));
-        assert!(msg(req("25%", 999_999, None)).contains("1 ms"));
+        assert_eq!(
+            msg(req("25%", 999_999, None)),
+            "period 999.999 µs is outside 1 ms … 10 s — shorter periods cost more in switches than they give, longer ones are not a rate; choose e.g. --period 40ms"
+        );
         assert!(msg(req("25%", 10_000_000_001, None)).contains("10 s"));
         assert!(msg(req("25%", 40_000_000, Some(7))).contains("not online"));
-        assert!(msg(req("1%", 2_000_000, None)).contains("100 µs"));
+        assert!(
+            msg(req("1%", 2_000_000, None))
+                .starts_with("1 % of 2 ms is a slice of 20 µs, below 100 µs"),
+            "{}",
+            msg(req("1%", 2_000_000, None))
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Durations as people type them (`200us`, `1.5ms`, `10s`, `2m`), read into integer
-//! nanoseconds: the one parser behind every command-line option and config file.
+//! nanoseconds: the one parser behind every command-line option and config file, and
+//! its inverse for messages (`40 ms`, `1.5 s`, `250 µs`).
 
 /// Parse a duration with a unit (ns, us/µs, ms, s, m/min) into nanoseconds. The
 /// error says what is wrong and how to write it.
@@ -47,6 +48,27 @@ pub fn parse_ns(text: &str) -> Result<u64, String> {
     Ok(ns)
 }
 
+/// Nanoseconds for messages, exact and in the unit people think in: `40 ms`,
+/// `1.5 s`, `250 µs`, `1234.567 µs`, `850 ns` — the largest unit that shows the
+/// value with at most three decimals. [`parse_ns`] reads it back to the same value.
+/// (Statistics, where a fixed precision reads better, use tame-bench's `human_ns`.)
+pub fn format_ns(ns: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(crate::NS_PER_SEC, "s"), (1_000_000, "ms"), (1_000, "µs")];
+    for (scale, unit) in UNITS {
+        let step = scale / 1_000;
+        if ns >= scale && ns.is_multiple_of(step) {
+            let whole = ns / scale;
+            let thousandths = (ns % scale) / step;
+            if thousandths == 0 {
+                return format!("{whole} {unit}");
+            }
+            let digits = format!("{thousandths:03}");
+            return format!("{whole}.{} {unit}", digits.trim_end_matches('0'));
+        }
+    }
+    format!("{ns} ns")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,7 +95,26 @@ mod tests {
         assert!(parse_ns("99999999999999999999s").is_err());
     }
 
+    #[test]
+    fn formats_in_the_largest_exact_unit() {
+        assert_eq!(format_ns(0), "0 ns");
+        assert_eq!(format_ns(850), "850 ns");
+        assert_eq!(format_ns(250_000), "250 µs");
+        assert_eq!(format_ns(1_234_567), "1234.567 µs");
+        assert_eq!(format_ns(2_000_000), "2 ms");
+        assert_eq!(format_ns(8_500_000), "8.5 ms");
+        assert_eq!(format_ns(20_000_000), "20 ms");
+        assert_eq!(format_ns(1_000_000_000), "1 s");
+        assert_eq!(format_ns(1_500_000_000), "1.5 s");
+        assert_eq!(format_ns(1_000_500_000), "1000.5 ms");
+    }
+
     proptest! {
+        #[test]
+        fn formatted_durations_parse_back(ns in any::<u64>()) {
+            prop_assert_eq!(parse_ns(&format_ns(ns)), Ok(ns));
+        }
+
         #[test]
         fn never_panics(s in "\\PC{0,16}") {
             let _ = parse_ns(&s);

@@ -25,7 +25,7 @@ pub struct LsArgs {
 
 #[derive(clap::Args)]
 pub struct RmArgs {
-    /// Segment name without the `tame.` prefix (as `tame ipc ls` shows it).
+    /// Segment name as `tame ipc ls` shows it, or as its file in /dev/shm (with the `tame.` prefix).
     #[arg(required_unless_present = "stale", conflicts_with = "stale")]
     pub name: Option<String>,
     /// Remove every stale segment instead of one by name.
@@ -105,14 +105,8 @@ fn rm(ctx: &Context, args: RmArgs) -> anyhow::Result<i32> {
     let Some(raw_name) = args.name else {
         return Err(crate::bad_input("tame ipc rm needs a NAME or --stale"));
     };
-    let name = SegmentName::new(&raw_name).map_err(|e| crate::bad_input(e.to_string()))?;
+    let name = segment_named(&dir, &raw_name)?;
     let path = name.path_in(&dir);
-    if !path.exists() {
-        return Err(crate::bad_input(format!(
-            "no segment {} — `tame ipc ls` lists the existing ones",
-            path.display()
-        )));
-    }
     let info = inspect::inspect(&path, name.as_str(), &proc_fs(ctx));
     if let SegmentState::Valid(d) = &info.state {
         let users: Vec<String> = std::iter::once(&d.creator)
@@ -132,6 +126,32 @@ fn rm(ctx: &Context, args: RmArgs) -> anyhow::Result<i32> {
         .map_err(|e| anyhow::anyhow!("cannot remove {}: {e}", path.display()))?;
     super::topology::print_out(&format!("removed {}\n", path.display()))?;
     Ok(0)
+}
+
+/// The existing segment `given` names: as `tame ipc ls` shows it (`stale1`) or as
+/// its file in the shm directory (`tame.stale1`). The name as given wins when both
+/// exist (a segment may itself be called `tame.x`).
+fn segment_named(dir: &std::path::Path, given: &str) -> anyhow::Result<SegmentName> {
+    let bare = given
+        .strip_prefix(tame_ipc::SHM_PREFIX)
+        .and_then(|b| SegmentName::new(b).ok());
+    let as_given = match SegmentName::new(given) {
+        Ok(name) => Some(name),
+        Err(e) if bare.is_none() => return Err(crate::bad_input(e.to_string())),
+        Err(_) => None,
+    };
+    let candidates: Vec<SegmentName> = as_given.into_iter().chain(bare).collect();
+    if let Some(found) = candidates.iter().find(|n| n.path_in(dir).exists()) {
+        return Ok(found.clone());
+    }
+    let paths: Vec<String> = candidates
+        .iter()
+        .map(|n| n.path_in(dir).display().to_string())
+        .collect();
+    Err(crate::bad_input(format!(
+        "no segment {} — `tame ipc ls` lists the existing ones",
+        paths.join(" or ")
+    )))
 }
 
 #[derive(Serialize)]
@@ -290,4 +310,45 @@ fn table(found: &[SegmentInfo]) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(dir: &std::path::Path, given: &str) -> Result<String, String> {
+        segment_named(dir, given)
+            .map(|n| n.as_str().to_string())
+            .map_err(|e| {
+                assert!(e.downcast_ref::<crate::BadInput>().is_some(), "{e}");
+                e.to_string()
+            })
+    }
+
+    #[test]
+    fn a_segment_is_named_with_or_without_the_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("tame.stale1"), "").unwrap();
+        assert_eq!(named(d, "stale1").as_deref(), Ok("stale1"));
+        assert_eq!(named(d, "tame.stale1").as_deref(), Ok("stale1"));
+        // A segment called tame.x (file tame.tame.x) is found by its own name first.
+        std::fs::write(d.join("tame.tame.stale1"), "").unwrap();
+        assert_eq!(named(d, "tame.stale1").as_deref(), Ok("tame.stale1"));
+        let err = named(d, "tame.gone").unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "no segment {0}/tame.tame.gone or {0}/tame.gone — `tame ipc ls` lists the existing ones",
+                d.display()
+            )
+        );
+        let err = named(d, "gone").unwrap_err();
+        assert!(
+            err.starts_with(&format!("no segment {}/tame.gone —", d.display())),
+            "{err}"
+        );
+        let err = named(d, "a/b").unwrap_err();
+        assert!(err.contains("it contains '/'"), "{err}");
+    }
 }

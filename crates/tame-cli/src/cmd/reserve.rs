@@ -3,6 +3,7 @@
 //! periodic reservations without running anything. The backends are `tame_reserve`'s.
 
 use std::ffi::OsString;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use tame_bench::units::parse_duration_ns;
@@ -13,6 +14,7 @@ use tame_reserve::reservation::{self, Made};
 use tame_reserve::server as srv;
 use tame_reserve::spec::{self, percent};
 use tame_reserve::{admission, Backend};
+use tame_rt::duration::format_ns;
 
 use crate::output::print_json;
 use crate::{bad_input, Context};
@@ -42,7 +44,7 @@ pub struct ReserveArgs {
     /// Release a process's reservation, whichever backend holds it.
     #[arg(long, value_name = "PID")]
     release: Option<u32>,
-    /// Admission analysis of a set of periodic reservations (EDF and rate-monotonic), nothing run.
+    /// Admission analysis of a set of periodic reservations (EDF and deadline-monotonic), nothing run.
     #[arg(long, value_name = "SET.toml")]
     check: Option<PathBuf>,
     /// The scheduling server's socket.
@@ -113,21 +115,27 @@ fn print_made(made: &Made, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(made);
     }
+    eprint!("{}", made_text(made));
+    Ok(())
+}
+
+/// What a reservation made says (stderr: stdout is the program's).
+fn made_text(made: &Made) -> String {
     let place = made
         .cpu
         .map_or("any CPU".to_string(), |c| format!("CPU {c}"));
-    eprintln!(
-        "reserved {} of every {} µs ({} µs) for process {} on {place} ({} backend)",
+    let mut s = format!(
+        "reserved {} of every {} ({} per period) for process {} on {place} ({} backend)\n",
         percent(made.share_ppm),
-        made.period_ns / 1_000,
-        made.runtime_ns / 1_000,
+        format_ns(made.period_ns),
+        format_ns(made.runtime_ns),
         made.pid,
         made.backend
     );
     for n in &made.notes {
-        eprintln!("  note: {n}");
+        let _ = writeln!(s, "  note: {n}");
     }
-    Ok(())
+    s
 }
 
 fn list(at: &Places, json: bool) -> anyhow::Result<i32> {
@@ -136,25 +144,35 @@ fn list(at: &Places, json: bool) -> anyhow::Result<i32> {
         print_json(&listing.reservations)?;
         return Ok(0);
     }
-    println!(
-        "{:<9} {:>8} {:>8} {:>10} {:>4}  detail",
-        "backend", "pid", "share", "period", "cpu"
-    );
-    for r in &listing.reservations {
-        println!(
-            "{:<9} {:>8} {:>8} {:>8}ms {:>4}  {}",
-            r.backend,
-            r.pid,
-            percent(r.share_ppm),
-            r.period_ns / 1_000_000,
-            r.cpu.map_or("any".to_string(), |c| c.to_string()),
-            r.detail
-        );
-    }
+    print!("{}", list_text(&listing.reservations));
     for n in listing.notes {
         eprintln!("note: {n}");
     }
     Ok(0)
+}
+
+/// The `--list` table; "none" when nothing is reserved.
+fn list_text(reservations: &[backend::Reservation]) -> String {
+    if reservations.is_empty() {
+        return "reservations: none\n".into();
+    }
+    let mut s = format!(
+        "{:<9} {:>8} {:>8} {:>10} {:>4}  detail\n",
+        "backend", "pid", "share", "period", "cpu"
+    );
+    for r in reservations {
+        let _ = writeln!(
+            s,
+            "{:<9} {:>8} {:>8} {:>10} {:>4}  {}",
+            r.backend,
+            r.pid,
+            percent(r.share_ppm),
+            format_ns(r.period_ns),
+            r.cpu.map_or("any".to_string(), |c| c.to_string()),
+            r.detail
+        );
+    }
+    s
 }
 
 fn check(path: &Path, json: bool) -> anyhow::Result<i32> {
@@ -170,7 +188,7 @@ fn check(path: &Path, json: bool) -> anyhow::Result<i32> {
     if json {
         print_json(&a)?;
     } else {
-        print_analysis(&a);
+        print!("{}", analysis_text(&a));
     }
     // 0: admissible under EDF (what SCHED_DEADLINE and the server use); 3: not.
     Ok(if a.edf_schedulable { 0 } else { 3 })
@@ -184,8 +202,12 @@ fn verdict(schedulable: bool) -> &'static str {
     }
 }
 
-fn print_analysis(a: &admission::Analysis) {
-    println!(
+/// The `--check` report: the EDF test, then fixed priorities in deadline-monotonic
+/// order (shortest deadline first; rate-monotonic when deadlines are the periods).
+fn analysis_text(a: &admission::Analysis) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
         "utilisation {} (cap {}), density {}; Liu–Layland bound for {} tasks {}",
         percent(a.utilisation_ppm),
         percent(a.cap_ppm),
@@ -193,27 +215,30 @@ fn print_analysis(a: &admission::Analysis) {
         a.tasks.len(),
         percent(a.liu_layland_ppm)
     );
-    println!("EDF: {}", verdict(a.edf_schedulable));
-    println!(
-        "rate-monotonic (response-time analysis): {}",
+    let _ = writeln!(s, "EDF: {}", verdict(a.edf_schedulable));
+    let _ = writeln!(
+        s,
+        "deadline-monotonic fixed priorities (response-time analysis): {}",
         verdict(a.fixed_priority_schedulable)
     );
-    println!(
-        "{:>4} {:<16} {:>10} {:>10} {:>10} {:>12}",
+    let _ = writeln!(
+        s,
+        "{:>4} {:<16} {:>12} {:>12} {:>12} {:>12}",
         "rank", "task", "runtime", "period", "deadline", "response"
     );
     for t in &a.tasks {
-        println!(
-            "{:>4} {:<16} {:>8}µs {:>8}µs {:>8}µs {:>12}",
+        let _ = writeln!(
+            s,
+            "{:>4} {:<16} {:>12} {:>12} {:>12} {:>12}",
             t.rank,
             t.name,
-            t.runtime_ns / 1_000,
-            t.period_ns / 1_000,
-            t.deadline_ns / 1_000,
-            t.response_ns
-                .map_or("MISS".to_string(), |r| format!("{}µs", r / 1_000))
+            format_ns(t.runtime_ns),
+            format_ns(t.period_ns),
+            format_ns(t.deadline_ns),
+            t.response_ns.map_or("MISS".to_string(), format_ns)
         );
     }
+    s
 }
 
 #[cfg(test)]
@@ -329,6 +354,61 @@ mod tests {
         bad(&["--check", "/nonexistent/set.toml"], "cannot read");
         assert_eq!(tame_rt::sched::get_thread_sched(0).unwrap(), before);
         assert_eq!(tame_rt::sched::get_affinity(0).unwrap(), affinity);
+    }
+
+    #[test]
+    fn reservations_read_in_ms_and_an_empty_list_says_none() {
+        let made = Made {
+            backend: tame_reserve::spec::Backend::Deadline,
+            pid: 42,
+            share_ppm: 100_000,
+            period_ns: 20_000_000,
+            runtime_ns: 2_000_000,
+            cpu: None,
+            notes: vec!["RT throttling: …".into()],
+        };
+        assert_eq!(
+            made_text(&made),
+            "reserved 10 % of every 20 ms (2 ms per period) for process 42 on any CPU (deadline backend)\n  note: RT throttling: …\n"
+        );
+        assert_eq!(list_text(&[]), "reservations: none\n");
+        let held = backend::Reservation {
+            backend: tame_reserve::spec::Backend::Cgroup,
+            pid: 7,
+            share_ppm: 250_000,
+            period_ns: 1_500_000,
+            cpu: None,
+            detail: "/tame-reserve-7".into(),
+        };
+        let text = list_text(&[held]);
+        assert!(text.starts_with("backend "), "{text}");
+        assert!(
+            text.contains("  25 %     1.5 ms  any  /tame-reserve-7"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn check_names_the_order_it_analyses() {
+        let set = admission::parse_set(
+            "[[task]]\nname = \"slow\"\nruntime = \"10ms\"\nperiod = \"40ms\"\n[[task]]\nname = \"fast\"\nruntime = \"1.5ms\"\nperiod = \"40ms\"\ndeadline = \"5ms\"\n",
+            |d| parse_duration_ns(d).map_err(|e| e.to_string()),
+        )
+        .unwrap();
+        let text = analysis_text(&admission::analyse(&set));
+        assert!(
+            text.contains(
+                "deadline-monotonic fixed priorities (response-time analysis): schedulable"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("rate-monotonic"), "{text}");
+        // The shorter deadline ranks first, whatever the periods.
+        let fast = text.lines().find(|l| l.contains("fast")).unwrap();
+        assert!(fast.trim_start().starts_with("1 fast"), "{text}");
+        assert!(fast.contains("1.5 ms") && fast.contains("5 ms"), "{text}");
+        let slow = text.lines().find(|l| l.contains("slow")).unwrap();
+        assert!(slow.ends_with("11.5 ms"), "{text}");
     }
 
     #[test]

@@ -377,9 +377,14 @@ fn rt_runtime_in_range(spec: &Spec, host: &HostModel, f: &mut Findings) {
         .rt_period_us
         .and_then(|p| i64::try_from(p).ok())
         .unwrap_or(1_000_000);
-    if rt != -1 && !(0..=period).contains(&rt) {
+    if rt == 0 {
+        // The kernel accepts 0 and then runs no real-time thread at all.
         f.errors.push(format!(
-            "rt_runtime_us = {rt} must be -1 (no RT throttling) or from 0 to the period ({period})"
+            "rt_runtime_us = 0 gives real-time threads no CPU time: it stops every real-time thread, your own loop included — write -1 for no RT throttling, or a positive runtime up to the period ({period})"
+        ));
+    } else if rt != -1 && !(1..=period).contains(&rt) {
+        f.errors.push(format!(
+            "rt_runtime_us = {rt} must be -1 (no RT throttling) or from 1 to the period ({period})"
         ));
     }
 }

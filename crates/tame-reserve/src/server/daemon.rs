@@ -25,7 +25,7 @@ use super::protocol::{ClientInfo, ErrorKind, Request, Response, Status, PROTOCOL
 use super::record::{self, lock_path, record_path, Record, Recovered};
 use super::scheduler::{self, Client, Cpu};
 use super::thread::{Process, SetError, Thread};
-use super::watchdog::{Watchdog, MAX_WATCHED};
+use super::watchdog::{self, Watchdog, MAX_WATCHED};
 use crate::bandwidth::Limits;
 use crate::error::{failed, invalid, io_failed, refused, Result};
 use crate::spec::{self, percent, Backend};
@@ -88,6 +88,8 @@ pub fn serve(config: Config, stop: Arc<AtomicBool>) -> Result<()> {
             return Err(e);
         }
     };
+    // Once it listens, so the line says the server is up (the unit's journal, a terminal).
+    eprintln!("{}", started(&config, watchdog.pid()));
     let server = Arc::new(Mutex::new(Server {
         record: Record::new(record_path(&config.socket)),
         config,
@@ -154,6 +156,24 @@ fn recover_locked(root: &Root, socket: &Path) -> Result<Recovered> {
         }
         _ => io_failed(format!("cannot recover from {}", path.display()), e),
     })
+}
+
+/// The line a server prints when it listens: where, who may connect, under which
+/// policy and cap, and what guards its clients.
+pub fn started(config: &Config, watchdog_pid: u32) -> String {
+    let who = match config.policy.socket_gid {
+        Some(gid) => format!("root and group {gid}"),
+        None => "root only".into(),
+    };
+    format!(
+        "tame serve: listening on {} ({who} may connect); policy {}, cap {} per CPU; watchdog pid {} (SCHED_FIFO {}) restores the clients if the server dies; restore record {}",
+        config.socket.display(),
+        config.policy.origin,
+        percent(config.policy.cap_ppm),
+        watchdog_pid,
+        watchdog::PRIORITY,
+        record_path(&config.socket).display()
+    )
 }
 
 /// One line on what recovery did.
@@ -690,6 +710,27 @@ impl Server {
 mod tests {
     use super::*;
     use std::os::fd::{FromRawFd, OwnedFd};
+
+    #[test]
+    fn the_start_line_says_where_it_listens_and_what_guards_the_clients() {
+        let mut config = Config {
+            socket: "/run/tame/serve.sock".into(),
+            policy: Policy::builtin(),
+            journal_dir: "/var/lib/tame".into(),
+            root: Root::new("/"),
+        };
+        assert_eq!(
+            started(&config, 4242),
+            "tame serve: listening on /run/tame/serve.sock (root only may connect); policy built-in, cap 90 % per CPU; watchdog pid 4242 (SCHED_FIFO 99) restores the clients if the server dies; restore record /run/tame/serve.record"
+        );
+        config.policy.socket_gid = Some(1001);
+        config.policy.origin = "/etc/tame/serve.toml".into();
+        let line = started(&config, 7);
+        assert!(
+            line.contains("(root and group 1001 may connect); policy /etc/tame/serve.toml,"),
+            "{line}"
+        );
+    }
 
     #[test]
     fn a_peer_that_cannot_be_told_is_refused() {

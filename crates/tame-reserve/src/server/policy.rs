@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use tame_host::accounts::Accounts;
 use tame_host::{CpuList, Root};
+use tame_rt::duration::format_ns;
 use toml::Spanned;
 
 use crate::error::{failed, invalid, refused, Result};
@@ -342,20 +343,20 @@ impl Policy {
         }
         if ask.period_ns > rule.max_period_ns {
             return Err(by(
-                format!("max_period {}", duration(rule.max_period_ns)),
-                format!("a period of {}", duration(ask.period_ns)),
+                format!("max_period {}", format_ns(rule.max_period_ns)),
+                format!("a period of {}", format_ns(ask.period_ns)),
                 "ask for a shorter period",
             ));
         }
         let slice = spec::runtime_ns(ask.share_ppm, ask.period_ns);
         if slice > rule.max_slice_ns {
             return Err(by(
-                format!("max_slice {}", duration(rule.max_slice_ns)),
+                format!("max_slice {}", format_ns(rule.max_slice_ns)),
                 format!(
                     "a slice of {} ({} of {})",
-                    duration(slice),
+                    format_ns(slice),
                     percent(ask.share_ppm),
-                    duration(ask.period_ns)
+                    format_ns(ask.period_ns)
                 ),
                 "ask for a smaller share or a shorter period",
             ));
@@ -466,31 +467,6 @@ fn check_owner(path: &Path) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Nanoseconds for messages: `40 ms`, `250 µs`, `1.5 s`.
-fn duration(ns: u64) -> String {
-    if ns >= 1_000_000_000 && ns.is_multiple_of(100_000_000) {
-        let tenths = ns / 100_000_000;
-        return if tenths.is_multiple_of(10) {
-            format!("{} s", tenths / 10)
-        } else {
-            format!("{}.{} s", tenths / 10, tenths % 10)
-        };
-    }
-    if ns >= 1_000_000 && ns.is_multiple_of(1_000) {
-        let us = ns / 1_000;
-        return if us.is_multiple_of(1_000) {
-            format!("{} ms", us / 1_000)
-        } else {
-            format!("{}.{:03} ms", us / 1_000, us % 1_000)
-        };
-    }
-    if ns.is_multiple_of(1_000) {
-        format!("{} µs", ns / 1_000)
-    } else {
-        format!("{ns} ns")
-    }
 }
 
 #[cfg(test)]
@@ -719,13 +695,5 @@ max_slice = "100ms"
         assert!(!r.no_spec);
         assert_eq!(r.cpus.to_string(), "2-3,5");
         assert!(r.describe().contains("partitions 2-3"), "{}", r.describe());
-    }
-
-    #[test]
-    fn durations_are_shown_in_their_unit() {
-        assert_eq!(duration(40_000_000), "40 ms");
-        assert_eq!(duration(1_500_000_000), "1.5 s");
-        assert_eq!(duration(250_000), "250 µs");
-        assert_eq!(duration(8_500_000), "8.500 ms");
     }
 }

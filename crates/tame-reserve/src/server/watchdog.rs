@@ -28,6 +28,8 @@ use super::thread::Thread;
 
 /// The most threads one watchdog tracks; the server refuses clients beyond it.
 pub const MAX_WATCHED: usize = 1024;
+/// The watchdog's SCHED_FIFO priority: the top, above every client (FIFO 98).
+pub const PRIORITY: i32 = 99;
 /// CPUs a message carries (as `cpu_set_t`); admission refuses affinities beyond.
 pub const MAX_CPUS: usize = libc::CPU_SETSIZE as usize;
 
@@ -251,7 +253,9 @@ fn watch_loop(
         close_all_but(fd);
         // At the top priority it runs the moment the pipe closes, even beside a spinning
         // FIFO 98 client on every CPU. It blocks otherwise and costs nothing.
-        let param = libc::sched_param { sched_priority: 99 };
+        let param = libc::sched_param {
+            sched_priority: PRIORITY,
+        };
         libc::sched_setscheduler(0, libc::SCHED_FIFO | tame_rt::sched::RESET_ON_FORK, &param);
     }
     let mut count = 0usize;

@@ -37,7 +37,7 @@ pub struct Target {
     /// Static priority for fifo/rr (default 80).
     #[arg(long)]
     priority: Option<i32>,
-    /// Place it even though the CPUs are not isolated (no partition or isolcpus covers them).
+    /// Place it even though other work runs there (the system partition, or --cpus that isolcpus= does not cover).
     #[arg(long)]
     shared_ok: bool,
     /// Where `tame apply` keeps its journal and tame its placement journals.
@@ -139,11 +139,17 @@ pub fn run_run(ctx: &Context, a: RunArgs) -> anyhow::Result<i32> {
         prefault_bytes,
     };
     let store = Store::new(&a.target.journal_dir);
-    Ok(run::run(&ctx.root, &store, &target, &options, &a.command)?)
+    let ended = run::run(&ctx.root, &store, &target, &options, &a.command)?;
+    if let Some(why) = ended.explain(&options) {
+        eprintln!("tame run: {why}");
+    }
+    Ok(ended.code)
 }
 
 pub fn run_detach(ctx: &Context, a: DetachArgs) -> anyhow::Result<i32> {
     let caller = Caller::current();
+    // The PID before the target: "no process" says more than "CPU not isolated".
+    detach::vet(&ctx.root, a.pid, caller.uid)?;
     let target = a.target.resolve(&ctx.root, &caller)?;
     let threads = ThreadSelection::parse(&a.threads)?;
     let req = target.detach_request(a.pid, threads);
