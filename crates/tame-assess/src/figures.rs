@@ -54,7 +54,14 @@ impl CycleFigures {
         let histogram = latency
             .histogram()
             .iter_recorded()
-            .map(|v| (latency.histogram().highest_equivalent(v.value_iterated_to()), v.count_at_value()))
+            .map(|v| {
+                (
+                    latency
+                        .histogram()
+                        .highest_equivalent(v.value_iterated_to()),
+                    v.count_at_value(),
+                )
+            })
             .collect();
         CycleFigures {
             cpus,
@@ -139,11 +146,7 @@ impl NoiseFigures {
             .iter()
             .map(|c| c.noise_share_percent)
             .fold(0.0, f64::max);
-        let max_gap_ns = r
-            .result
-            .merged
-            .metric("gap")
-            .map_or(0, |m| m.summary.max);
+        let max_gap_ns = r.result.merged.metric("gap").map_or(0, |m| m.summary.max);
         let mut sources: Vec<Source> = Vec::new();
         for s in cpus.iter().flat_map(|c| &c.sources) {
             match sources
@@ -170,9 +173,12 @@ impl NoiseFigures {
         }
         sources.sort_by_key(|s| std::cmp::Reverse(s.total_ns));
         let attributed = r.noise.attribution.available;
-        let unexplained = sources.iter().filter(|s| s.class == NoiseClass::Unexplained);
+        let unexplained = sources
+            .iter()
+            .filter(|s| s.class == NoiseClass::Unexplained);
         let (unexplained_share_percent, unexplained_max_ns) = if attributed {
-            let (total, max) = unexplained.fold((0, 0), |(t, m), s| (t + s.total_ns, m.max(s.max_ns)));
+            let (total, max) =
+                unexplained.fold((0, 0), |(t, m), s| (t + s.total_ns, m.max(s.max_ns)));
             (Some(total as f64 * 100.0 / run_ns as f64), Some(max))
         } else {
             (None, None)

@@ -172,10 +172,25 @@ mod tests {
         // dev-vm: a 2-CPU VM whose disk queue IRQ is kernel-managed on CPU 1.
         let m = model("dev-vm");
         let l = choose(&m, 1).unwrap();
-        assert_eq!((l.isolated.to_string(), l.system.to_string()), ("0".into(), "1".into()));
-        assert!(l.reasons[0].starts_with("CPU 1 stays with the system: kernel-managed IRQ"), "{:?}", l.reasons);
-        assert!(l.spec_text.contains("cpus = \"0\"\nrole = \"isolated\""), "{}", l.spec_text);
-        assert!(l.warnings.iter().any(|w| w.contains("isolates CPU 0")), "{:?}", l.warnings);
+        assert_eq!(
+            (l.isolated.to_string(), l.system.to_string()),
+            ("0".into(), "1".into())
+        );
+        assert!(
+            l.reasons[0].starts_with("CPU 1 stays with the system: kernel-managed IRQ"),
+            "{:?}",
+            l.reasons
+        );
+        assert!(
+            l.spec_text.contains("cpus = \"0\"\nrole = \"isolated\""),
+            "{}",
+            l.spec_text
+        );
+        assert!(
+            l.warnings.iter().any(|w| w.contains("isolates CPU 0")),
+            "{:?}",
+            l.warnings
+        );
     }
 
     #[test]
@@ -197,11 +212,25 @@ mod tests {
     #[test]
     fn a_users_spec_must_validate_and_have_an_isolated_partition() {
         let m = model("dev-vm");
-        let e = from_spec(&m, "s.toml", "[[partition]]\nname = \"system\"\ncpus = \"0-1\"\nrole = \"system\"\n").unwrap_err();
-        assert!(e.is_bad_input() && e.to_string().contains("no isolated partition"), "{e}");
+        let e = from_spec(
+            &m,
+            "s.toml",
+            "[[partition]]\nname = \"system\"\ncpus = \"0-1\"\nrole = \"system\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.is_bad_input() && e.to_string().contains("no isolated partition"),
+            "{e}"
+        );
         let e = from_spec(&m, "s.toml", "[[partition]]\nname = \"system\"\ncpus = \"0-7\"\nrole = \"system\"\n[[partition]]\nname = \"x\"\ncpus = \"9\"\nrole = \"isolated\"\n").unwrap_err();
-        assert!(e.is_bad_input() && e.to_string().contains("cannot be applied here"), "{e}");
+        assert!(
+            e.is_bad_input() && e.to_string().contains("cannot be applied here"),
+            "{e}"
+        );
         let l = from_spec(&m, "s.toml", "[[partition]]\nname = \"system\"\ncpus = \"0\"\nrole = \"system\"\n[[partition]]\nname = \"loop\"\ncpus = \"1\"\nrole = \"isolated\"\n").unwrap();
-        assert_eq!((l.partition.as_str(), l.isolated.to_string()), ("loop", "1".into()));
+        assert_eq!(
+            (l.partition.as_str(), l.isolated.to_string()),
+            ("loop", "1".into())
+        );
     }
 }

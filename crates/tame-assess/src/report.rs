@@ -11,7 +11,7 @@ use tame_host::environment::RunEnvironment;
 use crate::figures::{CycleFigures, NoiseFigures};
 use crate::layout::Layout;
 use crate::requirement::Requirement;
-use crate::verdict::Verdict;
+use crate::verdict::{Machine, Verdict};
 
 pub const ASSESS_SCHEMA: &str = "tame.assess/1";
 
@@ -63,6 +63,8 @@ pub struct AssessReport {
     pub spec_file: Option<String>,
     pub shared: Phase,
     pub partitioned: Phase,
+    /// What the verdict knew of the machine besides the measurements.
+    pub machine: Machine,
     pub verdict: Verdict,
     pub restoration: Restoration,
     /// Ctrl-C cut the assessment short: what was measured is reported.
@@ -70,6 +72,12 @@ pub struct AssessReport {
 }
 
 impl AssessReport {
+    /// The verdict these measurements give for another requirement (the histograms are
+    /// kept, so any deadline and miss rate can be checked against them).
+    pub fn decide_for(&self, requirement: &Requirement) -> Verdict {
+        crate::verdict::decide(requirement, &self.shared, &self.partitioned, &self.machine)
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("the report serialises: all keys are strings")
     }

@@ -142,17 +142,30 @@ mod tests {
         let r = Requirement::new(1_000_000, 200_000, None, 0.0, 1).unwrap();
         assert_eq!((r.deadline_ns, r.latency_bound_ns()), (1_000_000, 800_000));
         assert!(r.is_hard());
-        assert!(r.describe().contains("no miss tolerated"), "{}", r.describe());
+        assert!(
+            r.describe().contains("no miss tolerated"),
+            "{}",
+            r.describe()
+        );
     }
 
     #[test]
     fn impossible_requirements_are_bad_input() {
         let cases = [
-            (Requirement::new(1_000_000, 1_000_000, None, 0.0, 1), "is not below the deadline"),
-            (Requirement::new(1_000_000, 0, Some(2_000_000), 0.0, 1), "at most the period"),
+            (
+                Requirement::new(1_000_000, 1_000_000, None, 0.0, 1),
+                "is not below the deadline",
+            ),
+            (
+                Requirement::new(1_000_000, 0, Some(2_000_000), 0.0, 1),
+                "at most the period",
+            ),
             (Requirement::new(10_000, 0, None, 0.0, 1), "out of range"),
             (Requirement::new(1_000_000, 0, None, 1.0, 1), "below 1"),
-            (Requirement::new(1_000_000, 0, None, 0.0, 0), "at least one CPU"),
+            (
+                Requirement::new(1_000_000, 0, None, 0.0, 0),
+                "at least one CPU",
+            ),
         ];
         for (r, words) in cases {
             let e = r.unwrap_err();

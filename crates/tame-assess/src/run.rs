@@ -107,9 +107,23 @@ pub fn assess(
     } else if control.stopped() {
         Phase::skipped("interrupted before the partitioned phase")
     } else {
-        plan.partitioned(root, options, &layout, control, observer, &mut raw, &mut restoration)?
+        plan.partitioned(
+            root,
+            options,
+            &layout,
+            control,
+            observer,
+            &mut raw,
+            &mut restoration,
+        )?
     };
-    let machine = machine(&plan.environment, &check, &layout, &model, spec_file.clone());
+    let machine = machine(
+        &plan.environment,
+        &check,
+        &layout,
+        &model,
+        spec_file.clone(),
+    );
     let verdict = verdict::decide(&options.requirement, &shared, &partitioned, &machine);
     let report = AssessReport {
         schema: ASSESS_SCHEMA.to_string(),
@@ -123,6 +137,7 @@ pub fn assess(
         spec_file,
         shared,
         partitioned,
+        machine,
         verdict,
         restoration,
         interrupted: control.stopped(),
@@ -144,10 +159,16 @@ fn machine(
     model: &HostModel,
     spec_file: Option<String>,
 ) -> Machine {
-    let serious = || check.findings.iter().filter(|f| f.severity >= Severity::Warn);
+    let serious = || {
+        check
+            .findings
+            .iter()
+            .filter(|f| f.severity >= Severity::Warn)
+    };
     Machine {
         hypervisor: env.hypervisor.clone(),
-        preempt_rt: env.preemption_model.contains("rt") && !env.preemption_model.contains("dynamic"),
+        preempt_rt: env.preemption_model.contains("rt")
+            && !env.preemption_model.contains("dynamic"),
         cpuidle_driver: model.power.cpuidle_driver.clone().filter(|d| d != "none"),
         online_cpus: model.cpus.online.len(),
         isolated_cpus: layout.isolated.len(),
@@ -155,7 +176,9 @@ fn machine(
             .filter(|f| f.needs_reboot)
             .filter_map(|f| f.fix.clone())
             .collect(),
-        findings: serious().map(|f| format!("{}: {}", f.id, f.found)).collect(),
+        findings: serious()
+            .map(|f| format!("{}: {}", f.id, f.found))
+            .collect(),
         spec_file,
     }
 }
@@ -171,7 +194,11 @@ fn marked(layout: &Layout) -> String {
 
 /// A journal left by a killed assess is reverted; any other applied spec is refused
 /// (assess compares the machine as it is with one partition of its own).
-fn recover_earlier_run(root: &Root, journal_dir: &Path, may_change: bool) -> Result<bool, AssessError> {
+fn recover_earlier_run(
+    root: &Root,
+    journal_dir: &Path,
+    may_change: bool,
+) -> Result<bool, AssessError> {
     let refuse = || {
         invalid(format!(
             "a partition spec is applied already (journal in {}) — assess measures the machine without it and applies its own: run `tame revert` first (or assess that spec with --spec FILE after reverting)",
@@ -205,8 +232,12 @@ fn recover_earlier_run(root: &Root, journal_dir: &Path, may_change: bool) -> Res
 
 fn write_spec(out_dir: Option<&Path>, layout: &Layout) -> Result<Option<String>, AssessError> {
     let Some(dir) = out_dir else { return Ok(None) };
-    std::fs::create_dir_all(dir)
-        .map_err(|e| invalid(format!("cannot create the output directory {}: {e} — give a writable --out DIR", dir.display())))?;
+    std::fs::create_dir_all(dir).map_err(|e| {
+        invalid(format!(
+            "cannot create the output directory {}: {e} — give a writable --out DIR",
+            dir.display()
+        ))
+    })?;
     let path = dir.join("spec.toml");
     write_file(&path, &layout.spec_text)?;
     Ok(Some(path.display().to_string()))
@@ -227,7 +258,12 @@ struct MeasurementPlan {
 }
 
 impl MeasurementPlan {
-    fn new(root: &Root, o: &Options, layout: &Layout, may_change: bool) -> Result<Self, AssessError> {
+    fn new(
+        root: &Root,
+        o: &Options,
+        layout: &Layout,
+        may_change: bool,
+    ) -> Result<Self, AssessError> {
         let environment = RunEnvironment::capture(root);
         let online = environment.online_cpus.clone();
         // Without root: SCHED_OTHER and no memory locking, so the shared phase still runs.
@@ -236,7 +272,13 @@ impl MeasurementPlan {
         } else {
             (Policy::Other, false)
         };
-        let threads = ThreadSettings::new(policy, None, MEASURING_PRIORITY, mlock, ClockKind::Monotonic);
+        let threads = ThreadSettings::new(
+            policy,
+            None,
+            MEASURING_PRIORITY,
+            mlock,
+            ClockKind::Monotonic,
+        );
         let cycle_ns = o.phase_ns / 100 * CYCLE_SHARE_PERCENT;
         let cycle = CycleSettings::new(
             layout.isolated.clone(),
@@ -247,8 +289,19 @@ impl MeasurementPlan {
             false,
             None,
         )
-        .map_err(|e| invalid(format!("{e} (from --duration {} per phase)", crate::requirement::human(o.phase_ns))))?;
-        let detector = ThreadSettings::new(Policy::Other, None, DETECTOR_PRIORITY, mlock, ClockKind::Monotonic);
+        .map_err(|e| {
+            invalid(format!(
+                "{e} (from --duration {} per phase)",
+                crate::requirement::human(o.phase_ns)
+            ))
+        })?;
+        let detector = ThreadSettings::new(
+            Policy::Other,
+            None,
+            DETECTOR_PRIORITY,
+            mlock,
+            ClockKind::Monotonic,
+        );
         let noise = NoiseSettings::new(
             layout.isolated.clone(),
             o.phase_ns - cycle_ns,
@@ -258,7 +311,11 @@ impl MeasurementPlan {
         )
         .map_err(|e| invalid(format!("{e} (the busy loop gets a third of --duration)")))?;
         if !o.load.is_empty() {
-            LoadSpec { kinds: o.load.clone(), cpus: online.clone() }.check_tools()?;
+            LoadSpec {
+                kinds: o.load.clone(),
+                cpus: online.clone(),
+            }
+            .check_tools()?;
         }
         Ok(MeasurementPlan {
             environment,
@@ -293,7 +350,10 @@ impl MeasurementPlan {
         raw: &mut Raw,
     ) -> Result<Phase, AssessError> {
         let load = self.load_on(&self.online);
-        let conditions = Conditions { load: load.as_ref(), placement: None };
+        let conditions = Conditions {
+            load: load.as_ref(),
+            placement: None,
+        };
         self.measure(root, "shared", conditions, control, observer, raw)
     }
 
@@ -340,14 +400,19 @@ impl MeasurementPlan {
             &layout.partition,
             &tame_launch::target::Caller::current(),
         )
-        .map_err(|e| AssessError::Failed(format!("the partition just applied cannot be used: {e}")))?;
+        .map_err(|e| {
+            AssessError::Failed(format!("the partition just applied cannot be used: {e}"))
+        })?;
         let placement = Placement {
             partition: layout.partition.clone(),
             cpus: applied.cpus,
             group: applied.cgroup.group(),
         };
         let load = self.load_on(&layout.system);
-        let conditions = Conditions { load: load.as_ref(), placement: Some(&placement) };
+        let conditions = Conditions {
+            load: load.as_ref(),
+            placement: Some(&placement),
+        };
         self.measure(root, "partitioned", conditions, control, observer, raw)
     }
 
@@ -366,7 +431,10 @@ impl MeasurementPlan {
             policy: self.cycle.threads.label(),
             ..Phase::default()
         };
-        observer.phase(&format!("{name}: periodic wakeups"), self.cycle.expected_ns());
+        observer.phase(
+            &format!("{name}: periodic wakeups"),
+            self.cycle.expected_ns(),
+        );
         let total = self.cycle.progress_total().max(1);
         let done: Finished<CycleSettings> = session::run(
             root,
@@ -379,7 +447,8 @@ impl MeasurementPlan {
         )?;
         phase.cycle = Some(CycleFigures::from_run(&done));
         phase.load = done.result.load.clone();
-        raw.files.push((format!("{name}-cycle.json"), done.result.to_json()));
+        raw.files
+            .push((format!("{name}-cycle.json"), done.result.to_json()));
         if control.stopped() {
             return Ok(phase);
         }
@@ -391,15 +460,18 @@ impl MeasurementPlan {
             self.noise.clone(),
             conditions,
             control,
-            |_| observer.progress((start.elapsed().as_nanos() as u64).min(duration) * 1000 / duration),
+            |_| {
+                observer
+                    .progress((start.elapsed().as_nanos() as u64).min(duration) * 1000 / duration)
+            },
             self.command(name, "noise"),
         )?;
         phase.noise = Some(NoiseFigures::from_result(&run.result));
-        raw.files.push((format!("{name}-noise.json"), run.result.to_json()));
+        raw.files
+            .push((format!("{name}-noise.json"), run.result.to_json()));
         Ok(phase)
     }
 }
-
 
 /// A partition applied by assess: reverted when dropped unless [`Applied::revert`] ran.
 struct Applied<'a> {
@@ -409,9 +481,18 @@ struct Applied<'a> {
 }
 
 impl<'a> Applied<'a> {
-    fn apply(root: &'a Root, spec: &tame_partition::Spec, text: &str, journal_dir: &'a Path) -> Result<Self, AssessError> {
+    fn apply(
+        root: &'a Root,
+        spec: &tame_partition::Spec,
+        text: &str,
+        journal_dir: &'a Path,
+    ) -> Result<Self, AssessError> {
         tame_partition::apply(root, spec, text, journal_dir, None)?;
-        Ok(Applied { root, journal_dir, reverted: false })
+        Ok(Applied {
+            root,
+            journal_dir,
+            reverted: false,
+        })
     }
 
     fn revert(mut self) -> Result<RevertReport, AssessError> {

@@ -233,10 +233,7 @@ fn limits(
     let mut out = Vec::new();
     if let Some(c) = cycle {
         if c.latency.min.saturating_add(r.budget_ns) > r.deadline_ns {
-            out.push(format!(
-                "the fastest wakeup took {}",
-                human(c.latency.min)
-            ));
+            out.push(format!("the fastest wakeup took {}", human(c.latency.min)));
         }
         if c.missed_periods > 0 {
             out.push(format!(

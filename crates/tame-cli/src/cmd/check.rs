@@ -103,10 +103,15 @@ fn default_target(model: &HostModel, applied: Option<&Spec>) -> Target {
 /// The human view: findings grouped by category, worst first, then the scores.
 pub fn human(r: &CheckReport) -> String {
     let mut s = String::new();
+    let housekeeping = if r.housekeeping.is_empty() {
+        "none — every online CPU is checked (see cpus.housekeeping)".to_string()
+    } else {
+        r.housekeeping.to_string()
+    };
     let _ = writeln!(
         s,
-        "tame check — CPUs {} ({}); housekeeping {}",
-        r.cpus, r.cpus_reason, r.housekeeping
+        "tame check — CPUs {} ({}); housekeeping {housekeeping}",
+        r.cpus, r.cpus_reason
     );
     for cat in Category::ALL {
         let mut fs: Vec<_> = r.findings.iter().filter(|f| f.category == cat).collect();
@@ -202,6 +207,18 @@ mod tests {
         assert!(text.contains("[FAIL] irqs.managed"), "{text}");
         assert!(text.contains("fix (needs reboot): boot with isolcpus=managed_irq,domain,1"));
         assert!(text.contains("\nscores\n"));
+    }
+
+    #[test]
+    fn human_view_says_when_no_housekeeping_cpu_is_left() {
+        let dir = tame_testing::committed_fixture("dev-vm");
+        let model = HostModel::read(&tame_host::Root::new(dir));
+        let all = model.cpus.online.clone();
+        let text = human(&tame_check::check(&model, &Target::asked(&model, all)));
+        assert!(
+            text.contains("housekeeping none — every online CPU is checked"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -68,7 +68,11 @@ fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
         Some(b) => duration(b, "--budget")?,
         None => period_ns / 10,
     };
-    let deadline_ns = a.deadline.as_deref().map(|d| duration(d, "--deadline")).transpose()?;
+    let deadline_ns = a
+        .deadline
+        .as_deref()
+        .map(|d| duration(d, "--deadline"))
+        .transpose()?;
     let requirement = Requirement::new(
         period_ns,
         budget_ns,

@@ -37,7 +37,13 @@ pub fn summary(r: &AssessReport, out_dir: &Path) -> String {
 
 fn machine(s: &mut String, r: &AssessReport) {
     let e = &r.environment;
-    let count = |sev: Severity| r.check.findings.iter().filter(|f| f.severity == sev).count();
+    let count = |sev: Severity| {
+        r.check
+            .findings
+            .iter()
+            .filter(|f| f.severity == sev)
+            .count()
+    };
     let _ = writeln!(
         s,
         "machine: {} CPUs, kernel {} ({}){}; check: {} fail, {} warn (tame check --cpus {} shows them)",
@@ -54,31 +60,73 @@ fn machine(s: &mut String, r: &AssessReport) {
 }
 
 /// One row: a label and the shared and partitioned texts, with their ratio where both are numbers.
-fn row(s: &mut String, label: &str, shared: Option<u64>, part: Option<u64>, fmt: fn(u64) -> String) {
+fn row(
+    s: &mut String,
+    label: &str,
+    shared: Option<u64>,
+    part: Option<u64>,
+    fmt: fn(u64) -> String,
+) {
     let cell = |v: Option<u64>| v.map_or("—".to_string(), fmt);
     let ratio = match (shared, part) {
         (Some(a), Some(b)) if b > 0 => format!("{:.1}×", a as f64 / b as f64),
         _ => String::new(),
     };
-    let _ = writeln!(s, "  {label:<22} {:>14} {:>14} {:>8}", cell(shared), cell(part), ratio);
+    let _ = writeln!(
+        s,
+        "  {label:<22} {:>21} {:>21} {:>8}",
+        cell(shared),
+        cell(part),
+        ratio
+    );
 }
 
 fn table(s: &mut String, r: &AssessReport) {
     let (sh, pa) = (&r.shared, &r.partitioned);
     let _ = writeln!(
         s,
-        "  {:<22} {:>14} {:>14} {:>8}",
+        "  {:<22} {:>21} {:>21} {:>8}",
         "under load",
         heading("shared", sh),
         heading("partitioned", pa),
         "ratio"
     );
     let c = |p: &Phase, f: fn(&CycleFigures) -> u64| p.cycle.as_ref().map(f);
-    row(s, "wakeup latency p50", c(sh, |c| c.latency.p50), c(pa, |c| c.latency.p50), human_ns);
-    row(s, "p99", c(sh, |c| c.latency.p99), c(pa, |c| c.latency.p99), human_ns);
-    row(s, "p99.9", c(sh, |c| c.latency.p99_9), c(pa, |c| c.latency.p99_9), human_ns);
-    row(s, "max", c(sh, |c| c.latency.max), c(pa, |c| c.latency.max), human_ns);
-    row(s, "missed periods", c(sh, |c| c.missed_periods), c(pa, |c| c.missed_periods), |v| v.to_string());
+    row(
+        s,
+        "wakeup latency p50",
+        c(sh, |c| c.latency.p50),
+        c(pa, |c| c.latency.p50),
+        human_ns,
+    );
+    row(
+        s,
+        "p99",
+        c(sh, |c| c.latency.p99),
+        c(pa, |c| c.latency.p99),
+        human_ns,
+    );
+    row(
+        s,
+        "p99.9",
+        c(sh, |c| c.latency.p99_9),
+        c(pa, |c| c.latency.p99_9),
+        human_ns,
+    );
+    row(
+        s,
+        "max",
+        c(sh, |c| c.latency.max),
+        c(pa, |c| c.latency.max),
+        human_ns,
+    );
+    row(
+        s,
+        "missed periods",
+        c(sh, |c| c.missed_periods),
+        c(pa, |c| c.missed_periods),
+        |v| v.to_string(),
+    );
     let late = |p: &Phase| {
         p.cycle
             .as_ref()
@@ -94,12 +142,20 @@ fn table(s: &mut String, r: &AssessReport) {
     let n = |p: &Phase, f: fn(&NoiseFigures) -> u64| p.noise.as_ref().map(f);
     // Noise in parts per million of the run, shown as a percentage.
     let ppm = |n: &NoiseFigures| (n.share_percent * 10_000.0).round() as u64;
-    row(s, "busy-loop noise", n(sh, ppm), n(pa, ppm), |v| format!("{:.3}%", v as f64 / 10_000.0));
-    row(s, "longest gap", n(sh, |n| n.max_gap_ns), n(pa, |n| n.max_gap_ns), human_ns);
+    row(s, "busy-loop noise", n(sh, ppm), n(pa, ppm), |v| {
+        format!("{:.3}%", v as f64 / 10_000.0)
+    });
+    row(
+        s,
+        "longest gap",
+        n(sh, |n| n.max_gap_ns),
+        n(pa, |n| n.max_gap_ns),
+        human_ns,
+    );
     if let Some(ratio) = verdict::throughput_ratio(sh.load.as_ref(), pa.load.as_ref()) {
         let _ = writeln!(
             s,
-            "  {:<22} {:>14} {:>14}",
+            "  {:<22} {:>21} {:>21}",
             "load throughput",
             "100%",
             format!("{:.0}%", ratio * 100.0)

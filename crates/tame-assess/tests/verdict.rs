@@ -1,0 +1,159 @@
+//! Verdicts drawn from a recorded assessment (this 2-vCPU KVM guest, 1 ms period, mixed
+//! stress-ng load, 6 s per phase): the histograms it keeps let any requirement be checked
+//! against the same measurements, so every outcome is tested without a live run.
+
+use tame_assess::report::Phase;
+use tame_assess::verdict::Outcome;
+use tame_assess::{AssessReport, Requirement};
+
+fn recorded() -> AssessReport {
+    let text = include_str!("fixtures/dev-vm-1ms.json");
+    serde_json::from_str(text).expect("the recorded report parses")
+}
+
+const MS: u64 = 1_000_000;
+const US: u64 = 1_000;
+
+fn requirement(period: u64, budget: u64, deadline: u64, miss_rate: f64) -> Requirement {
+    Requirement::new(period, budget, Some(deadline), miss_rate, 1).unwrap()
+}
+
+#[test]
+fn the_recorded_verdict_is_reproduced_from_its_figures() {
+    let r = recorded();
+    assert_eq!(r.decide_for(&r.requirement), r.verdict);
+    assert_eq!(r.verdict.outcome, Outcome::NotMet);
+}
+
+#[test]
+fn a_deadline_below_what_the_machine_can_do_is_not_met_with_the_reason() {
+    let mut r = recorded();
+    let v = r.decide_for(&requirement(MS, 0, 5 * US, 0.0));
+    assert_eq!(v.outcome, Outcome::NotMet);
+    // The hypervisor's stalls come first: no guest setting removes them.
+    assert!(
+        v.next_step.starts_with("this machine cannot meet it: the hypervisor (KVM) alone stalls the CPU for up to 13.35"),
+        "{}",
+        v.next_step
+    );
+    assert!(
+        v.limits[0].starts_with("the fastest wakeup took"),
+        "{:?}",
+        v.limits
+    );
+    // On bare metal the wakeup floor is the reason.
+    r.machine.hypervisor = None;
+    let v = r.decide_for(&requirement(MS, 0, 5 * US, 0.0));
+    assert!(
+        v.next_step
+            .starts_with("this machine cannot meet it: even the fastest wakeup took 10.09µs"),
+        "{}",
+        v.next_step
+    );
+}
+
+#[test]
+fn an_easy_requirement_is_met_shared_and_real_fast_is_enough() {
+    let v = recorded().decide_for(&requirement(50 * MS, 5 * MS, 50 * MS, 0.0));
+    assert_eq!(v.outcome, Outcome::RealFastIsEnough, "{v:?}");
+    assert!(
+        v.headline.starts_with("met shared: 0 late of 3900"),
+        "{}",
+        v.headline
+    );
+    assert!(
+        v.next_step.starts_with("real fast is enough"),
+        "{}",
+        v.next_step
+    );
+    let cost = v.cost.expect("the cost of partitioning is stated");
+    assert!(
+        cost.starts_with("partitioning takes 1 of 2 CPUs from ordinary work; the load kept "),
+        "{cost}"
+    );
+}
+
+#[test]
+fn a_requirement_met_only_inside_the_partition_gets_the_spec() {
+    let v = recorded().decide_for(&requirement(MS, 0, MS, 0.001));
+    assert_eq!(v.outcome, Outcome::PartitionNeeded, "{v:?}");
+    let shared = v.shared.as_ref().unwrap();
+    let part = v.partitioned.as_ref().unwrap();
+    assert!(!shared.holds && shared.late > 400, "{shared:?}");
+    assert!(
+        part.holds && part.late == 3 && part.margin_ns > 0,
+        "{part:?}"
+    );
+    assert!(
+        v.next_step
+            .starts_with("apply the spec: tame apply /tmp/as2/spec.toml"),
+        "{}",
+        v.next_step
+    );
+    // Hard, the same measurements do not hold: three activations were late.
+    assert_eq!(
+        recorded().decide_for(&requirement(MS, 0, MS, 0.0)).outcome,
+        Outcome::NotMet
+    );
+}
+
+#[test]
+fn without_the_hypervisor_the_next_step_is_the_kernel_or_the_boot_line() {
+    let mut r = recorded();
+    r.machine.hypervisor = None;
+    let hard = requirement(MS, 0, MS, 0.0);
+    let v = r.decide_for(&hard);
+    assert!(
+        v.next_step.starts_with(
+            "add these boot parameters (reboot), then assess again: boot a PREEMPT_RT kernel"
+        ),
+        "{}",
+        v.next_step
+    );
+    r.machine.reboot_fixes.clear();
+    let v = r.decide_for(&hard);
+    assert!(
+        v.next_step.starts_with("a PREEMPT_RT kernel is needed"),
+        "{}",
+        v.next_step
+    );
+    r.machine.preempt_rt = true;
+    let v = r.decide_for(&hard);
+    assert!(
+        v.next_step
+            .starts_with("relax the requirement: the work waited up to 1.42"),
+        "{}",
+        v.next_step
+    );
+}
+
+#[test]
+fn without_the_partitioned_phase_the_verdict_says_what_it_needs() {
+    let mut r = recorded();
+    r.partitioned = Phase::skipped("applying a partition needs root");
+    let v = r.decide_for(&requirement(MS, 0, MS, 0.0));
+    assert_eq!(v.outcome, Outcome::Unknown);
+    assert!(
+        v.next_step
+            .starts_with("applying a partition needs root — then assess again"),
+        "{}",
+        v.next_step
+    );
+    // Met shared needs no partitioned phase to decide.
+    assert_eq!(
+        r.decide_for(&requirement(50 * MS, 0, 50 * MS, 0.0)).outcome,
+        Outcome::RealFastIsEnough
+    );
+}
+
+#[test]
+fn an_isolated_median_that_rises_on_a_halting_vcpu_is_explained() {
+    let v = recorded().decide_for(&requirement(MS, 0, MS, 0.0));
+    assert!(
+        v.notes
+            .iter()
+            .any(|n| n.contains("no cpuidle driver, so idle = \"poll\" cannot help")),
+        "{:?}",
+        v.notes
+    );
+}
