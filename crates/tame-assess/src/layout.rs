@@ -32,6 +32,16 @@ pub struct Layout {
     pub warnings: Vec<String>,
 }
 
+/// The cpuidle driver, if there is one (the kernel prints `none` when there is not): without
+/// one, idle is the architecture's halt and `idle = "poll"` changes nothing.
+pub fn cpuidle_driver(model: &HostModel) -> Option<String> {
+    model
+        .power
+        .cpuidle_driver
+        .clone()
+        .filter(|d| !d.is_empty() && d != "none")
+}
+
 /// Why a CPU is a poor choice to isolate, worst first.
 fn penalties(model: &HostModel, cpu: u32) -> Vec<(u32, String)> {
     let mut found = Vec::new();
@@ -103,7 +113,7 @@ pub fn choose(model: &HostModel, count: u32) -> Result<Layout, AssessError> {
         .flat_map(|cpu| penalties(model, cpu))
         .map(|(_, why)| why)
         .collect();
-    let idle = if model.power.cpuidle_driver.is_some() {
+    let idle = if cpuidle_driver(model).is_some() {
         "idle = \"poll\"\n"
     } else {
         ""

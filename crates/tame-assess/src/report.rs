@@ -57,7 +57,10 @@ pub struct AssessReport {
     pub started_unix_ns: u64,
     pub requirement: Requirement,
     pub environment: RunEnvironment,
+    /// The check of the chosen CPUs on the machine as found.
     pub check: CheckReport,
+    /// The same check while the partition was applied: what the partition did not fix.
+    pub check_partitioned: Option<CheckReport>,
     pub layout: Layout,
     /// Where the spec was written, when an output directory was given.
     pub spec_file: Option<String>,

@@ -7,8 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{invalid, AssessError};
 
 /// The shortest and longest period the periodic-wakeup measurement takes.
-pub const MIN_PERIOD_NS: u64 = 50_000;
-pub const MAX_PERIOD_NS: u64 = 10_000_000_000;
+pub use tame_bench::cycle::{MAX_INTERVAL_NS as MAX_PERIOD_NS, MIN_INTERVAL_NS as MIN_PERIOD_NS};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Requirement {
@@ -75,7 +74,8 @@ impl Requirement {
 
     /// The longest wakeup latency an activation can have and still end in time.
     pub fn latency_bound_ns(&self) -> u64 {
-        self.deadline_ns - self.budget_ns
+        // Saturating: a report read back from disk was not built by `new`.
+        self.deadline_ns.saturating_sub(self.budget_ns)
     }
 
     /// Hard: no activation may miss.

@@ -16,9 +16,10 @@ use tame_bench::load::{LoadKind, LoadSpec};
 use tame_bench::noise::{self, NoiseSettings, DETECTOR_PRIORITY};
 use tame_bench::placement::Placement;
 use tame_bench::session::{self, Bench, Conditions, Finished};
-use tame_check::{Severity, Target};
+use tame_check::{CheckReport, Severity, Target};
 use tame_host::environment::RunEnvironment;
 use tame_host::journal::RevertReport;
+use tame_host::kernel::PreemptModel;
 use tame_host::{CpuList, HostModel, Root};
 use tame_rt::{ClockKind, Policy};
 
@@ -60,21 +61,6 @@ pub trait Observer {
     fn note(&mut self, text: &str);
 }
 
-/// An observer that shows nothing.
-pub struct Quiet;
-
-impl Observer for Quiet {
-    fn phase(&mut self, _: &str, _: u64) {}
-    fn progress(&mut self, _: u64) {}
-    fn note(&mut self, _: &str) {}
-}
-
-/// Raw results of the measurements, for the output directory.
-#[derive(Default)]
-struct Raw {
-    files: Vec<(String, String)>,
-}
-
 pub fn assess(
     root: &Root,
     options: &Options,
@@ -84,42 +70,41 @@ pub fn assess(
     let started_unix_ns = tame_bench::result::unix_now_ns();
     let may_change = tame_host::privilege::may_change(root);
     observer.phase("reading the machine", 0);
+    let (mut layout, mut plan) = prepare(root, options, may_change)?;
     let mut restoration = Restoration::default();
-    let model = HostModel::read(root);
-    let layout = match &options.spec {
-        Some((name, text)) => layout::from_spec(&model, name, text)?,
-        None => layout::choose(&model, options.requirement.cpus)?,
-    };
-    let plan = MeasurementPlan::new(root, options, &layout, may_change)?;
-    let spec_file = write_spec(options.out_dir.as_deref(), &layout)?;
     // Everything is validated: from here on the machine may change.
     if recover_earlier_run(root, &options.journal_dir, may_change)? {
         restoration.recovered_earlier_run = true;
-        observer.note("an earlier tame assess was killed: its partition is reverted first");
+        observer.note("an earlier tame assess was killed: its partition was reverted first");
+        // What was read before described the machine with that partition applied.
+        (layout, plan) = prepare(root, options, may_change)?;
     }
+    let spec_file = write_spec(options.out_dir.as_deref(), &layout)?;
     observer.phase("check", 0);
     let model = HostModel::read(root);
     let check = tame_check::check(&model, &Target::asked(&model, layout.isolated.clone()));
-    let mut raw = Raw::default();
-    let shared = plan.shared(root, control, observer, &mut raw)?;
-    let partitioned = if !may_change {
-        Phase::skipped("applying a partition needs root: it changes cgroups, IRQ affinities and kernel settings — run tame assess as root")
+    let mut session = Session {
+        control,
+        observer,
+        raw: Vec::new(),
+    };
+    let shared = plan.shared(root, &mut session)?;
+    let (partitioned, check_partitioned) = if !may_change {
+        (
+            Phase::skipped("applying a partition needs root: it changes cgroups, IRQ affinities and kernel settings"),
+            None,
+        )
     } else if control.stopped() {
-        Phase::skipped("interrupted before the partitioned phase")
+        (
+            Phase::skipped("interrupted before the partitioned phase"),
+            None,
+        )
     } else {
-        plan.partitioned(
-            root,
-            options,
-            &layout,
-            control,
-            observer,
-            &mut raw,
-            &mut restoration,
-        )?
+        plan.partitioned(root, options, &layout, &mut session, &mut restoration)
     };
     let machine = machine(
         &plan.environment,
-        &check,
+        check_partitioned.as_ref().unwrap_or(&check),
         &layout,
         &model,
         spec_file.clone(),
@@ -133,6 +118,7 @@ pub fn assess(
         requirement: options.requirement.clone(),
         environment: plan.environment.clone(),
         check,
+        check_partitioned,
         layout,
         spec_file,
         shared,
@@ -143,12 +129,35 @@ pub fn assess(
         interrupted: control.stopped(),
     };
     if let Some(dir) = &options.out_dir {
-        raw.files.push(("assess.json".into(), report.to_json()));
-        for (name, text) in &raw.files {
+        session.raw.push(("assess.json".into(), report.to_json()));
+        for (name, text) in &session.raw {
             write_file(&dir.join(name), text)?;
         }
     }
     Ok(report)
+}
+
+/// The layout and the measurements, validated against the machine as it is now.
+fn prepare(
+    root: &Root,
+    options: &Options,
+    may_change: bool,
+) -> Result<(Layout, MeasurementPlan), AssessError> {
+    let model = HostModel::read(root);
+    let layout = match &options.spec {
+        Some((name, text)) => layout::from_spec(&model, name, text)?,
+        None => layout::choose(&model, options.requirement.cpus)?,
+    };
+    let plan = MeasurementPlan::new(root, options, &layout, may_change)?;
+    Ok((layout, plan))
+}
+
+/// What a measurement reports to, and the raw results it leaves for the output directory.
+struct Session<'a> {
+    control: &'a RunControl,
+    observer: &'a mut dyn Observer,
+    /// (file name, JSON text).
+    raw: Vec<(String, String)>,
 }
 
 /// What the verdict needs to know of the machine.
@@ -159,24 +168,26 @@ fn machine(
     model: &HostModel,
     spec_file: Option<String>,
 ) -> Machine {
-    let serious = || {
-        check
-            .findings
-            .iter()
-            .filter(|f| f.severity >= Severity::Warn)
-    };
+    let mut serious: Vec<_> = check
+        .findings
+        .iter()
+        .filter(|f| f.severity >= Severity::Warn)
+        .collect();
+    serious.sort_by_key(|f| std::cmp::Reverse(f.severity));
     Machine {
         hypervisor: env.hypervisor.clone(),
-        preempt_rt: env.preemption_model.contains("rt")
-            && !env.preemption_model.contains("dynamic"),
-        cpuidle_driver: model.power.cpuidle_driver.clone().filter(|d| d != "none"),
+        preempt_rt: model.kernel.preemption.model == PreemptModel::Rt,
+        cpuidle_driver: layout::cpuidle_driver(model),
         online_cpus: model.cpus.online.len(),
-        isolated_cpus: layout.isolated.len(),
-        reboot_fixes: serious()
+        isolated_cpus: model.cpus.online.difference(&layout.system).len(),
+        partition: layout.partition.clone(),
+        reboot_fixes: serious
+            .iter()
             .filter(|f| f.needs_reboot)
             .filter_map(|f| f.fix.clone())
             .collect(),
-        findings: serious()
+        findings: serious
+            .iter()
             .map(|f| format!("{}: {}", f.id, f.found))
             .collect(),
         spec_file,
@@ -213,10 +224,20 @@ fn recover_earlier_run(
         };
     }
     let text = tame_partition::status::applied_spec_text(journal_dir)
-        .map_err(|e| AssessError::Failed(format!("cannot read the journal: {e}")))?;
+        .map_err(|e| {
+            AssessError::Failed(format!(
+                "cannot read the journal in {}: {e} — see `tame status`; `tame revert` undoes what it records",
+                journal_dir.display()
+            ))
+        })?;
     match text {
         None => Ok(false),
         Some(t) if t.starts_with(MARKER) => {
+            if let Some(pid) = running_assess(root, &t) {
+                return Err(invalid(format!(
+                    "another tame assess (pid {pid}) is running with its partition applied — wait until it ends (it reverts its partition), or stop it with Ctrl-C / kill {pid}"
+                )));
+            }
             let report = tame_partition::revert(root, journal_dir)?;
             if !report.not_restored.is_empty() {
                 return Err(AssessError::Failed(format!(
@@ -228,6 +249,20 @@ fn recover_earlier_run(
         }
         Some(_) => Err(refuse()),
     }
+}
+
+/// The assess that applied the marked spec `text`, if it still runs.
+fn running_assess(root: &Root, text: &str) -> Option<u32> {
+    let first = text.lines().next()?;
+    let pid: u32 = first
+        .split("(pid ")
+        .nth(1)?
+        .split(')')
+        .next()?
+        .parse()
+        .ok()?;
+    let comm = root.read_trimmed(format!("/proc/{pid}/comm")).ok()?;
+    (pid != std::process::id() && comm == "tame").then_some(pid)
 }
 
 fn write_spec(out_dir: Option<&Path>, layout: &Layout) -> Result<Option<String>, AssessError> {
@@ -307,9 +342,14 @@ impl MeasurementPlan {
             o.phase_ns - cycle_ns,
             None,
             detector,
-            o.attribute && may_change,
+            o.attribute,
         )
-        .map_err(|e| invalid(format!("{e} (the busy loop gets a third of --duration)")))?;
+        .map_err(|e| {
+            invalid(format!(
+                "{e} (the busy loop gets {}% of --duration: give a longer --duration)",
+                100 - CYCLE_SHARE_PERCENT
+            ))
+        })?;
         if !o.load.is_empty() {
             LoadSpec {
                 kinds: o.load.clone(),
@@ -342,47 +382,57 @@ impl MeasurementPlan {
     }
 
     /// The machine as it is: the load on every CPU, the work's CPUs shared with it.
-    fn shared(
-        &self,
-        root: &Root,
-        control: &RunControl,
-        observer: &mut dyn Observer,
-        raw: &mut Raw,
-    ) -> Result<Phase, AssessError> {
+    fn shared(&self, root: &Root, session: &mut Session) -> Result<Phase, AssessError> {
         let load = self.load_on(&self.online);
         let conditions = Conditions {
             load: load.as_ref(),
             placement: None,
         };
-        self.measure(root, "shared", conditions, control, observer, raw)
+        self.measure(root, "shared", conditions, session)
     }
 
-    /// Apply, measure inside the partition with the load on the system partition, revert.
-    #[allow(clippy::too_many_arguments)]
+    /// Apply, check and measure inside the partition with the load on the system
+    /// partition, revert. A failure here does not lose the shared phase: the phase is
+    /// reported as not measured, with why, and a revert that fails is reported too.
     fn partitioned(
         &self,
         root: &Root,
         o: &Options,
         layout: &Layout,
-        control: &RunControl,
-        observer: &mut dyn Observer,
-        raw: &mut Raw,
+        session: &mut Session,
         restoration: &mut Restoration,
-    ) -> Result<Phase, AssessError> {
-        observer.phase("applying the partition", 0);
-        let spec = tame_partition::Spec::parse("assess spec", &layout.spec_text)
-            .map_err(|e| invalid(e.to_string()))?;
-        let applied = Applied::apply(root, &spec, &marked(layout), &o.journal_dir)?;
-        let measured = self.measure_in_partition(root, o, layout, control, observer, raw);
-        observer.phase("reverting the partition", 0);
-        let reverted = applied.revert()?;
-        restoration.changes_reverted = reverted.entries;
-        restoration.not_restored = reverted
-            .not_restored
-            .iter()
-            .map(|n| format!("{}: {}", n.what, n.reason))
-            .collect();
-        measured
+    ) -> (Phase, Option<CheckReport>) {
+        session.observer.phase("applying the partition", 0);
+        let applied = match Applied::apply(root, layout, &o.journal_dir) {
+            Ok(a) => a,
+            Err(e) => {
+                return (
+                    Phase::skipped(format!("the partition could not be applied (apply rolled back what it had changed): {e}")),
+                    None,
+                )
+            }
+        };
+        let model = HostModel::read(root);
+        let check = tame_check::check(&model, &Target::applied(&model, layout.isolated.clone()));
+        let measured = self.measure_in_partition(root, o, layout, session);
+        session.observer.phase("reverting the partition", 0);
+        match applied.revert() {
+            Ok(reverted) => {
+                restoration.changes_reverted = reverted.entries;
+                restoration.not_restored = reverted
+                    .not_restored
+                    .iter()
+                    .map(|n| format!("{}: {}", n.what, n.reason))
+                    .collect();
+            }
+            Err(e) => restoration.not_restored.push(format!(
+                "the revert failed: {e} — the partition is still applied; see tame status and run tame revert"
+            )),
+        }
+        let phase = measured.unwrap_or_else(|e| {
+            Phase::skipped(format!("measuring inside the partition failed: {e}"))
+        });
+        (phase, Some(check))
     }
 
     fn measure_in_partition(
@@ -390,9 +440,7 @@ impl MeasurementPlan {
         root: &Root,
         o: &Options,
         layout: &Layout,
-        control: &RunControl,
-        observer: &mut dyn Observer,
-        raw: &mut Raw,
+        session: &mut Session,
     ) -> Result<Phase, AssessError> {
         let applied = tame_launch::target::applied_partition(
             root,
@@ -401,7 +449,10 @@ impl MeasurementPlan {
             &tame_launch::target::Caller::current(),
         )
         .map_err(|e| {
-            AssessError::Failed(format!("the partition just applied cannot be used: {e}"))
+            AssessError::Failed(format!(
+                "partition {:?}, just applied, cannot be joined: {e}",
+                layout.partition
+            ))
         })?;
         let placement = Placement {
             partition: layout.partition.clone(),
@@ -413,7 +464,7 @@ impl MeasurementPlan {
             load: load.as_ref(),
             placement: Some(&placement),
         };
-        self.measure(root, "partitioned", conditions, control, observer, raw)
+        self.measure(root, "partitioned", conditions, session)
     }
 
     /// Periodic wakeups, then the busy loop, under `conditions`.
@@ -422,15 +473,14 @@ impl MeasurementPlan {
         root: &Root,
         name: &str,
         conditions: Conditions,
-        control: &RunControl,
-        observer: &mut dyn Observer,
-        raw: &mut Raw,
+        session: &mut Session,
     ) -> Result<Phase, AssessError> {
         let mut phase = Phase {
             measured: true,
             policy: self.cycle.threads.label(),
             ..Phase::default()
         };
+        let observer = &mut *session.observer;
         observer.phase(
             &format!("{name}: periodic wakeups"),
             self.cycle.expected_ns(),
@@ -440,18 +490,20 @@ impl MeasurementPlan {
             root,
             self.cycle.clone(),
             conditions,
-            control,
+            session.control,
             0,
             |n| observer.progress(n * 1000 / total),
             self.command(name, "cycle"),
         )?;
         phase.cycle = Some(CycleFigures::from_run(&done));
         phase.load = done.result.load.clone();
-        raw.files
+        session
+            .raw
             .push((format!("{name}-cycle.json"), done.result.to_json()));
-        if control.stopped() {
+        if session.control.stopped() {
             return Ok(phase);
         }
+        let observer = &mut *session.observer;
         observer.phase(&format!("{name}: busy-loop noise"), self.noise.duration_ns);
         let start = Instant::now();
         let duration = self.noise.duration_ns.max(1);
@@ -459,7 +511,7 @@ impl MeasurementPlan {
             root,
             self.noise.clone(),
             conditions,
-            control,
+            session.control,
             |_| {
                 observer
                     .progress((start.elapsed().as_nanos() as u64).min(duration) * 1000 / duration)
@@ -467,7 +519,8 @@ impl MeasurementPlan {
             self.command(name, "noise"),
         )?;
         phase.noise = Some(NoiseFigures::from_result(&run.result));
-        raw.files
+        session
+            .raw
             .push((format!("{name}-noise.json"), run.result.to_json()));
         Ok(phase)
     }
@@ -481,13 +534,11 @@ struct Applied<'a> {
 }
 
 impl<'a> Applied<'a> {
-    fn apply(
-        root: &'a Root,
-        spec: &tame_partition::Spec,
-        text: &str,
-        journal_dir: &'a Path,
-    ) -> Result<Self, AssessError> {
-        tame_partition::apply(root, spec, text, journal_dir, None)?;
+    /// Apply the layout's spec, marked as assess's own.
+    fn apply(root: &'a Root, layout: &Layout, journal_dir: &'a Path) -> Result<Self, AssessError> {
+        let spec = tame_partition::Spec::parse("assess spec", &layout.spec_text)
+            .map_err(|e| AssessError::Failed(e.to_string()))?;
+        tame_partition::apply(root, &spec, &marked(layout), journal_dir, None)?;
         Ok(Applied {
             root,
             journal_dir,

@@ -52,7 +52,8 @@ impl Holds {
             late,
             late_fraction,
             response_ns,
-            margin_ns: r.deadline_ns as i64 - response_ns as i64,
+            margin_ns: (i128::from(r.deadline_ns) - i128::from(response_ns))
+                .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64,
         }
     }
 
@@ -80,8 +81,11 @@ pub struct Machine {
     pub preempt_rt: bool,
     pub cpuidle_driver: Option<String>,
     pub online_cpus: usize,
+    /// CPUs the partitions take from ordinary work (every CPU outside the system partition).
     pub isolated_cpus: usize,
-    /// Fixes the check found that need a reboot (boot parameters).
+    /// The isolated partition the work would run in.
+    pub partition: String,
+    /// Fixes the check found that need a reboot (boot parameters, another kernel).
     pub reboot_fixes: Vec<String>,
     /// Check findings that warn or fail, one line each.
     pub findings: Vec<String>,
@@ -106,52 +110,96 @@ pub struct Verdict {
 }
 
 pub fn decide(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine) -> Verdict {
-    let shared_holds = shared.cycle.as_ref().map(|c| Holds::of(c, r));
-    let part_holds = partitioned.cycle.as_ref().map(|c| Holds::of(c, r));
-    let best = partitioned.cycle.as_ref().or(shared.cycle.as_ref());
+    // A phase cut short before its first activation counts as not measured.
+    let measured = |p: &Phase| p.cycle.clone().filter(|c| c.activations > 0);
+    let (shared_cycle, part_cycle) = (measured(shared), measured(partitioned));
+    let shared_holds = shared_cycle.as_ref().map(|c| Holds::of(c, r));
+    let part_holds = part_cycle.as_ref().map(|c| Holds::of(c, r));
+    let best = part_cycle.as_ref().or(shared_cycle.as_ref());
     let best_noise = partitioned.noise.as_ref().or(shared.noise.as_ref());
-    let limits = limits(r, best, best_noise, m);
-    let cost = cost(shared.load.as_ref(), partitioned.load.as_ref(), m);
-    let mut notes = notes(shared, partitioned, m);
-    let (outcome, headline, next_step) = match (&shared_holds, &part_holds) {
+    let mut notes = notes(r, shared, partitioned, m);
+    let interrupted = [shared, partitioned]
+        .iter()
+        .any(|p| p.cycle.as_ref().is_some_and(|c| c.interrupted));
+    let (outcome, headline, next_step) = if interrupted {
+        (
+            Outcome::Unknown,
+            "interrupted before the measurements were complete: no verdict".to_string(),
+            "run the assessment to its end (Ctrl-C stopped it)".to_string(),
+        )
+    } else {
+        outcome(
+            r,
+            (&shared_holds, &part_holds),
+            shared_cycle.as_ref(),
+            best,
+            best_noise,
+            partitioned,
+            m,
+            &mut notes,
+        )
+    };
+    Verdict {
+        outcome,
+        headline,
+        shared: shared_holds,
+        partitioned: part_holds,
+        limits: limits(r, best, best_noise, m),
+        next_step,
+        cost: cost(shared.load.as_ref(), partitioned.load.as_ref(), m),
+        notes,
+    }
+}
+
+/// The outcome, its headline and the next step, from whether each configuration holds.
+#[allow(clippy::too_many_arguments)]
+fn outcome(
+    r: &Requirement,
+    holds: (&Option<Holds>, &Option<Holds>),
+    shared_cycle: Option<&CycleFigures>,
+    best: Option<&CycleFigures>,
+    best_noise: Option<&NoiseFigures>,
+    partitioned: &Phase,
+    m: &Machine,
+    notes: &mut Vec<String>,
+) -> (Outcome, String, String) {
+    match holds {
         (Some(s), _) if s.holds => (
             Outcome::RealFastIsEnough,
             format!("met shared: {}", s.describe()),
             format!(
                 "real fast is enough: run the work as an ordinary SCHED_FIFO process (chrt -f 80 CMD, or tame run --cpus {} --shared-ok --policy fifo -- CMD); no partition is needed",
-                shared.cycle.as_ref().map_or(String::new(), |c| c.cpus.to_string())
+                shared_cycle.map_or(String::new(), |c| c.cpus.to_string())
             ),
         ),
         (_, Some(p)) if p.holds => (
             Outcome::PartitionNeeded,
             format!("met only partitioned: {}", p.describe()),
             format!(
-                "apply the spec: tame apply {} (then start the work with tame run -p rt -- CMD){}",
+                "apply the spec: tame apply {} (then start the work with tame run -p {} -- CMD){}",
                 m.spec_file.as_deref().unwrap_or("SPEC"),
+                m.partition,
                 if m.reboot_fixes.is_empty() {
                     String::new()
                 } else {
                     format!(
-                        "; for more margin, also these boot parameters (reboot): {}",
+                        "; for more margin, these changes need a reboot: {}",
                         m.reboot_fixes.join("; ")
                     )
                 }
             ),
         ),
         (Some(s), None) => {
-            notes.push(format!(
-                "shared: {}",
-                s.describe()
-            ));
+            notes.push(format!("shared: {}", s.describe()));
             (
                 Outcome::Unknown,
                 "not met shared; the partitioned configuration was not measured".to_string(),
                 format!(
-                    "{} — then assess again to see whether a partition meets it",
+                    "the partitioned configuration was not measured ({}) — fix that and assess again to see whether a partition meets it",
                     partitioned
                         .not_measured
                         .as_deref()
-                        .unwrap_or("measure the partitioned configuration")
+                        .unwrap_or("no reason recorded")
                 ),
             )
         }
@@ -163,19 +211,8 @@ pub fn decide(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine)
         (None, None) => (
             Outcome::Unknown,
             "nothing was measured".to_string(),
-            "run the assessment to its end (it was stopped before the first measurement)"
-                .to_string(),
+            "run the assessment to its end (it stopped before the first measurement)".to_string(),
         ),
-    };
-    Verdict {
-        outcome,
-        headline,
-        shared: shared_holds,
-        partitioned: part_holds,
-        limits,
-        next_step,
-        cost,
-        notes,
     }
 }
 
@@ -187,7 +224,12 @@ fn not_met_step(
     m: &Machine,
 ) -> String {
     let bound = r.latency_bound_ns();
-    if let (Some(hv), Some(stall)) = (&m.hypervisor, noise.and_then(|n| n.unexplained_max_ns)) {
+    // One stall proves a hard requirement impossible; a tolerated miss rate may absorb it.
+    if let (Some(hv), Some(stall), true) = (
+        &m.hypervisor,
+        noise.and_then(|n| n.unexplained_max_ns),
+        r.is_hard(),
+    ) {
         if stall > bound {
             return format!(
                 "this machine cannot meet it: the hypervisor ({hv}) alone stalls the CPU for up to {} (gaps no guest event explains), more than the {} the work can wait — run it on bare metal or on a host that dedicates and pins this vCPU",
@@ -207,7 +249,7 @@ fn not_met_step(
     }
     if !m.reboot_fixes.is_empty() {
         return format!(
-            "add these boot parameters (reboot), then assess again: {}",
+            "these changes need a reboot, then assess again: {}",
             m.reboot_fixes.join("; ")
         );
     }
@@ -324,10 +366,21 @@ pub fn throughput_ratio(
 }
 
 /// What a reader needs to read the figures right.
-fn notes(shared: &Phase, partitioned: &Phase, m: &Machine) -> Vec<String> {
+fn notes(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine) -> Vec<String> {
     let mut out = Vec::new();
+    if let Some(c) = partitioned.cycle.as_ref().or(shared.cycle.as_ref()) {
+        // Ten misses' worth of activations at least, or a miss rate cannot be told apart.
+        let needed = (10.0 / r.miss_rate).ceil();
+        if !r.is_hard() && (c.activations as f64) < needed {
+            out.push(format!(
+                "{} activations are too few to tell a miss rate of {}: about {needed} are needed — give a longer --duration",
+                c.activations,
+                percent(r.miss_rate)
+            ));
+        }
+    }
     if let (Some(s), Some(p)) = (&shared.cycle, &partitioned.cycle) {
-        if p.latency.p50 > s.latency.p50 && m.cpuidle_driver.is_none() {
+        if p.latency.p50 > s.latency.p50 && m.cpuidle_driver.is_none() && m.hypervisor.is_some() {
             out.push(format!(
                 "the median rose from {} shared to {} partitioned: an isolated CPU is idle between activations, and an idle vCPU halts, so every wakeup goes through the hypervisor; this machine has no cpuidle driver, so idle = \"poll\" cannot help — a task that must wake faster can spin until its next period, or boot with idle=poll",
                 human(s.latency.p50),
@@ -335,10 +388,10 @@ fn notes(shared: &Phase, partitioned: &Phase, m: &Machine) -> Vec<String> {
             ));
         }
     }
-    if [shared, partitioned]
-        .iter()
-        .any(|p| p.cycle.as_ref().is_some_and(|c| c.interrupted))
-    {
+    if [shared, partitioned].iter().any(|p| {
+        p.cycle.as_ref().is_some_and(|c| c.interrupted)
+            || p.noise.as_ref().is_some_and(|n| n.interrupted)
+    }) {
         out.push("interrupted: the figures cover only what was measured".to_string());
     }
     out

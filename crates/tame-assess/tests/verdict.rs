@@ -105,7 +105,7 @@ fn without_the_hypervisor_the_next_step_is_the_kernel_or_the_boot_line() {
     let v = r.decide_for(&hard);
     assert!(
         v.next_step.starts_with(
-            "add these boot parameters (reboot), then assess again: boot a PREEMPT_RT kernel"
+            "these changes need a reboot, then assess again: boot a PREEMPT_RT kernel"
         ),
         "{}",
         v.next_step
@@ -134,8 +134,9 @@ fn without_the_partitioned_phase_the_verdict_says_what_it_needs() {
     let v = r.decide_for(&requirement(MS, 0, MS, 0.0));
     assert_eq!(v.outcome, Outcome::Unknown);
     assert!(
-        v.next_step
-            .starts_with("applying a partition needs root — then assess again"),
+        v.next_step.starts_with(
+            "the partitioned configuration was not measured (applying a partition needs root) — fix that"
+        ),
         "{}",
         v.next_step
     );
@@ -156,4 +157,61 @@ fn an_isolated_median_that_rises_on_a_halting_vcpu_is_explained() {
         "{:?}",
         v.notes
     );
+}
+
+#[test]
+fn an_interrupted_or_empty_phase_gets_no_verdict() {
+    let mut r = recorded();
+    r.partitioned.cycle.as_mut().unwrap().interrupted = true;
+    let v = r.decide_for(&requirement(50 * MS, 0, 50 * MS, 0.0));
+    assert_eq!(v.outcome, Outcome::Unknown);
+    assert!(v.headline.starts_with("interrupted"), "{}", v.headline);
+    // Stopped before its first activation: as if not measured.
+    let mut r = recorded();
+    let c = r.partitioned.cycle.as_mut().unwrap();
+    c.activations = 0;
+    c.histogram.clear();
+    let v = r.decide_for(&requirement(MS, 0, MS, 0.0));
+    assert_eq!(v.outcome, Outcome::Unknown, "{v:?}");
+    assert!(v.partitioned.is_none());
+}
+
+#[test]
+fn a_soft_requirement_needs_enough_activations_and_is_not_ruled_out_by_one_stall() {
+    // 0.01 % of 3900 activations is less than one: the run cannot tell.
+    let v = recorded().decide_for(&requirement(MS, 0, MS, 0.0001));
+    assert!(
+        v.notes
+            .iter()
+            .any(|n| n.starts_with("3900 activations are too few to tell a miss rate of 0.01%")),
+        "{:?}",
+        v.notes
+    );
+    // Soft: a single hypervisor stall does not make it impossible; the next cause is named.
+    assert!(!v.next_step.contains("hypervisor"), "{}", v.next_step);
+}
+
+#[test]
+fn the_load_throughput_ratio_is_a_geometric_mean_over_shared_stressors() {
+    use tame_assess::verdict::throughput_ratio;
+    use tame_bench::load::{LoadDescription, Throughput};
+    let load = |rates: &[(&str, f64)]| LoadDescription {
+        kinds: vec![],
+        cpus: tame_host::CpuList::new(),
+        commands: vec![],
+        throughput: rates
+            .iter()
+            .map(|(s, r)| Throughput {
+                stressor: s.to_string(),
+                bogo_ops_per_s: *r,
+            })
+            .collect(),
+    };
+    let shared = load(&[("cpu", 100.0), ("vm", 100.0), ("io", 0.0)]);
+    let part = load(&[("cpu", 25.0), ("vm", 100.0), ("sock", 5.0)]);
+    // cpu 0.25 and vm 1.0 (io has no rate, sock no shared figure): sqrt(0.25) = 0.5.
+    let ratio = throughput_ratio(Some(&shared), Some(&part)).unwrap();
+    assert!((ratio - 0.5).abs() < 1e-12, "{ratio}");
+    assert_eq!(throughput_ratio(Some(&shared), None), None);
+    assert_eq!(throughput_ratio(Some(&load(&[])), Some(&part)), None);
 }

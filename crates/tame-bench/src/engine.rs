@@ -226,7 +226,7 @@ impl SetupFailure {
     fn into_error(self) -> BenchError {
         match self {
             SetupFailure::Join(e) => io_failed(
-                "a measuring thread could not join the partition's cgroup",
+                "a measuring thread could not join the partition's cgroup (is the partition still applied? see tame status)",
                 e,
             ),
             SetupFailure::Sched(source) => BenchError::Failed(Failure::Sched {

@@ -3,9 +3,12 @@
 //! partition's CPUs, while everything else of the run — the thread that waits, the trace
 //! reader, the load — stays where tame runs (the system partition after `tame apply`).
 //!
-//! On cgroup v1 a thread joins alone. A v2 domain cgroup holds whole processes, so there
-//! the process joins with its first measuring thread; [`Joined::leave`] puts it back
-//! where it was once the measuring threads are done.
+//! That holds on cgroup v1, where a thread joins alone. A v2 domain cgroup holds whole
+//! processes: there all of tame joins with its first measuring thread, and its other
+//! threads (the waiting thread, the trace reader) share the partition's CPUs until the
+//! measuring threads are done and [`Joined::leave`] moves the process back. On v2 those
+//! helpers can show up as noise in the partition; measuring from a child process would
+//! avoid it (not done yet).
 
 use std::sync::Arc;
 

@@ -423,7 +423,8 @@ pub fn run(
     // On an error the load stops when `running` is dropped.
     let baseline = detector::run(&plan, prepared.clock, control, |_| {});
     // On v2 the process joined the partition with its detectors: back out before the
-    // trace reader starts, so it stays off the measured CPUs.
+    // trace reader starts. (The detectors of the measured run join again, and the process
+    // with them: see `placement` for what that means on v2.)
     prepared.leave_partition()?;
     let baseline = baseline?;
     let mut status = AttributionStatus::default();

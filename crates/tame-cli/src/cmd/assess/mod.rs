@@ -22,7 +22,7 @@ pub struct AssessArgs {
     /// How often the work runs.
     #[arg(long, default_value = "1ms")]
     period: String,
-    /// CPU time one activation needs (default: a tenth of the period).
+    /// CPU time one activation needs (default: a tenth of the deadline).
     #[arg(long)]
     budget: Option<String>,
     /// Latency bound from the intended start of an activation to the end of its work (default: the period).

@@ -22,6 +22,9 @@ pub fn summary(r: &AssessReport, out_dir: &Path) -> String {
     for why in &r.layout.reasons {
         let _ = writeln!(s, "  {why}");
     }
+    for warning in &r.layout.warnings {
+        let _ = writeln!(s, "  plan warns: {warning}");
+    }
     let _ = writeln!(s);
     table(&mut s, r);
     let _ = writeln!(s);
@@ -86,7 +89,11 @@ fn table(s: &mut String, r: &AssessReport) {
     let _ = writeln!(
         s,
         "  {:<22} {:>21} {:>21} {:>8}",
-        "under load",
+        if sh.load.is_some() {
+            "under load"
+        } else {
+            "no load"
+        },
         heading("shared", sh),
         heading("partitioned", pa),
         "ratio"
@@ -166,6 +173,26 @@ fn table(s: &mut String, r: &AssessReport) {
             let _ = writeln!(s, "  {name}: not measured — {why}");
         }
     }
+    let holds = |h: &Option<tame_assess::verdict::Holds>| match h {
+        None => "—".to_string(),
+        Some(h) if h.margin_ns >= 0 => format!(
+            "{} ({} to spare)",
+            if h.holds { "yes" } else { "no" },
+            human_ns(h.margin_ns.unsigned_abs())
+        ),
+        Some(h) => format!(
+            "{} ({} short)",
+            if h.holds { "yes" } else { "no" },
+            human_ns(h.margin_ns.unsigned_abs())
+        ),
+    };
+    let _ = writeln!(
+        s,
+        "  {:<22} {:>21} {:>21}",
+        "requirement holds",
+        holds(&r.verdict.shared),
+        holds(&r.verdict.partitioned)
+    );
 }
 
 fn heading(name: &str, p: &Phase) -> String {
