@@ -261,7 +261,7 @@ fn running_assess(root: &Root, text: &str) -> Option<u32> {
         .next()?
         .parse()
         .ok()?;
-    let comm = root.read_trimmed(format!("/proc/{pid}/comm")).ok()?;
+    let comm = root.process(pid).stat().ok()?.comm;
     (pid != std::process::id() && comm == "tame").then_some(pid)
 }
 

@@ -173,18 +173,16 @@ fn table(s: &mut String, r: &AssessReport) {
             let _ = writeln!(s, "  {name}: not measured — {why}");
         }
     }
-    let holds = |h: &Option<tame_assess::verdict::Holds>| match h {
-        None => "—".to_string(),
-        Some(h) if h.margin_ns >= 0 => format!(
-            "{} ({} to spare)",
-            if h.holds { "yes" } else { "no" },
-            human_ns(h.margin_ns.unsigned_abs())
-        ),
-        Some(h) => format!(
-            "{} ({} short)",
-            if h.holds { "yes" } else { "no" },
-            human_ns(h.margin_ns.unsigned_abs())
-        ),
+    let holds = |h: &Option<tame_assess::verdict::Holds>| {
+        h.as_ref().map_or("—".to_string(), |h| {
+            let room = if h.margin_ns >= 0 {
+                "to spare"
+            } else {
+                "short"
+            };
+            let word = if h.holds { "yes" } else { "no" };
+            format!("{word} ({} {room})", human_ns(h.margin_ns.unsigned_abs()))
+        })
     };
     let _ = writeln!(
         s,
