@@ -4,7 +4,10 @@
 //! would misread.
 
 use serde::{Deserialize, Serialize};
+use tame_bench::cycle::CycleSettings;
 use tame_bench::load::LoadDescription;
+use tame_bench::noise::NoiseResult;
+use tame_bench::result::BenchResult;
 use tame_check::CheckReport;
 use tame_host::environment::RunEnvironment;
 
@@ -27,6 +30,18 @@ pub struct Phase {
     pub load: Option<LoadDescription>,
     /// The scheduling of the periodic thread (`fifo 95`, `other`).
     pub policy: String,
+    /// The phase's full results in the common schema (docs/results.md), as `tame bench
+    /// cycle` and `tame bench noise` write them: `tame compare` and other readers of that
+    /// schema take them as they are.
+    #[serde(default)]
+    pub results: PhaseResults,
+}
+
+/// The benches' own results of one phase.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseResults {
+    pub cycle: Option<BenchResult<CycleSettings>>,
+    pub noise: Option<NoiseResult>,
 }
 
 impl Phase {

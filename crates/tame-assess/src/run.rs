@@ -83,11 +83,7 @@ pub fn assess(
     observer.phase("check", 0);
     let model = HostModel::read(root);
     let check = tame_check::check(&model, &Target::asked(&model, layout.isolated.clone()));
-    let mut session = Session {
-        control,
-        observer,
-        raw: Vec::new(),
-    };
+    let mut session = Session { control, observer };
     let shared = plan.shared(root, &mut session)?;
     let (partitioned, check_partitioned) = if !may_change {
         (
@@ -129,10 +125,7 @@ pub fn assess(
         interrupted: control.stopped(),
     };
     if let Some(dir) = &options.out_dir {
-        session.raw.push(("assess.json".into(), report.to_json()));
-        for (name, text) in &session.raw {
-            write_file(&dir.join(name), text)?;
-        }
+        write_results(dir, &report)?;
     }
     Ok(report)
 }
@@ -152,12 +145,10 @@ fn prepare(
     Ok((layout, plan))
 }
 
-/// What a measurement reports to, and the raw results it leaves for the output directory.
+/// What a measurement reports to.
 struct Session<'a> {
     control: &'a RunControl,
     observer: &'a mut dyn Observer,
-    /// (file name, JSON text).
-    raw: Vec<(String, String)>,
 }
 
 /// What the verdict needs to know of the machine.
@@ -276,6 +267,22 @@ fn write_spec(out_dir: Option<&Path>, layout: &Layout) -> Result<Option<String>,
     let path = dir.join("spec.toml");
     write_file(&path, &layout.spec_text)?;
     Ok(Some(path.display().to_string()))
+}
+
+/// Every phase's results in the common schema, each in a file of its own, and the report.
+fn write_results(dir: &Path, report: &AssessReport) -> Result<(), AssessError> {
+    for (name, phase) in [
+        ("shared", &report.shared),
+        ("partitioned", &report.partitioned),
+    ] {
+        if let Some(cycle) = &phase.results.cycle {
+            write_file(&dir.join(format!("{name}-cycle.json")), &cycle.to_json())?;
+        }
+        if let Some(noise) = &phase.results.noise {
+            write_file(&dir.join(format!("{name}-noise.json")), &noise.to_json())?;
+        }
+    }
+    write_file(&dir.join("assess.json"), &report.to_json())
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), AssessError> {
@@ -412,6 +419,7 @@ impl MeasurementPlan {
                 )
             }
         };
+        session.observer.phase("check inside the partition", 0);
         let model = HostModel::read(root);
         let check = tame_check::check(&model, &Target::applied(&model, layout.isolated.clone()));
         let measured = self.measure_in_partition(root, o, layout, session);
@@ -497,9 +505,7 @@ impl MeasurementPlan {
         )?;
         phase.cycle = Some(CycleFigures::from_run(&done));
         phase.load = done.result.load.clone();
-        session
-            .raw
-            .push((format!("{name}-cycle.json"), done.result.to_json()));
+        phase.results.cycle = Some(done.result);
         if session.control.stopped() {
             return Ok(phase);
         }
@@ -519,9 +525,7 @@ impl MeasurementPlan {
             self.command(name, "noise"),
         )?;
         phase.noise = Some(NoiseFigures::from_result(&run.result));
-        session
-            .raw
-            .push((format!("{name}-noise.json"), run.result.to_json()));
+        phase.results.noise = Some(run.result);
         Ok(phase)
     }
 }

@@ -1,16 +1,22 @@
 //! `tame assess` for real: both phases measured, and the machine left exactly as found —
 //! every file the partition writes byte-identical, no tame cgroup, no journal, no load —
-//! after a normal run, and after `kill -9` in the partitioned phase once the next assess
-//! (or `tame revert`) has finished the job from the journal. A test binary of its own:
-//! applying a partition moves every task on the machine.
+//! after a normal run, after Ctrl-C, and after `kill -9` at each phase once the next
+//! assess (or `tame revert`) has finished the job from the journal. A test binary of its
+//! own: applying a partition moves every task on the machine.
 
 mod common;
 use common::{is_root, require, tame, Killed};
 
 use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+use tame_assess::{Observer, Options, Requirement};
+use tame_bench::engine::RunControl;
+use tame_bench::load::LoadKind;
+use tame_testing::child::{assert_ran_one, child_arg, child_test};
 
 use tame_host::cgroup::CgroupVersion;
 use tame_host::{HostModel, Root};
@@ -136,7 +142,25 @@ fn assess_measures_both_phases_and_leaves_the_machine_as_found() {
             "{phase}"
         );
         assert_eq!(r[phase]["load"]["kinds"], serde_json::json!(["cpu", "io"]));
+        // The benches' own results, in the common schema, inside the one document.
+        let results = &r[phase]["results"];
+        assert_eq!(results["cycle"]["bench"], "cycle", "{phase}");
+        assert_eq!(results["noise"]["bench"], "noise", "{phase}");
+        assert_eq!(results["cycle"]["schema_version"], 1, "{phase}");
+        assert_eq!(
+            results["cycle"]["merged"],
+            serde_json::from_str::<serde_json::Value>(
+                &std::fs::read_to_string(out.join(format!("{phase}-cycle.json"))).unwrap()
+            )
+            .unwrap()["merged"],
+            "{phase}: the file and the report differ"
+        );
     }
+    assert_eq!(
+        r["shared"]["results"]["cycle"]["partition"],
+        serde_json::Value::Null
+    );
+    assert_eq!(r["partitioned"]["results"]["cycle"]["partition"], "rt");
     // The load ran on the system partition's CPUs while partitioned.
     assert_eq!(r["partitioned"]["load"]["cpus"], r["layout"]["system"]);
     assert!(r["restoration"]["changes_reverted"].as_u64().unwrap() > 3);
@@ -154,6 +178,17 @@ fn assess_measures_both_phases_and_leaves_the_machine_as_found() {
     ] {
         assert!(out.join(file).is_file(), "{file} not written");
     }
+    // The raw results are what `tame compare` reads.
+    let compared = tame(&[
+        "compare",
+        out.join("shared-cycle.json").to_str().unwrap(),
+        out.join("partitioned-cycle.json").to_str().unwrap(),
+    ]);
+    assert!(
+        compared.status.success(),
+        "{}",
+        String::from_utf8_lossy(&compared.stderr)
+    );
     let summary = String::from_utf8_lossy(&o.stderr);
     assert!(summary.contains("verdict: "), "{summary}");
     assert!(summary.contains("the partition was reverted"), "{summary}");
@@ -259,4 +294,199 @@ fn another_applied_spec_is_refused_before_anything_runs() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// Interrupt a running assessment with SIGINT (Ctrl-C) after `after`, from the moment
+/// `ready` holds; it must end by itself, exit 130 and report what it measured.
+fn interrupt(
+    journal: &Path,
+    out: &Path,
+    ready: impl Fn() -> bool,
+    after: Duration,
+) -> serde_json::Value {
+    let child = assess(journal, out, "8s", "cpu")
+        .args(["--json", "-"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        assert!(Instant::now() < deadline, "the assessment never got there");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(after);
+    // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "Ctrl-C is exit 130");
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["interrupted"], true);
+    r
+}
+
+#[test]
+fn ctrl_c_ends_the_assessment_early_and_reverts() {
+    let _one = exclusive();
+    if !machine_fits() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, out) = (dir.path().join("j"), dir.path().join("out"));
+    let before = state();
+
+    // In the shared phase: nothing applied, the partitioned phase is not measured.
+    let r = interrupt(&journal, &out, || true, Duration::from_millis(1500));
+    assert_eq!(r["shared"]["measured"], true);
+    assert_eq!(r["partitioned"]["measured"], false);
+    assert_eq!(r["verdict"]["outcome"], "unknown");
+    assert_as_found(&before, &journal);
+
+    // Partitioned: the measurement ends early, and the partition is reverted.
+    let r = interrupt(
+        &journal,
+        &out,
+        || journal.join("journal").exists(),
+        Duration::from_millis(1500),
+    );
+    assert_eq!(r["partitioned"]["measured"], true);
+    assert!(r["restoration"]["changes_reverted"].as_u64().unwrap() > 3);
+    assert_eq!(r["restoration"]["not_restored"], serde_json::json!([]));
+    assert_as_found(&before, &journal);
+}
+
+/// The phases of an assessment, as its observer hears of them, in order.
+const PHASES: [&str; 8] = [
+    "check",
+    "shared: periodic wakeups",
+    "shared: busy-loop noise",
+    "applying the partition",
+    "check inside the partition",
+    "partitioned: periodic wakeups",
+    "partitioned: busy-loop noise",
+    "reverting the partition",
+];
+
+const KILL_AT_ENV: &str = "TAME_ASSESS_TEST_KILL_AT";
+const KILL_CHILD: &str = "child_assess_killed_at_a_phase";
+const KILL_PARENT: &str = "kill_9_at_each_phase_then_the_next_assess_or_revert_restores_everything";
+
+/// Kills its own process in phase `target`: at once in a quick phase, a third of the way
+/// through a measurement.
+struct KillIn {
+    target: String,
+    inside: bool,
+}
+
+impl KillIn {
+    fn die() {
+        // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    }
+}
+
+impl Observer for KillIn {
+    fn phase(&mut self, title: &str, expected_ns: u64) {
+        self.inside = title == self.target;
+        if self.inside && expected_ns == 0 {
+            Self::die();
+        }
+    }
+
+    fn progress(&mut self, permille: u64) {
+        if self.inside && permille >= 333 {
+            Self::die();
+        }
+    }
+
+    fn note(&mut self, _: &str) {}
+}
+
+/// Runs only as the child of the test below: assesses through the library (what the CLI
+/// calls) and kills itself in the phase it is given.
+#[test]
+#[ignore = "child side of kill_9_at_each_phase_then_the_next_assess_or_revert_restores_everything, run by it"]
+fn child_assess_killed_at_a_phase() {
+    let arg = child_arg(KILL_AT_ENV, KILL_PARENT);
+    let (target, journal) = arg.split_once('\t').unwrap();
+    let options = Options {
+        requirement: Requirement::new(1_000_000, 100_000, None, 0.0, 1).unwrap(),
+        phase_ns: 2_000_000_000,
+        load: vec![LoadKind::Cpu],
+        spec: None,
+        journal_dir: journal.into(),
+        out_dir: None,
+        attribute: true,
+        command_line: vec!["assess-kill-test".into()],
+    };
+    let mut observer = KillIn {
+        target: target.to_string(),
+        inside: false,
+    };
+    let result = tame_assess::assess(
+        &tame_host::Root::system(),
+        &options,
+        &RunControl::new(),
+        &mut observer,
+    );
+    panic!(
+        "the assessment ended without reaching {target:?}: {:?}",
+        result.map(|r| r.verdict)
+    );
+}
+
+#[test]
+fn kill_9_at_each_phase_then_the_next_assess_or_revert_restores_everything() {
+    let _one = exclusive();
+    if !machine_fits() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, out) = (dir.path().join("j"), dir.path().join("out"));
+    let before = state();
+    for (i, phase) in PHASES.iter().enumerate() {
+        let o = child_test(KILL_CHILD)
+            .env(KILL_AT_ENV, format!("{phase}\t{}", journal.display()))
+            .output()
+            .unwrap();
+        assert_ran_one(KILL_CHILD, &o.stdout);
+        assert_eq!(
+            o.status.signal(),
+            Some(libc::SIGKILL),
+            "not killed in {phase:?}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        let applied = journal.join("journal").exists();
+        // From the check inside the partition on, the partition is applied.
+        assert_eq!(
+            applied,
+            i >= 4,
+            "killed in {phase:?}: journal left = {applied}"
+        );
+        if i % 2 == 0 {
+            let o = tame(&["revert", "--journal-dir", journal.to_str().unwrap()]);
+            assert!(
+                o.status.success(),
+                "{phase}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        } else {
+            let o = assess(&journal, &out, "1s", "none")
+                .args(["--json", "-"])
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "{phase}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(
+                r["restoration"]["recovered_earlier_run"], applied,
+                "{phase}"
+            );
+        }
+        assert_as_found(&before, &journal);
+    }
 }
