@@ -1,8 +1,9 @@
 //! The real `tame` on a live cgroup v2 hierarchy (root only): on a machine that mounts
 //! cpuset and cpu as cgroup v1, [`CgroupV2Switch`] moves them to the unified hierarchy
 //! for each test and back afterwards. Covered: plan / apply / status / run -p /
-//! detach -p + attach / revert of an isolated cpuset partition, and the reserve cgroup
-//! backend (`cpu.max`).
+//! detach -p + attach / revert of an isolated cpuset partition, `tame assess` (both
+//! phases, the periodic thread inside the v2 partition), and the reserve cgroup backend
+//! (`cpu.max`).
 //!
 //! The tests change the whole machine's cgroups, so they hold one lock: they never run
 //! beside each other. Each step is a section: a failing section is reported and the
@@ -457,6 +458,56 @@ fn isolated_partition_on_live_cgroup_v2() {
     sections.run("nothing left in the journal directory", || {
         assert!(left.is_empty(), "left: {left:?}");
     });
+    sections.run("cgroup v1 back as found", || restored.unwrap());
+    sections.finish();
+}
+
+/// `tame assess` on cgroup v2: both phases measured, the periodic thread inside the
+/// isolated v2 partition, the second check aimed at it, and the v2 tree as found after.
+#[test]
+fn assess_on_live_cgroup_v2() {
+    let _serial = serial();
+    if !require(last_cpu() != "0", "two CPUs") {
+        return;
+    }
+    let Some(switch) = CgroupV2Switch::engage_for_test(&["cpuset"], &[], &revert_leftovers) else {
+        return;
+    };
+    let v2 = switch.v2_mount().to_string();
+    let names_before = names(&v2);
+    let jd = partition_journal();
+    let work = tempfile::tempdir().unwrap();
+    let mut sections = Sections::default();
+    let o = Command::new(env!("CARGO_BIN_EXE_tame"))
+        .args(["assess", "--duration", "1500ms", "--load", "cpu", "--json", "-"])
+        .arg("--journal-dir")
+        .arg(&jd)
+        .arg("--out")
+        .arg(work.path().join("out"))
+        .output()
+        .unwrap();
+    sections.run("assess measures both phases on v2", || {
+        assert!(o.status.success(), "assess: {}", text(&o));
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        for phase in ["shared", "partitioned"] {
+            assert_eq!(r[phase]["measured"], true, "{phase}: {r:#}");
+            assert!(
+                r[phase]["cycle"]["activations"].as_u64().unwrap() > 500,
+                "{phase}"
+            );
+        }
+        assert_eq!(r["partitioned"]["results"]["cycle"]["partition"], "rt");
+        assert_eq!(r["check_partitioned"]["cpus"], r["layout"]["isolated"]);
+        assert_eq!(r["partitioned"]["load"]["cpus"], r["layout"]["system"]);
+        assert_eq!(r["restoration"]["not_restored"], serde_json::json!([]));
+        assert!(r["restoration"]["changes_reverted"].as_u64().unwrap() > 3);
+    });
+    sections.run("v2 tree and journal as found", || {
+        assert_eq!(names(&v2), names_before);
+        assert!(!tame_host::journal::journal_path(&jd).exists());
+    });
+    let _ = fs::remove_dir_all(&jd);
+    let restored = switch.restore();
     sections.run("cgroup v1 back as found", || restored.unwrap());
     sections.finish();
 }
