@@ -5,11 +5,13 @@
 
 use serde::{Deserialize, Serialize};
 use tame_bench::cycle::CycleSettings;
-use tame_bench::noise::NoiseResult;
+use tame_bench::noise::{NoiseResult, NoiseRun};
 use tame_bench::session::Finished;
 use tame_bench::{Recorder, Summary};
 use tame_host::CpuList;
 use tame_trace::attribute::NoiseClass;
+
+use crate::stretch::Stretch;
 
 /// Periodic wakeups on the measured CPUs, merged.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -133,12 +135,43 @@ pub struct NoiseFigures {
     /// Largest total first.
     pub sources: Vec<Source>,
     pub interrupted: bool,
+    /// What the interruptions cost one computation of the requirement's budget.
+    #[serde(default)]
+    pub stretch: Option<Stretch>,
 }
 
 /// Sources kept in the figures.
 const TOP_SOURCES: usize = 8;
 
 impl NoiseFigures {
+    /// The figures of a run, with the stretch of a computation of `budget_ns`.
+    pub fn from_run(run: &NoiseRun, budget_ns: u64) -> Self {
+        let r = &run.result;
+        let cpus: Vec<(u64, &[tame_trace::attribute::AttributedGap])> = r
+            .noise
+            .cpus
+            .iter()
+            .map(|c| {
+                let gaps = run
+                    .gaps
+                    .iter()
+                    .find(|(cpu, _)| *cpu == c.cpu)
+                    .map_or(&[][..], |(_, g)| &g[..]);
+                (c.run_ns, gaps)
+            })
+            .collect();
+        let dropped = r.noise.cpus.iter().map(|c| c.gaps_dropped).sum();
+        NoiseFigures {
+            stretch: Some(Stretch::measure(
+                budget_ns,
+                &cpus,
+                r.noise.attribution.available,
+                dropped,
+            )),
+            ..Self::from_result(r)
+        }
+    }
+
     pub fn from_result(r: &NoiseResult) -> Self {
         let cpus = &r.noise.cpus;
         let run_ns: u64 = cpus.iter().map(|c| c.run_ns).sum::<u64>().max(1);
@@ -193,6 +226,7 @@ impl NoiseFigures {
             unexplained_max_ns,
             sources,
             interrupted: r.result.interrupted,
+            stretch: None,
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod layout;
 pub mod report;
 pub mod requirement;
 pub mod run;
+pub mod stretch;
 pub mod verdict;
 
 pub use error::AssessError;

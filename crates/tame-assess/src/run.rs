@@ -296,6 +296,8 @@ struct MeasurementPlan {
     noise: NoiseSettings,
     online: CpuList,
     load: Vec<LoadKind>,
+    /// The computation whose interruptions the busy loop measures.
+    budget_ns: u64,
     command_line: Vec<String>,
 }
 
@@ -370,6 +372,7 @@ impl MeasurementPlan {
             noise,
             online,
             load: o.load.clone(),
+            budget_ns: o.requirement.budget_ns,
             command_line: o.command_line.clone(),
         })
     }
@@ -524,7 +527,7 @@ impl MeasurementPlan {
             },
             self.command(name, "noise"),
         )?;
-        phase.noise = Some(NoiseFigures::from_result(&run.result));
+        phase.noise = Some(NoiseFigures::from_run(&run, self.budget_ns));
         phase.results.noise = Some(run.result);
         Ok(phase)
     }

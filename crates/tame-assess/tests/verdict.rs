@@ -215,3 +215,39 @@ fn the_load_throughput_ratio_is_a_geometric_mean_over_shared_stressors() {
     assert_eq!(throughput_ratio(Some(&shared), None), None);
     assert_eq!(throughput_ratio(Some(&load(&[])), Some(&part)), None);
 }
+
+#[test]
+fn interruptions_of_the_budget_count_against_the_deadline() {
+    use tame_assess::stretch::Stretch;
+    let mut r = recorded();
+    let req = requirement(20 * MS, MS, 20 * MS, 0.0);
+    let before = r.decide_for(&req).partitioned.unwrap();
+    assert!(before.holds && before.stretch_ns == 0, "{before:?}");
+    // The busy loop saw one computation of the budget lose just more than the margin.
+    let lost = before.margin_ns as u64 + 10 * US;
+    r.partitioned.noise.as_mut().unwrap().stretch = Some(Stretch {
+        budget_ns: MS,
+        worst_ns: lost,
+        mean_share_percent: 1.0,
+        tasks_excluded: true,
+        incomplete: false,
+    });
+    let v = r.decide_for(&req);
+    let after = v.partitioned.as_ref().unwrap();
+    assert!(!after.holds, "{after:?}");
+    assert_eq!(after.stretch_ns, lost);
+    assert_eq!(after.response_ns, before.response_ns + lost);
+    // The worst hits one computation: the late count takes the average (1 % of 1 ms).
+    assert_eq!(
+        after.late,
+        recorded()
+            .decide_for(&requirement(20 * MS, MS + 10 * US, 20 * MS, 0.0))
+            .partitioned
+            .unwrap()
+            .late
+    );
+    // A tolerated miss rate takes the average share instead: 1 % of 1 ms.
+    let soft = requirement(20 * MS, MS, 20 * MS, 0.01);
+    let v = r.decide_for(&soft);
+    assert_eq!(v.partitioned.unwrap().stretch_ns, 10 * US);
+}

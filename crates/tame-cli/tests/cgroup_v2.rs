@@ -479,7 +479,15 @@ fn assess_on_live_cgroup_v2() {
     let work = tempfile::tempdir().unwrap();
     let mut sections = Sections::default();
     let o = Command::new(env!("CARGO_BIN_EXE_tame"))
-        .args(["assess", "--duration", "1500ms", "--load", "cpu", "--json", "-"])
+        .args([
+            "assess",
+            "--duration",
+            "1500ms",
+            "--load",
+            "cpu",
+            "--json",
+            "-",
+        ])
         .arg("--journal-dir")
         .arg(&jd)
         .arg("--out")

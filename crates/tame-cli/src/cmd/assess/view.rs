@@ -134,16 +134,12 @@ fn table(s: &mut String, r: &AssessReport) {
         c(pa, |c| c.missed_periods),
         |v| v.to_string(),
     );
-    let late = |p: &Phase| {
-        p.cycle
-            .as_ref()
-            .map(|c| c.late(r.requirement.latency_bound_ns()))
-    };
+    let (vs, vp) = (r.verdict.shared.as_ref(), r.verdict.partitioned.as_ref());
     row(
         s,
-        &format!("late (> {})", human_ns(r.requirement.latency_bound_ns())),
-        late(sh),
-        late(pa),
+        "late activations",
+        vs.map(|h| h.late),
+        vp.map(|h| h.late),
         |v| v.to_string(),
     );
     let n = |p: &Phase, f: fn(&NoiseFigures) -> u64| p.noise.as_ref().map(f);
@@ -157,6 +153,14 @@ fn table(s: &mut String, r: &AssessReport) {
         "longest gap",
         n(sh, |n| n.max_gap_ns),
         n(pa, |n| n.max_gap_ns),
+        human_ns,
+    );
+    // What interruptions add to one computation of the budget.
+    row(
+        s,
+        "budget stretch",
+        vs.map(|h| h.stretch_ns).filter(|_| sh.noise.is_some()),
+        vp.map(|h| h.stretch_ns).filter(|_| pa.noise.is_some()),
         human_ns,
     );
     if let Some(ratio) = verdict::throughput_ratio(sh.load.as_ref(), pa.load.as_ref()) {
