@@ -42,36 +42,71 @@ pub fn cpuidle_driver(model: &HostModel) -> Option<String> {
         .filter(|d| !d.is_empty() && d != "none")
 }
 
-/// Why a CPU is a poor choice to isolate, worst first.
-fn penalties(model: &HostModel, cpu: u32) -> Vec<(u32, String)> {
-    let mut found = Vec::new();
-    let managed: Vec<String> = model
+/// The kernel-managed IRQs that fire on `cpu`: they cannot leave it at run time.
+fn managed_irqs(model: &HostModel, cpu: u32) -> Vec<String> {
+    model
         .irqs
         .irqs
         .iter()
         .filter(|i| i.managed && i.fires_on().is_some_and(|c| c.contains(cpu)))
         .map(|i| format!("IRQ {} ({})", i.number, i.name))
-        .collect();
-    if !managed.is_empty() {
-        found.push((
-            4,
-            format!(
-                "CPU {cpu} stays with the system: kernel-managed {} fire(s) there and cannot move at run time",
-                managed.join(", ")
-            ),
-        ));
-    }
-    if cpu == 0 {
-        found.push((
-            2,
-            "CPU 0 stays with the system where it can: it carries housekeeping the kernel cannot move".to_string(),
-        ));
-    }
-    found
+        .collect()
 }
 
-/// Choose `count` CPUs to isolate: the least disturbed first (then the highest, keeping
-/// low CPUs for housekeeping), whole cores together where the count allows.
+/// How poor a choice `cpu` is to isolate: a kernel-managed IRQ there would keep
+/// interrupting the work (worst), CPU 0 carries housekeeping the kernel cannot move.
+fn penalty(model: &HostModel, cpu: u32) -> u32 {
+    let managed = if managed_irqs(model, cpu).is_empty() {
+        0
+    } else {
+        4
+    };
+    managed + if cpu == 0 { 2 } else { 0 }
+}
+
+/// Why the CPUs the penalties speak against went where they went.
+fn penalty_reasons(model: &HostModel, chosen: &CpuList, system: &CpuList) -> Vec<String> {
+    let with_managed = |cpus: &CpuList| {
+        CpuList::from_cpus(cpus.iter().filter(|&c| !managed_irqs(model, c).is_empty()))
+    };
+    let (kept, isolated) = (with_managed(system), with_managed(chosen));
+    let mut reasons = Vec::new();
+    // Kept back for its managed IRQs only when the isolated CPUs have none.
+    if isolated.is_empty() && !kept.is_empty() {
+        reasons.push(if kept.len() == 1 {
+            format!(
+                "CPU {kept} stays with the system: kernel-managed {} fire(s) there and cannot move at run time",
+                managed_irqs(model, kept.first().unwrap_or(0)).join(", ")
+            )
+        } else {
+            format!("CPUs {kept} stay with the system: kernel-managed IRQs fire there and cannot move at run time")
+        });
+    }
+    if system.contains(0) {
+        reasons.push("CPU 0 stays with the system where it can: it carries housekeeping the kernel cannot move".to_string());
+    }
+    if !isolated.is_empty() {
+        let which = if isolated.len() == 1 {
+            format!(
+                "CPU {isolated} is isolated although kernel-managed {} fire(s) there",
+                managed_irqs(model, isolated.first().unwrap_or(0)).join(", ")
+            )
+        } else {
+            format!("CPUs {isolated} are isolated although kernel-managed IRQs fire there")
+        };
+        reasons.push(format!(
+            "{which}: no CPU without one was left, so they will interrupt the work (boot with isolcpus=managed_irq keeps them off)"
+        ));
+    }
+    if chosen.contains(0) {
+        reasons.push("CPU 0 is isolated although it carries housekeeping the kernel cannot move: every other CPU was a worse choice".to_string());
+    }
+    reasons
+}
+
+/// Choose `count` CPUs to isolate: on one NUMA node where they fit, the least
+/// disturbed first (then the highest, keeping low CPUs for housekeeping), whole cores
+/// together where the count allows.
 pub fn choose(model: &HostModel, count: u32) -> Result<Layout, AssessError> {
     let online = &model.cpus.online;
     let available = online.len().saturating_sub(1);
@@ -81,38 +116,11 @@ pub fn choose(model: &HostModel, count: u32) -> Result<Layout, AssessError> {
             online.len()
         )));
     }
-    let mut ranked: Vec<(u32, u32)> = online
-        .iter()
-        .map(|cpu| (penalties(model, cpu).iter().map(|p| p.0).sum(), cpu))
-        .collect();
-    ranked.sort_by_key(|&(penalty, cpu)| (penalty, std::cmp::Reverse(cpu)));
-    let mut chosen = CpuList::new();
-    for &(_, cpu) in &ranked {
-        if chosen.len() >= count as usize {
-            break;
-        }
-        if chosen.contains(cpu) {
-            continue;
-        }
-        let core = model
-            .cpus
-            .cpu(cpu)
-            .map(|c| c.thread_siblings.intersection(online))
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| CpuList::from_cpus([cpu]));
-        let with_core = chosen.union(&core);
-        chosen = if with_core.len() <= count as usize {
-            with_core
-        } else {
-            chosen.union(&CpuList::from_cpus([cpu]))
-        };
-    }
+    let (chosen, placement) = place(model, count as usize);
     let system = online.difference(&chosen);
-    let reasons = system
-        .iter()
-        .flat_map(|cpu| penalties(model, cpu))
-        .map(|(_, why)| why)
-        .collect();
+    let mut reasons = penalty_reasons(model, &chosen, &system);
+    reasons.extend(placement);
+    reasons.extend(smt_reasons(model, &chosen, count));
     let idle = if cpuidle_driver(model).is_some() {
         "idle = \"poll\"\n"
     } else {
@@ -131,6 +139,166 @@ pub fn choose(model: &HostModel, count: u32) -> Result<Layout, AssessError> {
     };
     layout.warnings = planned_warnings(model, &layout.spec_text, "the generated spec")?;
     Ok(layout)
+}
+
+/// The `count` best CPUs of `pool`: the least disturbed first, then the highest; a
+/// CPU's whole core (its online SMT siblings in the pool) where it still fits.
+fn pick(model: &HostModel, pool: &CpuList, count: usize) -> CpuList {
+    let online = &model.cpus.online;
+    let mut ranked: Vec<(u32, u32)> = pool.iter().map(|cpu| (penalty(model, cpu), cpu)).collect();
+    ranked.sort_by_key(|&(penalty, cpu)| (penalty, std::cmp::Reverse(cpu)));
+    let mut chosen = CpuList::new();
+    for &(_, cpu) in &ranked {
+        if chosen.len() >= count {
+            break;
+        }
+        if chosen.contains(cpu) {
+            continue;
+        }
+        let core = model
+            .cpus
+            .cpu(cpu)
+            .map(|c| c.thread_siblings.intersection(online).intersection(pool))
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| CpuList::from_cpus([cpu]));
+        let with_core = chosen.union(&core);
+        chosen = if with_core.len() <= count {
+            with_core
+        } else {
+            chosen.union(&CpuList::from_cpus([cpu]))
+        };
+    }
+    chosen
+}
+
+/// The online CPUs of each NUMA node that has any.
+fn nodes(model: &HostModel) -> Vec<(u32, CpuList)> {
+    model
+        .cpus
+        .nodes
+        .iter()
+        .map(|n| (n.id, n.cpus.intersection(&model.cpus.online)))
+        .filter(|(_, cpus)| !cpus.is_empty())
+        .collect()
+}
+
+/// Where the isolated CPUs go, with why when the machine has more than one NUMA node:
+/// all on one node where they fit (memory and last-level cache shared, nothing remote),
+/// preferring a node other than the housekeeping CPU's; else spread, most free first.
+fn place(model: &HostModel, count: usize) -> (CpuList, Vec<String>) {
+    let online = &model.cpus.online;
+    let nodes = nodes(model);
+    if nodes.len() < 2 {
+        return (pick(model, online, count), Vec::new());
+    }
+    // The CPU the system keeps for housekeeping: CPU 0 (the first online one if it is not).
+    let keeper = if online.contains(0) {
+        0
+    } else {
+        online.first().unwrap_or(0)
+    };
+    let keep = CpuList::from_cpus([keeper]);
+    let home = nodes
+        .iter()
+        .find(|(_, cpus)| cpus.contains(keeper))
+        .map(|(id, _)| *id);
+    // Each node: its id, its online CPUs, and those it can give (the keeper stays).
+    let free: Vec<(u32, &CpuList, CpuList)> = nodes
+        .iter()
+        .map(|(id, cpus)| (*id, cpus, cpus.difference(&keep)))
+        .collect();
+    let cost = |cpus: &CpuList| cpus.iter().map(|c| penalty(model, c)).sum::<u32>();
+    let best = free
+        .iter()
+        .filter(|(_, _, spare)| spare.len() >= count)
+        .map(|(id, cpus, spare)| (*id, *cpus, spare.len(), pick(model, spare, count)))
+        .min_by_key(|(id, _, spare, chosen)| {
+            (
+                cost(chosen),
+                Some(*id) == home,
+                std::cmp::Reverse(*spare),
+                *id,
+            )
+        });
+    if let Some((id, node_cpus, _, chosen)) = best {
+        let why = if Some(id) != home {
+            match home {
+                Some(h) => format!("node {h} keeps CPU {keeper} and the housekeeping"),
+                None => format!("CPU {keeper} stays with the system for housekeeping"),
+            }
+        } else if free
+            .iter()
+            .any(|(n, _, spare)| Some(*n) != home && spare.len() >= count)
+        {
+            format!("the node of CPU {keeper}, whose CPUs carry fewer kernel-managed IRQs than the other nodes'")
+        } else {
+            format!("the node of CPU {keeper}, as no other node has {count} CPU(s)")
+        };
+        let reason = format!(
+            "NUMA: all {count} isolated CPU(s) on node {id} (CPUs {node_cpus}), so the work's memory and last-level cache stay on one node; {why}"
+        );
+        return (chosen, vec![reason]);
+    }
+    // No node holds them all: spread over the nodes with the most CPUs to spare, and say so.
+    let mut order: Vec<(u32, CpuList)> =
+        free.into_iter().map(|(id, _, spare)| (id, spare)).collect();
+    order.sort_by_key(|(id, spare)| (std::cmp::Reverse(spare.len()), Some(*id) == home, *id));
+    let mut chosen = CpuList::new();
+    let mut used = Vec::new();
+    for (id, spare) in &order {
+        let left = count.saturating_sub(chosen.len());
+        if left == 0 {
+            break;
+        }
+        chosen = chosen.union(&pick(model, spare, left.min(spare.len())));
+        used.push(id.to_string());
+    }
+    // CPUs the nodes do not list (a partial topology) make up the rest.
+    if chosen.len() < count {
+        let rest = online.difference(&chosen).difference(&keep);
+        chosen = chosen.union(&pick(model, &rest, count - chosen.len()));
+    }
+    let most_free = order.first().map_or(0, |(_, spare)| spare.len());
+    let most = order.first().map_or(0, |(id, _)| *id);
+    let reason = format!(
+        "NUMA: --cpus {count} does not fit one node (node {most} has the most CPUs to spare, {most_free}): the partition spans nodes {}, so the work may reach memory and caches on another node, which is slower — ask for at most {most_free} to keep it on one",
+        used.join(",")
+    );
+    (chosen, vec![reason])
+}
+
+/// What isolating `chosen` does to SMT cores: a sibling left with the system shares
+/// the core with the work; whole cores keep system work off them.
+fn smt_reasons(model: &HostModel, chosen: &CpuList, count: u32) -> Vec<String> {
+    let mut split = CpuList::new();
+    let mut left = CpuList::new();
+    let mut whole = CpuList::new();
+    for cpu in chosen.iter() {
+        let siblings = model.cpus.online_siblings(cpu);
+        if siblings.is_empty() {
+            continue;
+        }
+        let outside = siblings.difference(chosen);
+        if outside.is_empty() {
+            whole.insert(cpu);
+        } else {
+            split.insert(cpu);
+            left = left.union(&outside);
+        }
+    }
+    let mut reasons = Vec::new();
+    if !split.is_empty() {
+        reasons.push(format!(
+            "SMT: the sibling(s) {left} of isolated CPU(s) {split} stay with the system: --cpus {count} cannot take whole cores, so system work on {left} shares the core (execution units, L1/L2 caches) with the work — --cpus {} isolates whole cores",
+            count as usize + left.len()
+        ));
+    }
+    if !whole.is_empty() {
+        reasons.push(format!(
+            "SMT: CPUs {whole} are whole cores (siblings isolated together), so no system work shares their cores; siblings still compete with each other — one real-time thread per core, its sibling left idle, interferes least"
+        ));
+    }
+    reasons
 }
 
 /// The user's own spec (`--spec FILE`): its first isolated partition is measured.
@@ -241,6 +409,152 @@ mod tests {
         assert_eq!(
             (l.partition.as_str(), l.isolated.to_string()),
             ("loop", "1".into())
+        );
+    }
+
+    /// The synthetic two-socket server (2 nodes × 12 cores × 2 threads) without its
+    /// cgroup partitions.
+    fn two_sockets() -> (tempfile::TempDir, HostModel) {
+        let dir = tame_testing::scratch_dir("layout-");
+        let mut h = tame_testing::synthetic::SyntheticHost::two_socket_smt();
+        h.cgroups = tame_testing::synthetic::CgroupLayout::V2 {
+            partitions: Vec::new(),
+        };
+        h.write(dir.path()).unwrap();
+        let m = HostModel::read(&tame_host::Root::new(dir.path()));
+        (dir, m)
+    }
+
+    fn reason<'a>(l: &'a Layout, start: &str) -> &'a str {
+        l.reasons
+            .iter()
+            .find(|r| r.starts_with(start))
+            .unwrap_or_else(|| panic!("no reason {start:?} in {:#?}", l.reasons))
+    }
+
+    #[test]
+    fn numa_the_isolated_cpus_share_a_node_away_from_cpu_0() {
+        let (_dir, m) = two_sockets();
+        // Node 0 holds CPUs 0-11,24-35, node 1 12-23,36-47.
+        for (count, isolated) in [(1, "47"), (2, "23,47"), (24, "12-23,36-47")] {
+            let l = choose(&m, count).unwrap();
+            assert_eq!(l.isolated.to_string(), isolated);
+            assert_eq!(
+                reason(&l, "NUMA:"),
+                format!("NUMA: all {count} isolated CPU(s) on node 1 (CPUs 12-23,36-47), so the work's memory and last-level cache stay on one node; node 0 keeps CPU 0 and the housekeeping")
+            );
+        }
+    }
+
+    #[test]
+    fn numa_the_housekeeping_node_when_no_other_has_room() {
+        let (_dir, mut m) = two_sockets();
+        // Only CPUs 12 and 36 of node 1 online: 4 CPUs fit node 0 alone.
+        let gone = CpuList::parse("13-23,37-47").unwrap();
+        m.cpus.online = m.cpus.online.difference(&gone);
+        let l = choose(&m, 4).unwrap();
+        assert_eq!(l.isolated.to_string(), "10-11,34-35");
+        assert_eq!(
+            reason(&l, "NUMA:"),
+            "NUMA: all 4 isolated CPU(s) on node 0 (CPUs 0-11,24-35), so the work's memory and last-level cache stay on one node; the node of CPU 0, as no other node has 4 CPU(s)"
+        );
+        assert!(!l.isolated.contains(0));
+    }
+
+    #[test]
+    fn numa_a_count_no_node_holds_spans_nodes_and_says_so() {
+        let (_dir, m) = two_sockets();
+        let l = choose(&m, 25).unwrap();
+        assert_eq!(l.isolated.len(), 25);
+        assert!(CpuList::parse("12-23,36-47")
+            .unwrap()
+            .is_subset(&l.isolated));
+        assert_eq!(
+            reason(&l, "NUMA:"),
+            "NUMA: --cpus 25 does not fit one node (node 1 has the most CPUs to spare, 24): the partition spans nodes 1,0, so the work may reach memory and caches on another node, which is slower — ask for at most 24 to keep it on one"
+        );
+    }
+
+    #[test]
+    fn smt_a_split_core_and_whole_cores_are_explained() {
+        let (_dir, m) = two_sockets();
+        let l = choose(&m, 1).unwrap();
+        assert_eq!(
+            reason(&l, "SMT:"),
+            "SMT: the sibling(s) 23 of isolated CPU(s) 47 stay with the system: --cpus 1 cannot take whole cores, so system work on 23 shares the core (execution units, L1/L2 caches) with the work — --cpus 2 isolates whole cores"
+        );
+        let l = choose(&m, 2).unwrap();
+        assert_eq!(
+            reason(&l, "SMT:"),
+            "SMT: CPUs 23,47 are whole cores (siblings isolated together), so no system work shares their cores; siblings still compete with each other — one real-time thread per core, its sibling left idle, interferes least"
+        );
+        // Every CPU of this server has a kernel-managed NVMe queue: said once, not per CPU.
+        assert_eq!(
+            l.reasons,
+            vec![
+                "CPU 0 stays with the system where it can: it carries housekeeping the kernel cannot move".to_string(),
+                "CPUs 23,47 are isolated although kernel-managed IRQs fire there: no CPU without one was left, so they will interrupt the work (boot with isolcpus=managed_irq keeps them off)".to_string(),
+                reason(&l, "NUMA:").to_string(),
+                reason(&l, "SMT:").to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn smt_on_two_vcpus_that_are_siblings() {
+        let dir = tame_testing::scratch_dir("layout-2smt-");
+        let mut h = tame_testing::synthetic::SyntheticHost::two_socket_smt();
+        (h.sockets, h.cores_per_socket, h.threads_per_core) = (1, 1, 2);
+        h.managed_irqs = 0;
+        h.cgroups = tame_testing::synthetic::CgroupLayout::V2 {
+            partitions: Vec::new(),
+        };
+        h.write(dir.path()).unwrap();
+        let m = HostModel::read(&tame_host::Root::new(dir.path()));
+        let l = choose(&m, 1).unwrap();
+        assert_eq!(l.isolated.to_string(), "1");
+        assert!(
+            !l.reasons.iter().any(|r| r.starts_with("NUMA:")),
+            "{:?}",
+            l.reasons
+        );
+        assert_eq!(
+            reason(&l, "SMT:"),
+            "SMT: the sibling(s) 0 of isolated CPU(s) 1 stay with the system: --cpus 1 cannot take whole cores, so system work on 0 shares the core (execution units, L1/L2 caches) with the work — --cpus 2 isolates whole cores"
+        );
+    }
+
+    #[test]
+    fn this_2_vcpu_vm_has_no_numa_or_smt_reason() {
+        let l = choose(&model("dev-vm"), 1).unwrap();
+        assert_eq!(
+            l.reasons,
+            vec![
+                "CPU 1 stays with the system: kernel-managed IRQ 36 (virtio1-req.0) fire(s) there and cannot move at run time".to_string(),
+                "CPU 0 is isolated although it carries housekeeping the kernel cannot move: every other CPU was a worse choice".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn numa_the_housekeeping_node_when_its_cpus_are_less_disturbed() {
+        let (_dir, mut m) = two_sockets();
+        // Node 0's NVMe queues are not kernel-managed here; node 1's are.
+        let node0 = CpuList::parse("0-11,24-35").unwrap();
+        for irq in m.irqs.irqs.iter_mut() {
+            if irq.fires_on().is_some_and(|c| c.is_subset(&node0)) {
+                irq.managed = false;
+            }
+        }
+        let l = choose(&m, 2).unwrap();
+        assert_eq!(l.isolated.to_string(), "11,35");
+        assert_eq!(
+            reason(&l, "NUMA:"),
+            "NUMA: all 2 isolated CPU(s) on node 0 (CPUs 0-11,24-35), so the work's memory and last-level cache stay on one node; the node of CPU 0, whose CPUs carry fewer kernel-managed IRQs than the other nodes'"
+        );
+        assert_eq!(
+            l.reasons[0],
+            "CPUs 12-23,36-47 stay with the system: kernel-managed IRQs fire there and cannot move at run time"
         );
     }
 }

@@ -1,7 +1,7 @@
 //! CPU checks: housekeeping left, SMT siblings, boot isolation (isolcpus, nohz_full, rcu_nocbs), threads allowed on the CPUs.
 use tame_host::{CpuList, HostModel};
 
-use crate::target::isolated_partitions;
+use crate::isolation;
 use crate::{Category, Finding, Severity, Target};
 
 const C: Category = Category::Cpus;
@@ -82,29 +82,31 @@ pub fn smt_siblings(m: &HostModel, t: &Target) -> Vec<Finding> {
 pub fn isolcpus(m: &HostModel, t: &Target) -> Vec<Finding> {
     let id = "cpus.isolcpus";
     let why = "CPUs outside isolcpus=domain (or an isolated cpuset partition) stay in the scheduler's load balancing, so other threads are moved onto them.";
-    let boot = m
-        .kernel
-        .boot
-        .isolcpus
-        .as_ref()
-        .filter(|i| i.has("domain"))
-        .map(|i| i.cpus.clone())
-        .unwrap_or_default();
-    // /sys/devices/system/cpu/isolated is what the kernel actually took out of its domains.
-    let covered = boot.union(&m.cpus.isolated).union(&isolated_partitions(m));
-    let missing = t.cpus.difference(&covered);
+    let boot = isolation::boot_domain(m);
+    let partitions = isolation::run_time(m);
+    let run_time = partitions
+        .iter()
+        .fold(CpuList::new(), |a, p| a.union(&p.cpus));
+    let missing = t.cpus.difference(&boot.union(&run_time));
+    // How each isolated checked CPU is isolated: boot first, then each partition.
+    let mut how = Vec::new();
+    let at_boot = t.cpus.intersection(&boot);
+    if !at_boot.is_empty() {
+        how.push(format!("CPUs {at_boot} at boot (isolcpus=domain)"));
+    }
+    let only_run_time = t.cpus.intersection(&run_time).difference(&boot);
+    for p in &partitions {
+        let here = only_run_time.intersection(&p.cpus);
+        if !here.is_empty() {
+            how.push(format!("CPUs {here} at run time by {}", p.describe()));
+        }
+    }
     if missing.is_empty() {
-        return Finding::new(
-            id,
-            C,
-            Severity::Ok,
-            format!(
-                "CPUs {} are isolated (isolcpus or isolated partition)",
-                t.cpus
-            ),
-            why,
-        )
-        .as_vec();
+        let mut found = format!("CPUs {} are isolated: {}", t.cpus, how.join("; "));
+        if !only_run_time.is_empty() {
+            found.push_str(&format!("; {}", boot_only_rest(m, &only_run_time)));
+        }
+        return Finding::new(id, C, Severity::Ok, found, why).as_vec();
     }
     let partition_hint = if m
         .cgroups
@@ -116,20 +118,63 @@ pub fn isolcpus(m: &HostModel, t: &Target) -> Vec<Finding> {
     } else {
         " or, at run time, an exclusive cpuset (tame apply)"
     };
-    Finding::new(
-        id,
-        C,
-        Severity::Warn,
-        format!("CPUs {missing} are not isolated from the scheduler"),
-        why,
+    let mut found = format!("CPUs {missing} are not isolated from the scheduler");
+    if !how.is_empty() {
+        found.push_str(&format!(" (isolated: {})", how.join("; ")));
+    }
+    Finding::new(id, C, Severity::Warn, found, why)
+        .housekeeping_fix(t, true, |_| {
+            format!(
+                "boot with isolcpus=managed_irq,domain,{}{partition_hint}",
+                t.cpus
+            )
+        })
+        .as_vec()
+}
+
+/// What run-time isolation leaves to the boot line for `cpus`: the partition keeps
+/// other work off them, but only boot parameters stop the tick, offload RCU
+/// callbacks and keep kernel-managed IRQs away (apply cannot move those).
+fn boot_only_rest(m: &HostModel, cpus: &CpuList) -> String {
+    let b = &m.kernel.boot;
+    let nohz = b.nohz_full.clone().unwrap_or_default();
+    let rcu = match &b.rcu_nocbs {
+        Some(None) => m.cpus.online.clone(),
+        Some(Some(l)) => nohz.union(l),
+        None => nohz.clone(),
+    };
+    let managed = b
+        .isolcpus
+        .as_ref()
+        .filter(|i| i.has("managed_irq"))
+        .map(|i| i.cpus.clone())
+        .unwrap_or_default();
+    let mut left = Vec::new();
+    if !cpus.is_subset(&nohz) {
+        left.push("stop the tick (nohz_full=, see cpus.nohz_full)");
+    }
+    if !cpus.is_subset(&rcu) {
+        left.push("offload RCU callbacks (rcu_nocbs=, see cpus.rcu_nocbs)");
+    }
+    if !cpus.is_subset(&managed) {
+        left.push("keep kernel-managed IRQs off (isolcpus=managed_irq, see irqs.managed)");
+    }
+    if left.is_empty() {
+        return "the boot line does what run-time isolation cannot (nohz_full, rcu_nocbs, isolcpus=managed_irq)".to_string();
+    }
+    format!(
+        "run-time isolation keeps other tasks off them, but only boot parameters {}",
+        join_and(&left)
     )
-    .housekeeping_fix(t, true, |_| {
-        format!(
-            "boot with isolcpus=managed_irq,domain,{}{partition_hint}",
-            t.cpus
-        )
-    })
-    .as_vec()
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn join_and(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 pub fn nohz_full(m: &HostModel, t: &Target) -> Vec<Finding> {

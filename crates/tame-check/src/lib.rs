@@ -9,8 +9,10 @@
 mod cpus;
 mod finding;
 mod irqs;
+pub mod isolation;
 mod kernel;
 mod memory;
+mod next;
 mod power;
 mod report;
 mod target;
@@ -44,6 +46,7 @@ pub const CHECKS: &[fn(&HostModel, &Target) -> Vec<Finding>] = &[
     power::governor,
     power::boost,
     power::idle_states,
+    power::cpuidle,
     memory::thp,
     memory::swap,
     memory::numa_balancing,
@@ -60,5 +63,6 @@ pub const CHECKS: &[fn(&HostModel, &Target) -> Vec<Finding>] = &[
 /// Run every check for `target`.
 pub fn check(model: &HostModel, target: &Target) -> CheckReport {
     let findings: Vec<Finding> = CHECKS.iter().flat_map(|c| c(model, target)).collect();
-    CheckReport::new(target, findings)
+    let next = next::step(model, target, &findings);
+    CheckReport::new(target, findings, next)
 }

@@ -1,4 +1,4 @@
-//! Power checks: cpufreq governor and boost, deep idle states.
+//! Power checks: cpufreq governor and boost, deep idle states, the cpuidle driver.
 use tame_host::power::ResumeLatency;
 use tame_host::{CpuList, HostModel};
 
@@ -141,4 +141,86 @@ pub fn idle_states(m: &HostModel, t: &Target) -> Vec<Finding> {
             "for each CPU in {cpus}: echo {DEEP_IDLE_LATENCY_US} > /sys/devices/system/cpu/cpuN/power/pm_qos_resume_latency_us (or echo 1 > …/cpuidle/stateK/disable); at boot: processor.max_cstate=1 intel_idle.max_cstate=0"
         ))
         .as_vec()
+}
+
+/// The cpuidle driver in use, if any (the kernel prints `none` when there is none;
+/// the directory is missing when the kernel has no cpuidle at all).
+fn cpuidle_driver(m: &HostModel) -> Option<&str> {
+    m.power
+        .cpuidle_driver
+        .as_deref()
+        .filter(|d| !d.is_empty() && *d != "none")
+}
+
+pub fn cpuidle(m: &HostModel, _t: &Target) -> Vec<Finding> {
+    let id = "power.cpuidle";
+    let why = "Without a cpuidle driver an idle CPU runs the architecture's halt and PM QoS limits have no idle state to act on; in a guest, waking a halted vCPU goes through the hypervisor.";
+    if m.kernel.boot.idle.as_deref() == Some("poll") {
+        return Finding::new(
+            id,
+            C,
+            Severity::Ok,
+            "idle=poll: idle CPUs spin instead of halting",
+            why,
+        )
+        .as_vec();
+    }
+    if let Some(driver) = cpuidle_driver(m) {
+        let governor = m.power.cpuidle_governor.as_deref().unwrap_or("unknown");
+        return Finding::new(
+            id,
+            C,
+            Severity::Ok,
+            format!("cpuidle driver {driver} (governor {governor}): PM QoS limits (idle = \"poll\" in a spec) choose among its idle states"),
+            why,
+        )
+        .as_vec();
+    }
+    let seen = if m.power.cpuidle_driver.is_some() {
+        "current_driver is none"
+    } else {
+        "no cpuidle in sysfs"
+    };
+    let guest = m.virt.hypervisor;
+    let slower = if guest {
+        "in this guest each wakeup of a halted vCPU goes through the hypervisor, so an isolated CPU that idles between activations can wake more slowly (median) than a busy shared one"
+    } else {
+        "an isolated CPU that idles between activations wakes from halt, so its median wakeup can be slower than a busy shared CPU's"
+    };
+    let found = format!(
+        "no cpuidle driver ({seen}): an idle CPU runs the architecture's halt (HLT on x86, WFI on arm64) and idle = \"poll\" in a spec (a PM QoS limit) changes nothing here; {slower}"
+    );
+    let mut fixes = vec![
+        "boot with idle=poll (idle CPUs spin: more power, and in a guest a host CPU kept busy)"
+            .to_string(),
+    ];
+    if guest {
+        let haltpoll = m
+            .kernel
+            .config
+            .as_ref()
+            .and_then(|c| c.get("HALTPOLL_CPUIDLE"));
+        fixes.push(match haltpoll {
+            Some("m") => "in a KVM guest load the haltpoll cpuidle driver, which polls a while before it halts: modprobe cpuidle-haltpoll force=1".to_string(),
+            Some("y") => "in a KVM guest boot with cpuidle_haltpoll.force=1 (the haltpoll cpuidle driver, built in here, polls a while before it halts)".to_string(),
+            _ => "in a KVM guest a kernel with the haltpoll cpuidle driver (CONFIG_HALTPOLL_CPUIDLE), which polls a while before it halts".to_string(),
+        });
+    }
+    fixes.push(
+        "spin in the task itself instead of sleeping (tame bench cycle --busy-wait measures that)"
+            .to_string(),
+    );
+    Finding::new(
+        id,
+        C,
+        if guest {
+            Severity::Warn
+        } else {
+            Severity::Info
+        },
+        found,
+        why,
+    )
+    .fix(fixes.join("; or "))
+    .as_vec()
 }

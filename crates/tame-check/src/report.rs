@@ -27,10 +27,14 @@ pub struct CheckReport {
     pub cpus_reason: String,
     pub findings: Vec<Finding>,
     pub scores: Vec<CategoryScore>,
+    /// The one next step, from the findings (the report's last line). Empty in a
+    /// report written before it existed.
+    #[serde(default)]
+    pub next: String,
 }
 
 impl CheckReport {
-    pub fn new(target: &Target, findings: Vec<Finding>) -> Self {
+    pub fn new(target: &Target, findings: Vec<Finding>, next: String) -> Self {
         let scores = Category::ALL.iter().map(|&c| score(c, &findings)).collect();
         CheckReport {
             schema: CHECK_SCHEMA.to_string(),
@@ -39,6 +43,7 @@ impl CheckReport {
             cpus_reason: target.reason.clone(),
             findings,
             scores,
+            next,
         }
     }
 

@@ -27,8 +27,8 @@ impl Target {
         )
     }
 
-    /// Without --cpus: the CPUs isolated at boot (isolcpus, nohz_full) or by an
-    /// isolated cpuset partition; else every online CPU but the first, which a
+    /// Without --cpus: the CPUs isolated at boot (isolcpus, nohz_full) or at run time
+    /// by an isolated cpuset partition (see [`crate::isolation`]); else every online CPU but the first, which a
     /// partitioned machine keeps for housekeeping.
     pub fn default_for(model: &HostModel) -> Self {
         let online = &model.cpus.online;
@@ -72,9 +72,10 @@ impl Target {
     }
 }
 
-/// CPUs isolated by the boot line or by valid isolated cpuset partitions.
+/// CPUs isolated by the boot line or, at run time, by isolated cpuset partitions
+/// (tame's on cgroup v1 or v2, any valid isolated v2 partition).
 pub fn boot_isolated(model: &HostModel) -> CpuList {
-    cmdline_isolated(model).union(&isolated_partitions(model))
+    cmdline_isolated(model).union(&crate::isolation::run_time_cpus(model))
 }
 
 /// CPUs named by `isolcpus=` or `nohz_full=` on the kernel command line.
@@ -88,19 +89,4 @@ pub fn cmdline_isolated(model: &HostModel) -> CpuList {
         set = set.union(n);
     }
     set
-}
-
-/// CPUs of valid `isolated` cpuset partitions.
-pub fn isolated_partitions(model: &HostModel) -> CpuList {
-    use tame_host::cgroup::PartitionKind;
-    model
-        .cgroups
-        .partitions()
-        .filter(|c| {
-            c.partition
-                .as_ref()
-                .is_some_and(|p| p.valid && p.kind == PartitionKind::Isolated)
-        })
-        .filter_map(|c| c.effective_cpus.clone().or_else(|| c.cpus.clone()))
-        .fold(CpuList::new(), |a, b| a.union(&b))
 }

@@ -156,6 +156,9 @@ pub fn human(r: &CheckReport) -> String {
     if reboots > 0 {
         let _ = writeln!(s, "\n{reboots} of the fixes need a reboot.");
     }
+    if !r.next.is_empty() {
+        let _ = writeln!(s, "\nnext: {}", r.next);
+    }
     s
 }
 
@@ -199,6 +202,100 @@ mod tests {
         // Nothing applied: the host's default (every CPU but the first on this VM).
         let t = default_target(&model, None);
         assert_eq!(t.cpus.to_string(), "1");
+    }
+
+    /// A synthetic 8-CPU host without boot isolation, written below a scratch directory,
+    /// with a spec (system 0-1, isolated `rt` on 2-7) applied through the journal as
+    /// `tame apply` does: what `check` and `tame status` both see afterwards.
+    fn applied(cgroups: tame_testing::synthetic::CgroupLayout) -> (tempfile::TempDir, CheckReport) {
+        let mut h = tame_testing::synthetic::SyntheticHost::rt_8cpu();
+        h.cgroups = cgroups.clone();
+        h.isolated = CpuList::new();
+        h.nohz_full = None;
+        h.managed_avoid = None;
+        h.irqbalance = None;
+        h.cmdline = "root=/dev/sda2 ro".into();
+        let dir = tame_testing::scratch_dir("check-applied-");
+        let base = dir.path().join("root");
+        h.write(&base).unwrap();
+        let root = tame_testing::fixture_root(&base);
+        if cgroups == tame_testing::synthetic::CgroupLayout::V1 {
+            // What a live v1 cpuset root holds that the synthetic tree leaves out.
+            let mut tids: Vec<u32> = root
+                .list_dir("/proc")
+                .unwrap()
+                .iter()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            tids.sort_unstable();
+            let list: String = tids.iter().map(|t| format!("{t}\n")).collect();
+            for (path, text) in [
+                ("/sys/fs/cgroup/cpuset/tasks", list.as_str()),
+                ("/sys/fs/cgroup/cpuset/cpuset.sched_load_balance", "1\n"),
+            ] {
+                std::fs::write(root.path(path), text).unwrap();
+            }
+        }
+        let text = "[[partition]]\nname = \"system\"\ncpus = \"0-1\"\nrole = \"system\"\n[[partition]]\nname = \"rt\"\ncpus = \"2-7\"\nrole = \"isolated\"\n";
+        let spec = Spec::parse("t", text).unwrap();
+        let journal = dir.path().join("journal");
+        tame_partition::apply(&root, &spec, text, &journal, None).unwrap();
+        let applied = tame_partition::status::applied_spec(&journal).unwrap();
+        let model = HostModel::read(&root);
+        let report = tame_check::check(&model, &default_target(&model, applied.as_ref()));
+        let status = tame_partition::status::status(&root, &journal).unwrap();
+        assert_eq!(
+            status.audit.isolated_cpus, report.cpus,
+            "check and status disagree"
+        );
+        (dir, report)
+    }
+
+    #[test]
+    fn check_and_status_agree_on_an_applied_v1_partition() {
+        let (_dir, r) = applied(tame_testing::synthetic::CgroupLayout::V1);
+        let f = r.findings.iter().find(|f| f.id == "cpus.isolcpus").unwrap();
+        assert_eq!(f.severity, Severity::Ok, "{f:?}");
+        assert!(
+            f.found.contains("CPUs 2-7 at run time by partition \"rt\" (tame apply: cgroup v1 cpuset with cpu_exclusive on and sched_load_balance off)"),
+            "{}",
+            f.found
+        );
+        assert!(
+            f.found.contains("only boot parameters stop the tick"),
+            "{}",
+            f.found
+        );
+        let text = human(&r);
+        assert!(
+            text.ends_with("\nnext: measure in the applied partition: `tame bench cycle -p rt`, then run the work there with `tame run -p rt -- CMD` (`tame assess` compares with a partition of its own: `tame revert` first)\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn check_and_status_agree_on_an_applied_v2_partition() {
+        let (_dir, r) = applied(tame_testing::synthetic::CgroupLayout::V2 {
+            partitions: Vec::new(),
+        });
+        let f = r.findings.iter().find(|f| f.id == "cpus.isolcpus").unwrap();
+        assert_eq!(f.severity, Severity::Ok, "{f:?}");
+        assert!(
+            f.found.contains("CPUs 2-7 at run time by partition \"rt\" (tame apply: isolated cgroup v2 cpuset partition)"),
+            "{}",
+            f.found
+        );
+        assert!(r.next.contains("`tame bench cycle -p rt`"), "{}", r.next);
+    }
+
+    #[test]
+    fn the_human_view_ends_with_the_next_step() {
+        let text = human(&report("dev-vm"));
+        let last = text.lines().last().unwrap();
+        assert!(
+            last.starts_with("next: isolate CPUs 1: write a spec"),
+            "{text}"
+        );
     }
 
     #[test]
