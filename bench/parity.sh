@@ -61,8 +61,8 @@ run_cycle_pair() { # interval_us load round
 
 run_fwq_pair() { # load round
     local l=$1 r=$2 tag="fwq-$1-r$2"
-    local samples=$((seconds * 10000))   # 100 µs quanta: the same wall time as oslat's run
-    local fwq_cmd=("$tame" bench fwq --cpus "$cpu" --quantum 100us --samples "$samples"
+    local quanta=$((seconds * 10000))   # 100 µs quanta: the same wall time as oslat's run
+    local fwq_cmd=("$tame" bench fwq --cpus "$cpu" --quantum 100us --quanta "$quanta"
         --policy fifo --priority 95 --json "$out/tame-$tag.json")
     local os_cmd=(oslat -c "$cpu" -f 95 -D "${seconds}" -b 1024 -q "--json=$out/oslat-$tag.json")
     echo "${fwq_cmd[*]}" > "$out/tame-$tag.cmd"

@@ -54,7 +54,7 @@ impl FwqSettings {
         }
         if samples == 0 || samples > MAX_SAMPLES {
             return Err(invalid(format!(
-                "--samples {samples} is out of range — use 1..{MAX_SAMPLES}"
+                "--quanta {samples} is out of range — use 1..{MAX_SAMPLES}"
             )));
         }
         Ok(())
@@ -287,6 +287,22 @@ mod tests {
             seen.push((it, best));
         }
         panic!("calibrated work never took 200 µs ± 25 %: (iterations, ns) {seen:?}");
+    }
+
+    #[test]
+    fn the_sample_count_is_checked_by_its_flag_name() {
+        assert!(FwqSettings::validate_shape(100_000, 1).is_ok());
+        for n in [0, MAX_SAMPLES + 1] {
+            let e = FwqSettings::validate_shape(100_000, n)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!(
+                    "--quanta {n} is out of range — use 1..{MAX_SAMPLES}"
+                )),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -74,6 +74,15 @@ fn bad_input_exits_2_with_what_why_and_what_to_do() {
         "--tasks 0 is out of range",
     );
     expect_bad_input(&["bench", "fwq", "--quantum", "10s"], "quantum");
+    expect_bad_input(
+        &["bench", "fwq", "--quanta", "0"],
+        "--quanta 0 is out of range",
+    );
+    // --samples is the raw-sample file of every bench; fwq's count is --quanta.
+    expect_bad_input(
+        &["bench", "fwq", "--samples", "20000"],
+        "the number of samples is --quanta N for fwq",
+    );
     // clap's own usage errors use exit code 2 as well.
     assert_eq!(
         tame(&["bench", "cycle", "--policy", "batch"]).status.code(),
@@ -228,7 +237,7 @@ fn fwq_reports_excess_as_time_cycles_and_percent() {
         "fwq",
         "--cpus",
         "0",
-        "--samples",
+        "--quanta",
         "300",
         "--quantum",
         "50us",
@@ -236,7 +245,7 @@ fn fwq_reports_excess_as_time_cycles_and_percent() {
         "other",
         "--json",
         "-",
-        "--raw",
+        "--samples",
         raw.to_str().unwrap(),
     ]);
     let v = json_of(&out);

@@ -189,6 +189,54 @@ int main(void) {
 }
 "#;
 
+/// `tame run` killed while its program runs leaves the program's record behind; once the
+/// program has exited, `tame ps` says so and removes the record.
+#[test]
+fn ps_names_a_program_gone_and_removes_its_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().to_str().unwrap();
+    let cpu = last_cpu();
+    // The program kills the `tame run` that started it (its parent), then exits.
+    let o = tame(&[
+        "run",
+        "--cpus",
+        &cpu,
+        "--shared-ok",
+        "--journal-dir",
+        sd,
+        "--",
+        "sh",
+        "-c",
+        "i=0; while [ ! -d \"$0\"/placed/$$ ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; kill -KILL $PPID",
+        sd,
+    ]);
+    assert_eq!(o.status.code(), None, "tame run was killed");
+    let placed = dir.path().join("placed");
+    // The orphaned program is reaped by init; its record stays.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let pid: u32 = loop {
+        let entry = std::fs::read_dir(&placed)
+            .unwrap()
+            .flatten()
+            .find_map(|e| e.file_name().to_str()?.parse().ok());
+        let pid = entry.expect("the record of the killed run stays");
+        if !Path::new(&format!("/proc/{pid}")).exists() || std::time::Instant::now() > deadline {
+            break pid;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let ps = tame(&["ps", "--journal-dir", sd]);
+    assert!(ps.status.success());
+    let stderr = String::from_utf8_lossy(&ps.stderr);
+    assert!(
+        stderr.contains(&format!("tame ps: process {pid} (sh, placed by tame run on CPUs {cpu}) has exited; its placement record was removed")),
+        "{stderr}"
+    );
+    assert!(!placed.exists(), "the record is gone");
+    let again = tame(&["ps", "--journal-dir", sd]);
+    assert!(again.stderr.is_empty(), "said once");
+}
+
 fn build_threads_program(dir: &Path) -> PathBuf {
     let src = dir.join("threads.c");
     let bin = dir.join("threads");

@@ -18,6 +18,11 @@ pub struct RunEnvironment {
     pub preemption_model: String,
     /// The isolation-related boot parameters (isolcpus=, nohz_full=, rcu_nocbs=, ...).
     pub isolation_parameters: Vec<String>,
+    /// The CPU-vulnerability mitigation boot parameters (mitigations=, pti=, spectre_v2=, ...):
+    /// not isolation, but they set the cost of every kernel entry. Absent in older results,
+    /// which listed `mitigations=` among `isolation_parameters`.
+    #[serde(default)]
+    pub security_parameters: Vec<String>,
     pub cpuidle_driver: Option<String>,
     pub clocksource: Option<String>,
     /// Hypervisor vendor if the CPU reports one (e.g. "KVM"), `None` on bare metal.
@@ -40,9 +45,34 @@ pub const ISOLATION_PARAMETERS: &[&str] = &[
     "tsc",
     "nosoftlockup",
     "nmi_watchdog",
-    "mitigations",
     "preempt",
     "threadirqs",
+];
+
+/// Boot parameters that switch CPU-vulnerability mitigations (the kernel's
+/// admin-guide/kernel-parameters): they change what a system call or an interrupt costs.
+pub const SECURITY_PARAMETERS: &[&str] = &[
+    "mitigations",
+    "nopti",
+    "pti",
+    "kpti",
+    "nospectre_v1",
+    "nospectre_v2",
+    "spectre_v2",
+    "spectre_v2_user",
+    "spectre_bhi",
+    "spec_store_bypass_disable",
+    "nospec_store_bypass_disable",
+    "ssbd",
+    "l1tf",
+    "mds",
+    "tsx_async_abort",
+    "mmio_stale_data",
+    "retbleed",
+    "srbds",
+    "gather_data_sampling",
+    "reg_file_data_sampling",
+    "spec_rstack_overflow",
 ];
 
 impl RunEnvironment {
@@ -64,6 +94,7 @@ impl RunEnvironment {
             ),
             kernel_version: version,
             isolation_parameters: isolation_parameters(&cmdline),
+            security_parameters: security_parameters(&cmdline),
             cpuidle_driver: r.value(&format!("{}/cpuidle/current_driver", cpu::SYS_CPU)),
             clocksource: r.value(&format!("{}/current_clocksource", sched::CLOCKSOURCE)),
             hypervisor: hypervisor(&mut r, &flags, &clocksources),
@@ -98,10 +129,20 @@ pub fn preemption_model(kernel_version: &str, dynamic_mode: Option<&str>) -> Str
 
 /// The isolation-related `key=value` words of a kernel command line.
 pub fn isolation_parameters(cmdline: &str) -> Vec<String> {
+    parameters(cmdline, ISOLATION_PARAMETERS)
+}
+
+/// The mitigation `key=value` words of a kernel command line.
+pub fn security_parameters(cmdline: &str) -> Vec<String> {
+    parameters(cmdline, SECURITY_PARAMETERS)
+}
+
+/// The words of `cmdline` whose key is one of `keys`, as written.
+fn parameters(cmdline: &str, keys: &[&str]) -> Vec<String> {
     kernel::parse_cmdline(cmdline)
         .params
         .into_iter()
-        .filter(|p| ISOLATION_PARAMETERS.contains(&p.key.as_str()))
+        .filter(|p| keys.contains(&p.key.as_str()))
         .map(|p| match p.value {
             Some(v) => format!("{}={v}", p.key),
             None => p.key,
@@ -130,11 +171,34 @@ mod tests {
 
     #[test]
     fn picks_isolation_parameters_only() {
-        let got = isolation_parameters("BOOT_IMAGE=/vmlinuz root=/dev/vda isolcpus=managed_irq,domain,1 nohz_full=1 quiet idle=poll");
+        let got = isolation_parameters("BOOT_IMAGE=/vmlinuz root=/dev/vda isolcpus=managed_irq,domain,1 nohz_full=1 quiet idle=poll mitigations=off");
         assert_eq!(
             got,
             vec!["isolcpus=managed_irq,domain,1", "nohz_full=1", "idle=poll"]
         );
+    }
+
+    #[test]
+    fn mitigations_are_security_parameters_not_isolation() {
+        let cmdline = "root=/dev/vda isolcpus=1 mitigations=off nopti spectre_v2=retpoline quiet";
+        assert_eq!(
+            security_parameters(cmdline),
+            vec!["mitigations=off", "nopti", "spectre_v2=retpoline"]
+        );
+        assert_eq!(isolation_parameters(cmdline), vec!["isolcpus=1"]);
+        assert!(ISOLATION_PARAMETERS
+            .iter()
+            .all(|k| !SECURITY_PARAMETERS.contains(k)));
+    }
+
+    #[test]
+    fn an_older_result_without_security_parameters_still_reads() {
+        let mut v = serde_json::to_value(RunEnvironment::default()).unwrap();
+        v.as_object_mut().unwrap().remove("security_parameters");
+        v["isolation_parameters"] = serde_json::json!(["mitigations=off"]);
+        let env: RunEnvironment = serde_json::from_value(v).unwrap();
+        assert!(env.security_parameters.is_empty());
+        assert_eq!(env.isolation_parameters, vec!["mitigations=off"]);
     }
 
     #[test]
@@ -145,7 +209,10 @@ mod tests {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, s).unwrap();
         };
-        w("/proc/cmdline", "root=/dev/vda nohz_full=1\n");
+        w(
+            "/proc/cmdline",
+            "root=/dev/vda nohz_full=1 mitigations=auto\n",
+        );
         w("/proc/sys/kernel/osrelease", "6.18.0\n");
         w("/proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC\n");
         w(
@@ -161,6 +228,7 @@ mod tests {
         assert_eq!(env.kernel_release, "6.18.0");
         assert_eq!(env.preemption_model, "dynamic");
         assert_eq!(env.isolation_parameters, vec!["nohz_full=1"]);
+        assert_eq!(env.security_parameters, vec!["mitigations=auto"]);
         assert!(env.invariant_tsc);
         assert_eq!(env.hypervisor.as_deref(), Some("unknown hypervisor"));
         assert_eq!(env.cpuidle_driver.as_deref(), Some("haltpoll"));

@@ -171,7 +171,33 @@ impl Store {
         let _ = std::fs::remove_dir(&self.dir);
     }
 
-    /// Every placed process, oldest pid first.
+    /// Remove the record of `placed`, whose process is gone (it exited, or its pid names
+    /// another program now). Nothing is reverted: the threads the record names are gone and
+    /// their ids may be another program's. Done under the journal's lock, and only while
+    /// the record is still that one: a detach of a new process with this pid replaces it,
+    /// and is left alone (`Ok(false)`).
+    pub fn forget_gone(&self, placed: &Placed) -> Result<bool, LaunchError> {
+        let dir = self.journal_dir(placed.pid);
+        let lock = journal::JournalLock::acquire(&dir).map_err(journal_failed)?;
+        match self.load(placed.pid)? {
+            Some(now) if now == *placed => {}
+            _ => return Ok(false),
+        }
+        let removed = std::fs::remove_dir_all(&dir).map_err(|e| {
+            failed(format!(
+                "cannot remove {}: {e} — remove it by hand (nothing in it needs restoring: the process is gone)",
+                dir.display()
+            ))
+        });
+        drop(lock);
+        removed?;
+        // The parent goes when it is empty (remove_dir refuses otherwise).
+        let _ = std::fs::remove_dir(&self.dir);
+        Ok(true)
+    }
+
+    /// Every placed process, oldest pid first. A note that names another pid than its
+    /// directory is not one tame wrote there, and is left out.
     pub fn list(&self) -> Vec<Placed> {
         let mut pids: Vec<u32> = std::fs::read_dir(&self.dir)
             .map(|rd| {
@@ -182,7 +208,7 @@ impl Store {
             .unwrap_or_default();
         pids.sort_unstable();
         pids.into_iter()
-            .filter_map(|p| self.load(p).ok().flatten())
+            .filter_map(|p| self.load(p).ok().flatten().filter(|placed| placed.pid == p))
             .collect()
     }
 

@@ -411,6 +411,40 @@ pub const FORWARDED: &[libc::c_int] = &[
 
 /// Wait for the program, forwarding signals; returns its exit status.
 pub fn wait_forwarding(launched: &mut Launched) -> Result<ExitStatus, LaunchError> {
+    wait_forwarding_with(launched, |_| ()).map(|(status, _)| status)
+}
+
+/// The program as it exited, not yet reaped: its pid is still its own, so what
+/// /proc says of it (its main thread's schedstat) is about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exited {
+    pub pid: u32,
+    /// CPU time of the process itself, every thread it had (the kernel's
+    /// CLOCK_PROCESS_CPUTIME of it); `None` when the kernel would not say.
+    pub process_cpu_ns: Option<u64>,
+    /// CPU time of the process and of the processes it started and waited for
+    /// (`RUSAGE_BOTH` of the exited child, user + system); `None` when unknown.
+    pub with_children_cpu_ns: Option<u64>,
+}
+
+impl Exited {
+    /// CPU time of the processes it started (and waited for), when both figures are known.
+    pub fn children_cpu_ns(&self) -> Option<u64> {
+        Some(
+            self.with_children_cpu_ns?
+                .saturating_sub(self.process_cpu_ns?),
+        )
+    }
+}
+
+/// Like [`wait_forwarding`], but once the program has exited and before it is reaped,
+/// `at_exit` sees it ([`Exited`]); what it returns comes back with the status. When the
+/// exit cannot be watched without reaping (the kernel refused `waitid`), `at_exit` is
+/// not called and `None` comes back.
+pub fn wait_forwarding_with<T>(
+    launched: &mut Launched,
+    at_exit: impl FnOnce(&Exited) -> T,
+) -> Result<(ExitStatus, Option<T>), LaunchError> {
     use signal_hook::iterator::exfiltrator::WithOrigin;
     use signal_hook::iterator::SignalsInfo;
 
@@ -427,13 +461,68 @@ pub fn wait_forwarding(launched: &mut Launched) -> Result<ExitStatus, LaunchErro
             }
         }
     });
+    let seen = exited_unreaped(pid).map(|e| at_exit(&e));
     let status = launched
         .child
         .wait()
         .map_err(|e| io_failed("cannot wait for the program", e));
     handle.close();
     let _ = forwarder.join();
-    status
+    Ok((status?, seen))
+}
+
+/// Wait until our child `pid` has exited, leaving it unreaped (`WNOWAIT`), and read what
+/// it used of the CPU. `None` when the kernel refused (the caller then reaps as usual).
+fn exited_unreaped(pid: libc::pid_t) -> Option<Exited> {
+    // SAFETY: both are plain C structs for which all-zero bytes are a valid value.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // The raw system call: only it takes the rusage argument (RUSAGE_BOTH of the child:
+        // itself and the children it reaped), and with WNOWAIT it reaps nothing.
+        // SAFETY: waitid on our own child, with pointers to live, writable structs.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_waitid,
+                libc::P_PID,
+                pid,
+                &mut info as *mut libc::siginfo_t,
+                libc::WEXITED | libc::WNOWAIT,
+                &mut usage as *mut libc::rusage,
+            )
+        };
+        if r == 0 {
+            break;
+        }
+        if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return None;
+        }
+    }
+    let tv_ns = |tv: libc::timeval| {
+        u64::try_from(tv.tv_sec).unwrap_or(0) * 1_000_000_000
+            + u64::try_from(tv.tv_usec).unwrap_or(0) * 1_000
+    };
+    Some(Exited {
+        pid: pid as u32,
+        process_cpu_ns: process_cpu_ns(pid),
+        with_children_cpu_ns: Some(tv_ns(usage.ru_utime) + tv_ns(usage.ru_stime)),
+    })
+}
+
+/// The CPU time of process `pid` (all its threads), from its CPU-time clock; the kernel
+/// keeps it for an exited process until it is reaped.
+fn process_cpu_ns(pid: libc::pid_t) -> Option<u64> {
+    // The clock id of a process's CPU-time clock (CPUCLOCK_SCHED of MAKE_PROCESS_CPUCLOCK in
+    // the kernel's posix-timers.h), which glibc's clock_getcpuclockid computes the same way.
+    let clock = ((!pid) << 3) | 2;
+    // SAFETY: an all-zero timespec is valid.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a clock id and a pointer to a live, writable timespec.
+    if unsafe { libc::clock_gettime(clock as libc::clockid_t, &mut ts) } != 0 {
+        return None;
+    }
+    Some(u64::try_from(ts.tv_sec).ok()? * 1_000_000_000 + u64::try_from(ts.tv_nsec).ok()?)
 }
 
 /// The exit code a shell would show: the program's code, or 128 + the signal that killed it.
@@ -475,6 +564,32 @@ mod tests {
         assert_eq!(code, 0);
         let text = std::fs::read_to_string(out).unwrap();
         assert!(text.trim().ends_with("\t0"), "{text}");
+    }
+
+    /// Read as it exits: the process's own CPU time apart from its children's.
+    #[test]
+    fn the_exited_program_shows_its_own_cpu_time_and_its_childrens() {
+        let busy = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done";
+        let exited = |script: &str| {
+            let mut l = spawn(&placement("0"), &sh(script)).unwrap();
+            let pid = l.child.id();
+            let (status, seen) = wait_forwarding_with(&mut l, |e| *e).unwrap();
+            let seen = seen.expect("waitid watched the exit");
+            assert_eq!(seen.pid, pid);
+            (exit_code(status), seen)
+        };
+        // The work in a subshell, a child: little of it in the process itself.
+        let (code, e) = exited(&format!("({busy}); exit 5"));
+        assert_eq!(code, 5);
+        let (own, children) = (e.process_cpu_ns.unwrap(), e.children_cpu_ns().unwrap());
+        assert!(children > 20_000_000, "{e:?}");
+        assert!(children > 5 * own, "{e:?}");
+        // The work in the process itself: little in children.
+        let (code, e) = exited(&format!("{busy}; exit 6"));
+        assert_eq!(code, 6);
+        let (own, children) = (e.process_cpu_ns.unwrap(), e.children_cpu_ns().unwrap());
+        assert!(own > 20_000_000, "{e:?}");
+        assert!(own > 5 * children, "{e:?}");
     }
 
     #[test]

@@ -83,9 +83,18 @@ pub trait Backend {
 
     /// What the user should know about a reservation of this kind: by default what
     /// bounds real-time work here (RT throttling, the fair server), which is what the
-    /// server and deadline backends hand out.
+    /// server and deadline backends hand out, and that they hold only the threads found.
     fn notes(&self, limits: &Limits) -> Vec<String> {
-        limits.notes()
+        let mut notes = limits.notes();
+        notes.push(crate::reservation::offspring_note(self.kind()));
+        notes
+    }
+
+    /// Whether threads and processes the reserved process starts later are held by the
+    /// reservation too (a cgroup: they join it), or run outside it (the server and
+    /// SCHED_DEADLINE: raised with reset-on-fork, only the threads found at admission).
+    fn holds_what_it_starts(&self) -> bool {
+        false
     }
 }
 
@@ -291,6 +300,13 @@ impl Backend for Cgroup {
     /// Only its own: a cap on ordinary (SCHED_OTHER) work, which RT throttling and
     /// the fair server do not bound.
     fn notes(&self, _limits: &Limits) -> Vec<String> {
-        vec!["cgroup bandwidth is a cap, not a guarantee: the process may use at most this share, but may get less".into()]
+        vec![
+            "cgroup bandwidth is a cap, not a guarantee: the process may use at most this share, but may get less".into(),
+            "threads and processes it starts join its group and share the cap with it; any still running when the reservation is released leave the group, uncapped".into(),
+        ]
+    }
+
+    fn holds_what_it_starts(&self) -> bool {
+        true
     }
 }

@@ -38,6 +38,11 @@ pub struct CgroupReservation {
     /// The affinity the threads had before `--cpu` pinned them (for the record:
     /// release restores it from the journal's placement records).
     pub previous_affinity: Option<Vec<(u32, Vec<u32>)>>,
+    /// `STATE_DIR/reserve` did not exist before tame's cgroup reservations: made for this
+    /// one, or for one held when this one was made (which passes it on). Release removes
+    /// it once empty; a directory tame did not make stays. Absent in older notes: false.
+    #[serde(default)]
+    pub made_reserve_dir: bool,
 }
 
 /// The CPU controller where it is usable.
@@ -58,8 +63,20 @@ pub fn controller(root: &Root) -> Result<ControllerHome> {
     })
 }
 
+/// Where every cgroup reservation's journal directory lives.
+fn reserve_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("reserve")
+}
+
 pub fn journal_dir(state_dir: &Path, pid: u32) -> PathBuf {
-    state_dir.join("reserve").join(format!("cgroup-{pid}"))
+    reserve_dir(state_dir).join(format!("cgroup-{pid}"))
+}
+
+/// Whether `STATE_DIR/reserve` is tame's to remove once empty: absent now (the journal
+/// about to be opened makes it), or made by a reservation still held, whose note says so.
+fn reserve_dir_is_ours(state_dir: &Path) -> bool {
+    std::fs::symlink_metadata(reserve_dir(state_dir)).is_err()
+        || list(state_dir).iter().any(|r| r.made_reserve_dir)
 }
 
 /// Quota and period in µs for a request, validated against the kernel's bounds.
@@ -143,6 +160,7 @@ pub fn reserve_pid(
         period_us,
         share_ppm: req.share_ppm,
         previous_affinity,
+        made_reserve_dir: reserve_dir_is_ours(state_dir),
     };
     // Everything is checked; from here on every change is journaled first.
     let made = Made {
@@ -151,7 +169,7 @@ pub fn reserve_pid(
         tids: &info.tids,
     };
     if let Err(e) = apply(root, &jdir, &reservation, &made, req.cpu) {
-        let _ = release_dir(root, &jdir);
+        let _ = release_dir(root, &jdir, reservation.made_reserve_dir);
         return Err(e);
     }
     Ok(reservation)
@@ -213,8 +231,9 @@ fn apply(
     Ok(())
 }
 
-/// Undo a reservation: affinity restored, tasks back, group removed, journal gone.
-fn release_dir(root: &Root, jdir: &Path) -> Result<()> {
+/// Undo a reservation: affinity restored, tasks back, group removed, journal gone, and
+/// with `made_reserve_dir` the directory of reservations too once nothing else is in it.
+fn release_dir(root: &Root, jdir: &Path, made_reserve_dir: bool) -> Result<()> {
     let report = journal::revert(root, jdir).map_err(|e| failed(e.to_string()))?;
     if !report.not_restored.is_empty() {
         let what: Vec<String> = report
@@ -229,16 +248,22 @@ fn release_dir(root: &Root, jdir: &Path) -> Result<()> {
         )));
     }
     let _ = std::fs::remove_dir(jdir);
+    if made_reserve_dir {
+        // remove_dir refuses a directory that is not empty: other reservations' stay.
+        if let Some(parent) = jdir.parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
     Ok(())
 }
 
 /// Release `pid`'s cgroup reservation. Ok(false): it had none.
 pub fn release_pid(root: &Root, state_dir: &Path, pid: u32) -> Result<bool> {
     let jdir = journal_dir(state_dir, pid);
-    if load(&jdir).is_none() {
+    let Some(held) = load(&jdir) else {
         return Ok(false);
-    }
-    release_dir(root, &jdir)?;
+    };
+    release_dir(root, &jdir, held.made_reserve_dir)?;
     Ok(true)
 }
 
@@ -249,7 +274,7 @@ fn load(jdir: &Path) -> Option<CgroupReservation> {
 
 /// Every cgroup reservation with a journal under `state_dir`.
 pub fn list(state_dir: &Path) -> Vec<CgroupReservation> {
-    let Ok(entries) = std::fs::read_dir(state_dir.join("reserve")) else {
+    let Ok(entries) = std::fs::read_dir(reserve_dir(state_dir)) else {
         return Vec::new();
     };
     let mut found: Vec<CgroupReservation> = entries
@@ -353,6 +378,11 @@ mod tests {
             assert_eq!(self.snapshot(), before, "released byte for byte");
             assert!(list(&self.state()).is_empty());
             assert!(!journal_dir(&self.state(), 42).exists());
+            assert!(r.made_reserve_dir);
+            assert!(
+                !self.state().join("reserve").exists(),
+                "the directory of reservations tame made goes with the last one"
+            );
             assert!(!release_pid(&self.root, &self.state(), 42).unwrap());
             r
         }
@@ -414,6 +444,42 @@ mod tests {
         );
         assert_eq!(r.group, "/sys/fs/cgroup/tame-reserve-42");
         assert_eq!(r.version, CgroupVersion::V2);
+    }
+
+    /// Two reservations at once: the directory of reservations goes with the last one,
+    /// whichever made it; one tame did not make stays.
+    #[test]
+    fn the_reserve_directory_goes_only_when_tame_made_it_and_it_is_empty() {
+        let proc44 = "44 (other) S 1 44 44 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 778 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+        let host = Host::new(&[
+            ("/proc/mounts", V2),
+            ("/sys/fs/cgroup/cgroup.controllers", "cpu\n"),
+            ("/sys/fs/cgroup/cgroup.subtree_control", "cpu\n"),
+            ("/sys/fs/cgroup/cgroup.procs", "1\n42\n44\n"),
+            ("/proc/42/cgroup", "0::/\n"),
+            ("/proc/44/stat", proc44),
+            ("/proc/44/status", "Uid:\t0\t0\t0\t0\n"),
+            ("/proc/44/task/44/stat", proc44),
+            ("/proc/44/cgroup", "0::/\n"),
+        ]);
+        let reserve = host.state().join("reserve");
+        let req = req(250_000, 40_000_000);
+        let first = reserve_pid(&host.root, &host.state(), 42, &req).unwrap();
+        let second = reserve_pid(&host.root, &host.state(), 44, &req).unwrap();
+        assert!(first.made_reserve_dir && second.made_reserve_dir);
+        // The first one made it, but the second one's journal is in it: it stays.
+        assert!(release_pid(&host.root, &host.state(), 42).unwrap());
+        assert!(reserve.is_dir());
+        assert!(release_pid(&host.root, &host.state(), 44).unwrap());
+        assert!(!reserve.exists());
+
+        // Made by someone else before tame: kept, empty.
+        std::fs::create_dir_all(&reserve).unwrap();
+        let r = reserve_pid(&host.root, &host.state(), 42, &req).unwrap();
+        assert!(!r.made_reserve_dir);
+        assert!(release_pid(&host.root, &host.state(), 42).unwrap());
+        assert!(reserve.is_dir());
+        assert_eq!(std::fs::read_dir(&reserve).unwrap().count(), 0);
     }
 
     /// `--cpu`: the pin is journaled with the affinity it replaced; release gives it back.

@@ -401,4 +401,50 @@ fn cgroup_caps_and_releases_without_leftovers() {
         before
     );
     assert!(cgroup::list(state.path()).is_empty());
+    assert!(
+        !state.path().join("reserve").exists(),
+        "the directory of reservations tame made goes with the last one"
+    );
+}
+
+/// The case: a program whose work runs in a child it forks (`timeout` there, a
+/// subshell here) is reserved itself, the child runs as SCHED_OTHER (reset-on-fork), and
+/// `wait` says how much ran outside the reservation.
+#[test]
+fn deadline_says_when_the_work_ran_in_a_child_outside_the_reservation() {
+    if !root_or_skip("deadline children") || !wait_for_cpu(0) || !wait_for_cpu(1) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let at = tame_reserve::backend::Places {
+        root: Root::system(),
+        socket: dir.path().join("no-server.sock"),
+        state_dir: dir.path().join("state"),
+    };
+    let backend = tame_reserve::backend::open(Backend::Deadline, &at);
+    let limits = tame_reserve::bandwidth::Limits::read(&at.root).unwrap();
+    let req =
+        tame_reserve::reservation::request(&*backend, 100_000, 20_000_000, None, &limits).unwrap();
+    let out = dir.path().join("policy");
+    // The child notes its own policy (field 41 of its stat), then works.
+    let script = format!(
+        "(awk '{{print $41}}' /proc/self/stat > {}; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done); exit 3",
+        out.display()
+    );
+    let argv: Vec<std::ffi::OsString> = ["sh", "-c", &script].iter().map(Into::into).collect();
+    let running =
+        tame_reserve::reservation::start(&*backend, &at.root, &req, &limits, &argv).unwrap();
+    assert_eq!(
+        policy(running.pid()),
+        6,
+        "the program itself is SCHED_DEADLINE"
+    );
+    let ended = running.wait().unwrap();
+    assert_eq!(ended.code, 3);
+    let split = ended.unreserved.expect("the child's work is said");
+    assert!(split.children_ns > 5 * split.reserved_ns, "{split:?}");
+    let text = split.warning(1, Backend::Deadline);
+    assert!(text.contains("in processes it started"), "{text}");
+    // awk is the subshell's child: SCHED_OTHER (0), like the subshell that did the work.
+    assert_eq!(std::fs::read_to_string(&out).unwrap().trim(), "0");
 }

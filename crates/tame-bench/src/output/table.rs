@@ -133,7 +133,7 @@ fn derived_lines<S>(result: &BenchResult<S>) -> Vec<String> {
 /// The clock and the machine the numbers were taken on.
 fn circumstances_line(c: &Calibration, env: &RunEnvironment) -> String {
     format!(
-        "clock {} (read {} ns, loop floor {} ns){}; kernel {} preempt {}; idle {}; clocksource {}; {}{}",
+        "clock {} (read {} ns, loop floor {} ns){}; kernel {} preempt {}; idle {}; clocksource {}; {}{}{}",
         c.clock.map_or("-".to_string(), |k| format!("{k:?}").to_lowercase()),
         c.clock_read_cost_ns,
         c.loop_floor_ns,
@@ -150,6 +150,11 @@ fn circumstances_line(c: &Calibration, env: &RunEnvironment) -> String {
             "; no isolation boot parameters".to_string()
         } else {
             format!("; boot: {}", env.isolation_parameters.join(" "))
+        },
+        if env.security_parameters.is_empty() {
+            String::new()
+        } else {
+            format!("; security: {}", env.security_parameters.join(" "))
         },
     )
 }
@@ -191,6 +196,25 @@ mod tests {
             "clock tsc (read 10 ns, loop floor 9 ns), TSC 2.445 GHz; kernel 6.18.44-fc-v782 preempt dynamic; idle none; clocksource tsc; virtualised (KVM): hypervisor noise no guest setting removes; boot: mitigations=auto,no_guest_host,no_guest_guest\n",
         );
         assert_eq!(table(&r, "tame bench noise"), expected);
+    }
+
+    /// Mitigation boot parameters are said apart from the isolation ones.
+    #[test]
+    fn security_parameters_follow_the_isolation_ones() {
+        let mut v = testdata(include_str!("../../testdata/compare/a-sleep.json"));
+        v["environment"]["isolation_parameters"] = serde_json::json!(["isolcpus=1"]);
+        v["environment"]["security_parameters"] = serde_json::json!(["mitigations=off", "nopti"]);
+        let text = table(&result(v.clone()), "tame bench sleep");
+        assert!(
+            text.ends_with("; boot: isolcpus=1; security: mitigations=off nopti\n"),
+            "{text}"
+        );
+        v["environment"]["isolation_parameters"] = serde_json::json!([]);
+        let text = table(&result(v), "tame bench sleep");
+        assert!(
+            text.ends_with("; no isolation boot parameters; security: mitigations=off nopti\n"),
+            "{text}"
+        );
     }
 
     /// Two groups and their merged row, counters that are all zero (no counters line).

@@ -97,7 +97,7 @@ pub struct CycleArgs {
     #[arg(long, value_name = "US")]
     dma_latency: Option<u32>,
     /// Raw samples as CSV (timestamp_ns,cpu,value_ns).
-    #[arg(long, visible_alias = "raw", value_name = "FILE")]
+    #[arg(long, visible_alias = "raw", value_name = "FILE", value_parser = samples_file)]
     samples: Option<PathBuf>,
     #[command(flatten)]
     common: CommonArgs,
@@ -121,7 +121,7 @@ pub struct SleepArgs {
     #[arg(long)]
     loops: Option<u64>,
     /// Raw samples as CSV (timestamp_ns,cpu,value_ns).
-    #[arg(long, visible_alias = "raw", value_name = "FILE")]
+    #[arg(long, visible_alias = "raw", value_name = "FILE", value_parser = samples_file)]
     samples: Option<PathBuf>,
     #[command(flatten)]
     common: CommonArgs,
@@ -136,14 +136,25 @@ pub struct FwqArgs {
     /// The work quantum one sample should take.
     #[arg(long, default_value = "100us")]
     quantum: String,
-    /// How many times to time the work.
-    #[arg(long, default_value_t = 10_000)]
-    samples: u64,
+    /// How many quanta to time: the number of samples per CPU.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    quanta: u64,
     /// Raw samples as CSV (sample index as timestamp_ns, cpu, excess ns).
-    #[arg(long, value_name = "FILE")]
-    raw: Option<PathBuf>,
+    #[arg(long, visible_alias = "raw", value_name = "FILE", value_parser = samples_file)]
+    samples: Option<PathBuf>,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+/// `--samples FILE`, the raw-sample file of cycle, sleep and fwq. A bare number is refused:
+/// it is what fwq's `--samples` meant before (a count, now `--quanta`), not a file meant.
+fn samples_file(text: &str) -> Result<PathBuf, String> {
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "--samples takes the FILE the raw samples are written to, not a count — the number of samples is --quanta N for fwq, --loops N for cycle and sleep; to write to a file named {text}, give ./{text}"
+        ));
+    }
+    Ok(PathBuf::from(text))
 }
 
 pub fn run(ctx: &Context, cmd: BenchCommand) -> anyhow::Result<i32> {
@@ -227,8 +238,8 @@ fn run_fwq(ctx: &Context, a: FwqArgs) -> anyhow::Result<i32> {
     let quantum_ns = parse_duration_ns(&a.quantum)?;
     // Cycles are part of the FWQ report, so prefer the TSC where it is invariant.
     let threads = a.common.threads(engine::preferred_clock(&ctx.root));
-    let settings = FwqSettings::new(cpus, quantum_ns, a.samples, threads)?;
-    measure(ctx, settings, &a.common, partitioned, a.raw)
+    let settings = FwqSettings::new(cpus, quantum_ns, a.quanta, threads)?;
+    measure(ctx, settings, &a.common, partitioned, a.samples)
 }
 
 /// Run `settings` and write the result where asked; the exit code says whether Ctrl-C cut
@@ -295,5 +306,62 @@ impl Outputs {
         }
         let table = output::table(&done.result, &done.result.settings.title());
         self.json.emit(&done.result, &table)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        bench: BenchCommand,
+    }
+
+    fn parse(argv: &[&str]) -> Result<BenchCommand, clap::Error> {
+        let mut full = vec!["tame-bench"];
+        full.extend_from_slice(argv);
+        Cli::try_parse_from(full).map(|c| c.bench)
+    }
+
+    #[test]
+    fn samples_is_the_raw_sample_file_of_cycle_sleep_and_fwq() {
+        let Ok(BenchCommand::Fwq(a)) = parse(&["fwq", "--samples", "fwq.csv", "--quanta", "300"])
+        else {
+            panic!("fwq --samples FILE --quanta N parses");
+        };
+        assert_eq!((a.samples, a.quanta), (Some(PathBuf::from("fwq.csv")), 300));
+        let Ok(BenchCommand::Fwq(a)) = parse(&["fwq", "--raw", "r.csv"]) else {
+            panic!("--raw stays an alias");
+        };
+        assert_eq!(
+            (a.samples, a.quanta),
+            (Some(PathBuf::from("r.csv")), 10_000)
+        );
+        let Ok(BenchCommand::Cycle(a)) = parse(&["cycle", "--samples", "c.csv"]) else {
+            panic!("cycle --samples FILE parses");
+        };
+        assert_eq!(a.samples, Some(PathBuf::from("c.csv")));
+        let Ok(BenchCommand::Sleep(a)) = parse(&["sleep", "--raw", "./20000"]) else {
+            panic!("sleep --raw FILE parses");
+        };
+        assert_eq!(a.samples, Some(PathBuf::from("./20000")));
+    }
+
+    #[test]
+    fn a_count_given_to_samples_is_refused_naming_the_count_flags() {
+        for bench in ["fwq", "cycle", "sleep"] {
+            let e = parse(&[bench, "--samples", "20000"])
+                .err()
+                .expect("refused");
+            assert_eq!(e.exit_code(), 2, "{bench}");
+            let text = e.to_string();
+            assert!(
+                text.contains("--samples takes the FILE the raw samples are written to, not a count — the number of samples is --quanta N for fwq, --loops N for cycle and sleep; to write to a file named 20000, give ./20000"),
+                "{bench}: {text}"
+            );
+        }
     }
 }

@@ -10,7 +10,7 @@ use tame_bench::units::parse_duration_ns;
 use tame_host::journal::DEFAULT_JOURNAL_DIR;
 use tame_reserve::backend::{self, Places};
 use tame_reserve::bandwidth::Limits;
-use tame_reserve::reservation::{self, Made};
+use tame_reserve::reservation::{self, CpuSplit, Made};
 use tame_reserve::server as srv;
 use tame_reserve::spec::{self, percent};
 use tame_reserve::{admission, Backend};
@@ -101,12 +101,14 @@ pub fn run(ctx: &Context, args: ReserveArgs) -> anyhow::Result<i32> {
         }
         None => {
             // The program runs only once the reservation holds; its exit code is ours.
-            let running = reservation::start(&*backend, &req, &limits, &args.command)?;
-            print_made(
-                &Made::new(&*backend, &req, running.pid(), &limits),
-                args.json,
-            )?;
-            Ok(running.wait()?)
+            let running = reservation::start(&*backend, &ctx.root, &req, &limits, &args.command)?;
+            let pid = running.pid();
+            print_made(&Made::new(&*backend, &req, pid, &limits), args.json)?;
+            let ended = running.wait()?;
+            if let Some(split) = ended.unreserved {
+                eprintln!("{}", unreserved_text(&split, pid, req.backend));
+            }
+            Ok(ended.code)
         }
     }
 }
@@ -136,6 +138,11 @@ fn made_text(made: &Made) -> String {
         let _ = writeln!(s, "  note: {n}");
     }
     s
+}
+
+/// The warning when much of a started program's work ran outside its reservation (stderr).
+fn unreserved_text(split: &CpuSplit, pid: u32, backend: Backend) -> String {
+    format!("tame reserve: warning: {}", split.warning(pid, backend))
 }
 
 fn list(at: &Places, json: bool) -> anyhow::Result<i32> {
@@ -386,6 +393,21 @@ mod tests {
             text.contains("  25 %     1.5 ms  any  /tame-reserve-7"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn work_outside_the_reservation_is_a_warning() {
+        let split = CpuSplit {
+            reserved_ns: 4_000_000,
+            threads_ns: 0,
+            children_ns: 2_986_000_000,
+        };
+        let text = unreserved_text(&split, 4242, Backend::Deadline);
+        assert!(
+            text.starts_with("tame reserve: warning: process 4242 used 4 ms of CPU time in its reserved thread, but 2.986 s ran outside the reservation (2.986 s in processes it started) — SCHED_DEADLINE is set with reset-on-fork"),
+            "{text}"
+        );
+        assert!(text.contains("or use --backend cgroup"), "{text}");
     }
 
     #[test]

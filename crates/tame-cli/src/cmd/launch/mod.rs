@@ -182,11 +182,15 @@ pub fn run_attach(ctx: &Context, a: AttachArgs) -> anyhow::Result<i32> {
 }
 
 pub fn run_ps(ctx: &Context, a: PsArgs) -> anyhow::Result<i32> {
-    let rows = ps::rows(&ctx.root, &Store::new(&a.journal_dir));
+    let found = ps::ps(&ctx.root, &Store::new(&a.journal_dir));
+    // On stderr in both forms: the JSON stays the list of running threads.
+    for g in &found.gone {
+        eprintln!("{}", view::gone(g));
+    }
     if a.json {
-        print_json(&rows)?;
+        print_json(&found.rows)?;
     } else {
-        print_out(&view::ps(&rows))?;
+        print_out(&view::ps(&found.rows))?;
     }
     Ok(0)
 }

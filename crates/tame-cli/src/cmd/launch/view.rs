@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use tame_launch::detach::PlacementRecord;
-use tame_launch::ps::{policy_name, PsRow};
+use tame_launch::ps::{policy_name, Gone, PsRow};
 use tame_rt::sched::SchedSpec;
 
 /// Add a line to the text (writing to a `String` cannot fail).
@@ -105,9 +105,54 @@ pub fn ps(rows: &[PsRow]) -> String {
     o
 }
 
+/// A placed process that is gone, and what became of its record.
+pub fn gone(g: &Gone) -> String {
+    let what = format!(
+        "{} ({}, placed by tame {} on CPUs {})",
+        g.pid, g.comm, g.kind, g.cpus
+    );
+    let fate = match &g.now {
+        None => format!("tame ps: process {what} has exited"),
+        Some(now) => format!(
+            "tame ps: process {what} is gone: pid {} is another program now ({now}), which tame leaves alone",
+            g.pid
+        ),
+    };
+    match &g.kept {
+        None => format!("{fate}; its placement record was removed"),
+        Some(why) => format!("{fate}; its placement record stays: {why}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_gone_is_named_with_what_became_of_its_record() {
+        let g = Gone {
+            pid: 4242,
+            kind: "run".into(),
+            comm: "worker".into(),
+            cpus: "3".into(),
+            now: None,
+            kept: None,
+        };
+        assert_eq!(
+            gone(&g),
+            "tame ps: process 4242 (worker, placed by tame run on CPUs 3) has exited; its placement record was removed"
+        );
+        let reused = Gone {
+            kind: "detach".into(),
+            now: Some("bash".into()),
+            kept: Some("cannot remove /var/lib/tame/placed/4242: Permission denied".into()),
+            ..g
+        };
+        assert_eq!(
+            gone(&reused),
+            "tame ps: process 4242 (worker, placed by tame detach on CPUs 3) is gone: pid 4242 is another program now (bash), which tame leaves alone; its placement record stays: cannot remove /var/lib/tame/placed/4242: Permission denied"
+        );
+    }
 
     #[test]
     fn ps_is_a_table_with_counters_since_placement() {
