@@ -10,15 +10,17 @@ use tame_host::journal::{
 };
 use tame_host::{HostModel, Root};
 
-use crate::plan::{self, split_movable, Invalid, Plan, Step, Task};
+use crate::plan::{self, split_movable, Invalid, KeptBecause, Plan, Step, Task};
 use crate::spec::Spec;
 
-/// Version of the JSON shape of [`ApplyReport`].
-pub const APPLY_SCHEMA: u32 = 1;
+/// Version of the JSON shape of [`ApplyReport`] (2: threads the kernel keeps are in
+/// `kept`, no longer in `refused`).
+pub const APPLY_SCHEMA: u32 = 2;
 /// The journal note holding the applied spec.
 pub const SPEC_NOTE: &str = "spec";
-const KERNEL_PLACED: &str =
-    "the kernel places this thread itself (per-CPU thread, or workqueue worker following the workqueue cpumask)";
+/// The journal note holding the absolute path of the spec file last applied (for the
+/// command `tame status` gives to repair drift).
+pub const SPEC_PATH_NOTE: &str = "spec-path";
 /// How often apply looks again for tasks forked while it moved the others.
 const MOVE_PASSES: usize = 3;
 
@@ -29,6 +31,24 @@ pub struct Refused {
     pub reason: String,
 }
 
+/// A thread left where it is because the kernel places it itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Kept {
+    pub tid: u32,
+    pub comm: String,
+    pub because: KeptBecause,
+}
+
+impl Kept {
+    fn of(t: &Task) -> Option<Self> {
+        Some(Kept {
+            tid: t.tid,
+            comm: t.comm.clone(),
+            because: t.kept_because()?,
+        })
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ApplyReport {
     pub schema: u32,
@@ -36,8 +56,19 @@ pub struct ApplyReport {
     pub unchanged: bool,
     pub writes: usize,
     pub directories: usize,
+    /// Threads moved into the system partition: `tasks_listed - tasks_gone` of those the
+    /// plan listed, plus `tasks_started`.
     pub tasks_moved: usize,
-    /// IRQs and tasks the kernel would not move, by name, with its reason.
+    /// Movable threads listed when apply read the host (its plan).
+    pub tasks_listed: usize,
+    /// Threads moved that were not listed then: started while apply ran.
+    pub tasks_started: usize,
+    /// Threads listed then that exited before they could be moved.
+    pub tasks_gone: usize,
+    /// Threads the kernel keeps where they are (per-CPU kernel threads, workqueue
+    /// workers, kthreadd): not moved, and not a failure.
+    pub kept: Vec<Kept>,
+    /// IRQs and tasks the kernel refused to move, by name, with its reason.
     pub refused: Vec<Refused>,
     pub warnings: Vec<String>,
     pub journal: String,
@@ -103,6 +134,19 @@ pub fn apply(
     journal_dir: &Path,
     hook: Option<StageHook>,
 ) -> Result<ApplyReport, ApplyError> {
+    apply_file(root, spec, spec_text, None, journal_dir, hook)
+}
+
+/// [`apply`] a spec read from the file `spec_path` (absolute), which the journal notes so
+/// `tame status` can name the command that repairs drift.
+pub fn apply_file(
+    root: &Root,
+    spec: &Spec,
+    spec_text: &str,
+    spec_path: Option<&Path>,
+    journal_dir: &Path,
+    hook: Option<StageHook>,
+) -> Result<ApplyReport, ApplyError> {
     if !tame_host::privilege::may_change(root) {
         return Err(ApplyError::NotRoot);
     }
@@ -115,14 +159,7 @@ pub fn apply(
         schema: APPLY_SCHEMA,
         warnings: plan.warnings.clone(),
         journal: journal::journal_path(journal_dir).display().to_string(),
-        refused: plan
-            .stay
-            .iter()
-            .map(|t| Refused {
-                what: task_name(t),
-                reason: KERNEL_PLACED.into(),
-            })
-            .collect(),
+        kept: plan.stay.iter().filter_map(Kept::of).collect(),
         ..Default::default()
     };
     if plan.is_empty() {
@@ -130,7 +167,11 @@ pub fn apply(
         return Ok(report);
     }
     let mut journal = Journal::open_locked(root, lock)?;
-    if journal::load(journal_dir)?.is_some_and(|r| r.note(SPEC_NOTE).is_none()) {
+    let recorded = journal::load(journal_dir)?;
+    if recorded
+        .as_ref()
+        .is_some_and(|r| r.note(SPEC_NOTE).is_none())
+    {
         journal.note(SPEC_NOTE, spec_text.as_bytes())?;
         // Users a partition names must read which partitions exist; the journal is root's.
         publish_spec(journal_dir, spec_text).map_err(|source| JournalError::Io {
@@ -138,6 +179,15 @@ pub fn apply(
             path: journal_dir.join(PUBLIC_SPEC),
             source,
         })?;
+    }
+    if let Some(path) = spec_path {
+        let path = path.as_os_str().as_encoded_bytes();
+        if recorded
+            .as_ref()
+            .is_some_and(|r| r.note(SPEC_PATH_NOTE) != Some(path))
+        {
+            journal.note(SPEC_PATH_NOTE, path)?;
+        }
     }
     if let Some(hook) = hook {
         journal.set_stage_hook(hook);
@@ -259,9 +309,12 @@ fn run_steps(journal: &mut Journal, plan: &Plan, report: &mut ApplyReport) -> Re
                 report.writes += 1;
                 i += 1;
             }
-            Step::MoveTasks { from, to, .. } => {
+            Step::MoveTasks {
+                from, to, tasks, ..
+            } => {
                 let stay = plan.stay.iter().map(|t| t.tid).collect();
-                move_tasks(journal, from, to, report, &stay)?;
+                let listed = tasks.iter().map(|t| t.tid).collect();
+                move_tasks(journal, from, to, report, &listed, &stay)?;
                 i += 1;
             }
         }
@@ -326,29 +379,32 @@ fn refusal_reason(path: &str, e: &std::io::Error) -> String {
     }
 }
 
+/// Move every movable thread listed in `from` to `to`, reading the list again
+/// [`MOVE_PASSES`] times for threads started meanwhile. `listed`: the threads the plan
+/// listed (to count those started since and those gone); `kept`: the threads already
+/// reported as kept by the kernel.
 fn move_tasks(
     journal: &mut Journal,
     from: &str,
     to: &str,
     report: &mut ApplyReport,
-    reported: &BTreeSet<u32>,
+    listed: &BTreeSet<u32>,
+    kept: &BTreeSet<u32>,
 ) -> Result<(), Failure> {
     let root = journal.root().clone();
-    // Already reported (by the plan, or an earlier pass): each task once.
-    let mut refused: BTreeSet<u32> = reported.clone();
+    // Reported once each: kept by the kernel, or refused.
+    let mut reported: BTreeSet<u32> = kept.clone();
+    let mut moved: BTreeSet<u32> = BTreeSet::new();
     for _ in 0..MOVE_PASSES {
         // Read again: tasks fork and exit while apply runs.
         let (movable, pinned) = split_movable(&members::read(&root, from));
         let candidates: Vec<Task> = movable
             .into_iter()
-            .filter(|t| !refused.contains(&t.tid))
+            .filter(|t| !reported.contains(&t.tid))
             .collect();
         for t in pinned {
-            if refused.insert(t.tid) {
-                report.refused.push(Refused {
-                    what: task_name(&t),
-                    reason: KERNEL_PLACED.into(),
-                });
+            if reported.insert(t.tid) {
+                report.kept.extend(Kept::of(&t));
             }
         }
         if candidates.is_empty() {
@@ -362,11 +418,13 @@ fn move_tasks(
         let results = attach.run(journal)?;
         for (t, result) in candidates.iter().zip(results) {
             match result {
-                Ok(()) => report.tasks_moved += 1,
+                Ok(()) => {
+                    moved.insert(t.tid);
+                }
                 // It exited meanwhile.
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
                 Err(e) => {
-                    refused.insert(t.tid);
+                    reported.insert(t.tid);
                     report.refused.push(Refused {
                         what: task_name(t),
                         reason: move_refusal_reason(&e),
@@ -375,6 +433,13 @@ fn move_tasks(
             }
         }
     }
+    report.tasks_moved += moved.len();
+    report.tasks_listed += listed.len();
+    report.tasks_started += moved.difference(listed).count();
+    report.tasks_gone += listed
+        .iter()
+        .filter(|t| !moved.contains(t) && !reported.contains(t))
+        .count();
     Ok(())
 }
 

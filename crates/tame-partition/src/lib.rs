@@ -11,7 +11,7 @@ pub mod plan;
 pub mod spec;
 pub mod status;
 
-pub use apply::{apply, revert, ApplyError, ApplyReport};
+pub use apply::{apply, apply_file, revert, ApplyError, ApplyReport};
 pub use plan::{plan, Invalid, Plan, Step, Task};
 pub use spec::{Spec, SpecError};
 pub use status::{status, Status};

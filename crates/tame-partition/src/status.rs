@@ -11,8 +11,8 @@ use tame_host::journal::{self, Change, JournalError, Outcome, Recorded};
 use tame_host::timer_list::{read_armed, ArmedTimers};
 use tame_host::{CpuList, HostModel, Root};
 
-use crate::apply::SPEC_NOTE;
-use crate::plan::{same_value, ValueKind};
+use crate::apply::{SPEC_NOTE, SPEC_PATH_NOTE};
+use crate::plan::{same_value, Step, ValueKind};
 use crate::spec::{Role, Spec, SpecError};
 
 /// Version of the JSON shape of [`Status`].
@@ -24,6 +24,12 @@ pub struct Drift {
     pub applied: String,
     /// `None`: the file is gone.
     pub now: Option<String>,
+    /// What the value is for (the plan's reason for writing it), when re-applying the
+    /// spec would write it again.
+    pub what: Option<String>,
+    /// Re-applying the spec writes it back (false: the value found still fits the spec,
+    /// as an IRQ pinned narrower, or the spec cannot be planned here now).
+    pub reapply_fixes: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -70,6 +76,13 @@ pub struct Status {
     /// Changes journaled with no outcome: apply was interrupted; run revert.
     pub interrupted: usize,
     pub drift: Vec<Drift>,
+    /// The spec file apply was given (absolute), as the journal notes it.
+    pub spec_file: Option<String>,
+    /// That file still holds the applied spec, so `tame apply FILE` re-applies it.
+    pub spec_file_matches: bool,
+    /// Why the applied spec cannot be planned on this host now (re-applying would be
+    /// refused), when there is drift and it cannot.
+    pub reapply_refused: Option<String>,
     pub audit: Audit,
 }
 
@@ -85,6 +98,9 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
             changes: 0,
             interrupted: 0,
             drift: Vec::new(),
+            spec_file: None,
+            spec_file_matches: false,
+            reapply_refused: None,
             audit: Audit::default(),
         });
     };
@@ -97,6 +113,23 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
         .as_ref()
         .map(|s| own_tasks(root, s, &rec))
         .unwrap_or_default();
+    let model = HostModel::read(root);
+    let mut drift = drift(root, &rec);
+    let reapply_refused = match &spec {
+        _ if drift.is_empty() => None,
+        Some(s) => explain_drift(s, &model, &mut drift),
+        None => Some("the applied spec cannot be read from the journal".to_string()),
+    };
+    let spec_file = rec
+        .note(SPEC_PATH_NOTE)
+        .map(|p| String::from_utf8_lossy(p).into_owned());
+    let spec_file_matches = match (&spec_file, &spec) {
+        (Some(path), Some(applied)) => std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| Spec::parse(path, &t).ok())
+            .is_some_and(|s| &s == applied),
+        _ => false,
+    };
     Ok(Status {
         schema: STATUS_SCHEMA,
         applied: true,
@@ -108,9 +141,31 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
             .iter()
             .filter(|e| e.outcome == Outcome::Pending)
             .count(),
-        drift: drift(root, &rec),
-        audit: audit(root, &isolated, &own),
+        drift,
+        spec_file,
+        spec_file_matches,
+        reapply_refused,
+        audit: audit_model(&model, root, &isolated, &own),
     })
+}
+
+/// Say what each drifted value is for and whether re-applying `spec` writes it back: the
+/// plan of the applied spec on the host as it is now writes exactly what drifted (and
+/// what no longer fits). Returns why re-applying would be refused, if it would.
+fn explain_drift(spec: &Spec, model: &HostModel, drift: &mut [Drift]) -> Option<String> {
+    let plan = match crate::plan::plan(spec, model) {
+        Ok(p) => p,
+        Err(e) => return Some(e.errors.join("; ")),
+    };
+    for d in drift.iter_mut() {
+        let write = plan.runtime.iter().find_map(|s| match s {
+            Step::Write { path, why, .. } if *path == d.path => Some(why),
+            _ => None,
+        });
+        d.reapply_fixes = write.is_some();
+        d.what = write.cloned();
+    }
+    None
 }
 
 /// Why the applied spec could not be read from the journal.
@@ -192,6 +247,8 @@ fn drift(root: &Root, rec: &Recorded) -> Vec<Drift> {
                 path: path.to_string(),
                 applied,
                 now,
+                what: None,
+                reapply_fixes: false,
             })
         })
         .collect()
@@ -230,7 +287,14 @@ pub fn audit(root: &Root, isolated: &CpuList, own: &BTreeSet<u32>) -> Audit {
     if isolated.is_empty() {
         return Audit::default();
     }
-    let model = HostModel::read(root);
+    audit_model(&HostModel::read(root), root, isolated, own)
+}
+
+/// [`audit`] on a model already read (`root` for the armed timers, read apart).
+fn audit_model(model: &HostModel, root: &Root, isolated: &CpuList, own: &BTreeSet<u32>) -> Audit {
+    if isolated.is_empty() {
+        return Audit::default();
+    }
     let tasks = model
         .processes
         .tasks

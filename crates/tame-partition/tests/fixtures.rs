@@ -293,6 +293,9 @@ fn v2_status_and_plan_agree_that_an_enabled_controller_is_no_change() {
             path: SC.into(),
             applied: "+cpuset".into(),
             now: Some("cpu io memory pids".into()),
+            // What it is for, and that re-applying the spec writes it back.
+            what: Some("enable cpusets for child cgroups".into()),
+            reapply_fixes: true,
         }]
     );
     assert!(write_paths(&plan(&s, &HostModel::read(&f.root)).unwrap()).contains(&SC.to_string()));
@@ -527,6 +530,21 @@ fn the_examples_plan_on_their_kind_of_host() {
     let p = plan(&spec(&text), &HostModel::read(&big.root)).unwrap();
     assert!(write_paths(&p).contains(&"/sys/fs/resctrl/tame-rt0/schemata".to_string()));
     assert!(write_paths(&p).contains(&"/proc/sys/kernel/sched_rt_runtime_us".to_string()));
+    // Whole cores, every CPU in a partition: no SMT split, no CPU left out. What it
+    // still warns about is the host's: managed NVMe queues on every CPU, irqbalance.
+    for w in &p.warnings {
+        assert!(
+            w.contains("kernel-managed") || w.starts_with("irqbalance is running"),
+            "numa-resctrl.toml warns: {w}"
+        );
+    }
+    assert_eq!(p.warnings.len(), 2, "{:#?}", p.warnings);
+    // Every CPU carries managed queues: no swap helps, so the layout is kept.
+    assert!(
+        p.recommendation.as_ref().is_some_and(|r| r.keep),
+        "{:?}",
+        p.recommendation
+    );
 }
 
 #[test]
@@ -603,4 +621,344 @@ fn the_plan_reads_nothing_but_the_host_model() {
     // Without the tree the same model gives the same plan.
     std::fs::remove_dir_all(f.root.base()).unwrap();
     assert_eq!(json(&plan(&spec(&text), &host).unwrap()), before);
+}
+
+/// `dev_vm_model` with `n` CPUs and the managed IRQ 36 on `managed_on`.
+fn vm_with(n: u32, managed_on: &str) -> HostModel {
+    let mut m = dev_vm_model();
+    let all = CpuList::from_cpus(0..n);
+    m.cpus.online = all.clone();
+    m.cpus.possible = all;
+    m.irqs.irqs[1].effective_affinity = CpuList::parse(managed_on).ok();
+    m
+}
+
+const SYSTEM_0_RT_1: &str = "[[partition]]\nname = \"system\"\ncpus = \"0\"\nrole = \"system\"\n\
+                             [[partition]]\nname = \"rt\"\ncpus = \"1\"\nrole = \"isolated\"\n";
+
+#[test]
+fn where_every_choice_warns_the_least_bad_layout_is_recommended() {
+    use tame_partition::plan::recommend::Change;
+    // Isolating CPU 1 (managed IRQ 36): swap it with CPU 0, whose housekeeping weighs less.
+    let p = plan(&spec(SYSTEM_0_RT_1), &dev_vm_model()).unwrap();
+    let r = p.recommendation.expect("a recommendation");
+    assert!(!r.keep && r.every_choice_warns, "{r:?}");
+    assert_eq!(
+        r.changes,
+        vec![
+            Change {
+                partition: "system".into(),
+                cpus: CpuList::parse("1").unwrap(),
+                spec_cpus: CpuList::parse("0").unwrap(),
+            },
+            Change {
+                partition: "rt".into(),
+                cpus: CpuList::parse("0").unwrap(),
+                spec_cpus: CpuList::parse("1").unwrap(),
+            },
+        ]
+    );
+    let why = r.why.join("\n");
+    for want in [
+        "CPU 1 → system: kernel-managed IRQ 36 (virtio1-req.0) fires there and cannot leave at run time",
+        "CPU 0 → isolated: housekeeping the kernel cannot move",
+        "a kernel-managed IRQ weighs more than CPU 0's housekeeping",
+    ] {
+        assert!(why.contains(want), "{want:?} missing from:\n{why}");
+    }
+    assert_eq!(
+        r.without_warnings.as_deref(),
+        Some("boot with isolcpus=managed_irq,domain,1 (it keeps kernel-managed IRQs off CPU 1), then isolate CPU 1")
+    );
+    // Isolating CPU 0, which warns too, is that least bad layout: keep it.
+    let swapped = "[[partition]]\nname = \"system\"\ncpus = \"1\"\nrole = \"system\"\n\
+                   [[partition]]\nname = \"rt\"\ncpus = \"0\"\nrole = \"isolated\"\n";
+    let p = plan(&spec(swapped), &dev_vm_model()).unwrap();
+    assert!(p.warnings.iter().any(|w| w.contains("isolates CPU 0")));
+    let r = p.recommendation.expect("a recommendation");
+    assert!(
+        r.keep && r.every_choice_warns && r.changes.is_empty(),
+        "{r:?}"
+    );
+    assert!(r.why[0].starts_with("CPU 1 → system"), "{:?}", r.why);
+}
+
+#[test]
+fn a_clean_layout_is_recommended_where_there_is_one_and_none_where_nothing_warns() {
+    // 4 CPUs, IRQ 36 on CPU 1: isolating 0-1 draws both warnings; 2-3 carry nothing.
+    let text = "[[partition]]\nname = \"system\"\ncpus = \"2-3\"\nrole = \"system\"\n\
+                [[partition]]\nname = \"rt\"\ncpus = \"0-1\"\nrole = \"isolated\"\n";
+    let r = plan(&spec(text), &vm_with(4, "1"))
+        .unwrap()
+        .recommendation
+        .expect("a recommendation");
+    assert!(!r.keep && !r.every_choice_warns, "{r:?}");
+    let rt = r.changes.iter().find(|c| c.partition == "rt").unwrap();
+    assert_eq!(rt.cpus.to_string(), "2-3");
+    assert_eq!(r.without_warnings, None);
+    // A shared pool keeps its CPUs: only system CPUs are swapped in.
+    let pool = "[[partition]]\nname = \"system\"\ncpus = \"0\"\nrole = \"system\"\n\
+                [[partition]]\nname = \"rt\"\ncpus = \"1\"\nrole = \"isolated\"\n\
+                [[partition]]\nname = \"pool\"\ncpus = \"2-3\"\nrole = \"shared\"\n";
+    let r = plan(&spec(pool), &vm_with(4, "1"))
+        .unwrap()
+        .recommendation
+        .unwrap();
+    assert!(r.changes.iter().all(|c| c.partition != "pool"), "{r:?}");
+    // Isolated CPUs that carry nothing: no recommendation.
+    let p = plan(&spec(text), &vm_with(4, "0")).unwrap();
+    assert!(p.recommendation.is_some(), "CPU 0 is isolated");
+    let clean = "[[partition]]\nname = \"system\"\ncpus = \"0-1\"\nrole = \"system\"\n\
+                 [[partition]]\nname = \"rt\"\ncpus = \"2-3\"\nrole = \"isolated\"\n";
+    let p = plan(&spec(clean), &vm_with(4, "1")).unwrap();
+    assert!(p.recommendation.is_none(), "{:?}", p.recommendation);
+}
+
+#[test]
+fn a_recommended_swap_keeps_smt_siblings_together() {
+    // Every CPU of this host carries managed NVMe queues; CPU 0 carries housekeeping too.
+    let f = fixture(&SyntheticHost::two_socket_smt());
+    let text = "[[partition]]\nname = \"system\"\ncpus = \"1-3,25-27\"\nrole = \"system\"\n\
+                [[partition]]\nname = \"rt\"\ncpus = \"0,24\"\nrole = \"isolated\"\n";
+    let r = plan(&spec(text), &HostModel::read(&f.root))
+        .unwrap()
+        .recommendation
+        .unwrap();
+    assert!(r.every_choice_warns, "{r:?}");
+    let rt = r.changes.iter().find(|c| c.partition == "rt").unwrap();
+    // The whole core 3/27 (the highest system core) for the whole core 0/24.
+    assert_eq!(rt.cpus.to_string(), "3,27");
+}
+
+/// The v1 fixture, with `driver` as its cpuidle driver.
+fn v1_fixture_with_idle_driver(driver: &str) -> Fixture {
+    let f = v1_fixture();
+    put(
+        &f.root,
+        "/sys/devices/system/cpu/cpuidle/current_driver",
+        &format!("{driver}\n"),
+    );
+    f
+}
+
+#[test]
+fn an_idle_limit_without_a_cpuidle_driver_is_marked_ineffective_and_still_written() {
+    let f = v1_fixture_with_idle_driver("none");
+    let p = plan(&spec(MINIMAL_8), &HostModel::read(&f.root)).unwrap();
+    let w = p.warnings.join("\n");
+    for want in [
+        "partition \"rt\": idle = \"poll\" changes nothing on this machine: it has no cpuidle driver",
+        "apply still makes the write",
+        "boot with idle=poll",
+        "cpuidle_haltpoll.force=1",
+        "tame bench cycle --busy-wait",
+    ] {
+        assert!(w.contains(want), "{want:?} missing from:\n{w}");
+    }
+    let qos: Vec<_> = p
+        .runtime
+        .iter()
+        .filter_map(|s| match s {
+            Step::Write {
+                path, ineffective, ..
+            } if path.ends_with("pm_qos_resume_latency_us") => Some(ineffective.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(qos.len(), 6, "CPUs 2-7");
+    assert!(qos
+        .iter()
+        .all(|i| i.as_deref() == Some("no effect here: no cpuidle driver")));
+    // Kept: journaled and made, and reverted with the rest.
+    apply(&f.root, &spec(MINIMAL_8), MINIMAL_8, &f.journal, None).unwrap();
+    assert_eq!(
+        f.root
+            .read("/sys/devices/system/cpu/cpu2/power/pm_qos_resume_latency_us")
+            .unwrap(),
+        "n/a"
+    );
+    revert(&f.root, &f.journal).unwrap();
+
+    // With a driver the same write is a plain one.
+    let f = v1_fixture_with_idle_driver("intel_idle");
+    let p = plan(&spec(MINIMAL_8), &HostModel::read(&f.root)).unwrap();
+    assert!(
+        !p.warnings.iter().any(|w| w.contains("changes nothing")),
+        "{:?}",
+        p.warnings
+    );
+    assert!(p.runtime.iter().all(|s| !matches!(
+        s,
+        Step::Write {
+            ineffective: Some(_),
+            ..
+        }
+    )));
+}
+
+/// Add a thread `tid` (comm `comm`) to process `pid` of the fixture, listed in the root cpuset.
+fn add_thread(root: &Root, pid: u32, tid: u32, comm: &str) {
+    let d = format!("/proc/{pid}/task/{tid}");
+    put(
+        root,
+        &format!("{d}/stat"),
+        &format!("{tid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"),
+    );
+    put(
+        root,
+        &format!("{d}/status"),
+        &format!("Name:\t{comm}\nState:\tS (sleeping)\nTgid:\t{pid}\nPid:\t{tid}\nCpus_allowed_list:\t0-7\n"),
+    );
+    let list = "/sys/fs/cgroup/cpuset/tasks";
+    let mut ids = root.read(list).unwrap();
+    ids.push_str(&format!("{tid}\n"));
+    put(root, list, &ids);
+}
+
+#[test]
+fn apply_counts_threads_as_the_plan_does_and_says_where_they_differ() {
+    let f = v1_fixture();
+    let host = HostModel::read(&f.root);
+    let sshd = host
+        .processes
+        .tasks
+        .iter()
+        .find(|t| t.comm == "sshd")
+        .unwrap()
+        .pid;
+    // A second thread of sshd: threads are counted, and the processes they belong to.
+    add_thread(&f.root, sshd, 5000, "sshd-worker");
+    let p = plan(&spec(MINIMAL_8), &HostModel::read(&f.root)).unwrap();
+    let (listed, processes) = p
+        .runtime
+        .iter()
+        .find_map(|s| match s {
+            Step::MoveTasks {
+                tasks, processes, ..
+            } => Some((tasks.clone(), *processes)),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        processes + 1,
+        listed.len(),
+        "sshd's two threads are one process"
+    );
+    let kernel = listed.iter().filter(|t| t.kernel_thread).count();
+    assert_eq!(
+        tame_partition::plan::describe(&p.runtime.iter().find(|s| matches!(s, Step::MoveTasks { .. })).unwrap().clone()),
+        format!(
+            "{} threads of {processes} processes ({kernel} of them kernel threads) listed now: /sys/fs/cgroup/cpuset/tasks → /sys/fs/cgroup/cpuset/tame-system/tasks",
+            listed.len()
+        )
+    );
+    // Between the plan apply makes and its moves, one listed thread exits and one starts.
+    let root = f.root.clone();
+    let mut once = false;
+    let hook = move |_st: tame_host::journal::Stage| {
+        if !once {
+            once = true;
+            add_thread(&root, sshd, 5001, "sshd-new");
+            let list = "/sys/fs/cgroup/cpuset/tasks";
+            let ids = root.read(list).unwrap().replace("5000\n", "");
+            put(&root, list, &ids);
+            std::fs::remove_dir_all(root.path(format!("/proc/{sshd}/task/5000"))).unwrap();
+        }
+        Ok(())
+    };
+    let report = apply(
+        &f.root,
+        &spec(MINIMAL_8),
+        MINIMAL_8,
+        &f.journal,
+        Some(Box::new(hook)),
+    )
+    .unwrap();
+    assert_eq!(report.tasks_listed, listed.len(), "{report:?}");
+    assert_eq!(
+        (report.tasks_started, report.tasks_gone),
+        (1, 1),
+        "{report:?}"
+    );
+    assert_eq!(
+        report.tasks_moved,
+        report.tasks_listed - report.tasks_gone + report.tasks_started
+    );
+    // The threads the kernel keeps are counted apart, with why; none is a refusal.
+    assert_eq!(report.kept.len(), p.stay.len());
+    assert!(
+        report
+            .kept
+            .iter()
+            .any(|k| k.comm == "ksoftirqd/3"
+                && k.because == tame_partition::plan::KeptBecause::PerCpu)
+    );
+    assert!(
+        report.refused.iter().all(|r| !r.what.starts_with("task ")),
+        "{:?}",
+        report.refused
+    );
+    revert(&f.root, &f.journal).unwrap();
+}
+
+#[test]
+fn status_says_what_drifted_and_whether_reapplying_the_noted_file_repairs_it() {
+    let f = v1_fixture();
+    let file = f.journal.with_file_name("rt.toml");
+    std::fs::write(&file, MINIMAL_8).unwrap();
+    let s = spec(MINIMAL_8);
+    tame_partition::apply_file(&f.root, &s, MINIMAL_8, Some(&file), &f.journal, None).unwrap();
+    let st = status(&f.root, &f.journal).unwrap();
+    assert!(st.drift.is_empty());
+    assert_eq!(st.spec_file.as_deref(), Some(file.to_str().unwrap()));
+    assert!(st.spec_file_matches);
+
+    put(&f.root, "/proc/sys/kernel/timer_migration", "1\n");
+    // An IRQ pinned narrower than apply left it still fits the spec: re-applying leaves it.
+    let irq = HostModel::read(&f.root)
+        .irqs
+        .irqs
+        .iter()
+        .find(|i| !i.managed && i.affinity.as_ref().is_some_and(|a| a.to_string() == "0-1"))
+        .map(|i| i.number)
+        .unwrap();
+    put(
+        &f.root,
+        &format!("/proc/irq/{irq}/smp_affinity_list"),
+        "0\n",
+    );
+    let st = status(&f.root, &f.journal).unwrap();
+    assert_eq!(st.reapply_refused, None);
+    let timer = st
+        .drift
+        .iter()
+        .find(|d| d.path == "/proc/sys/kernel/timer_migration")
+        .unwrap();
+    assert_eq!(
+        (timer.what.as_deref(), timer.reapply_fixes),
+        (Some("timers are not pulled onto busy isolated CPUs"), true)
+    );
+    let pinned = st
+        .drift
+        .iter()
+        .find(|d| d.path.starts_with(&format!("/proc/irq/{irq}/")))
+        .unwrap();
+    assert!(!pinned.reapply_fixes && pinned.what.is_none(), "{pinned:?}");
+
+    // The file no longer holds the applied spec: status says so.
+    std::fs::write(&file, MINIMAL_8.replace("2-7", "3-7")).unwrap();
+    assert!(!status(&f.root, &f.journal).unwrap().spec_file_matches);
+    // Re-applying from the noted path repairs what drifted, and notes nothing new.
+    std::fs::write(&file, MINIMAL_8).unwrap();
+    let again =
+        tame_partition::apply_file(&f.root, &s, MINIMAL_8, Some(&file), &f.journal, None).unwrap();
+    assert_eq!(again.writes, 1, "{again:?}");
+    let st = status(&f.root, &f.journal).unwrap();
+    assert_eq!(
+        st.drift.len(),
+        1,
+        "only the narrower IRQ pin: {:?}",
+        st.drift
+    );
+    revert(&f.root, &f.journal).unwrap();
 }

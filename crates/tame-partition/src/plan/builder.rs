@@ -62,7 +62,25 @@ impl<'a> Builder<'a> {
             why: why.to_string(),
             restore_with,
             may_be_refused,
+            ineffective: None,
         });
+    }
+
+    /// Note on the write to `path` (if the plan makes one) that it changes nothing on
+    /// this host, and why.
+    pub(super) fn mark_ineffective(&mut self, path: &str, why: &str) {
+        for step in &mut self.steps {
+            if let Step::Write {
+                path: p,
+                ineffective,
+                ..
+            } = step
+            {
+                if p == path {
+                    *ineffective = Some(why.to_string());
+                }
+            }
+        }
     }
 
     /// A cgroup file write, compared by its setting's kind (CPU lists as sets,

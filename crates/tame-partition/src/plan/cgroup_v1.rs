@@ -9,6 +9,21 @@ use super::cpuset::{group_of, partition_group};
 use super::{split_movable, Builder, Step, Task};
 use crate::spec::{Role, Spec};
 
+/// The processes `tasks` belong to (a thread the model does not know counts as one).
+fn processes_of(tasks: &[Task], host: &HostModel) -> usize {
+    let pid_of: std::collections::BTreeMap<u32, u32> = host
+        .processes
+        .tasks
+        .iter()
+        .map(|t| (t.tid, t.pid))
+        .collect();
+    tasks
+        .iter()
+        .map(|t| pid_of.get(&t.tid).copied().unwrap_or(t.tid))
+        .collect::<std::collections::BTreeSet<u32>>()
+        .len()
+}
+
 pub(super) fn steps(
     spec: &Spec,
     host: &HostModel,
@@ -29,8 +44,9 @@ pub(super) fn steps(
             b.push(Step::MoveTasks {
                 from: root.members(),
                 to: group_of(&root, system).members(),
+                processes: processes_of(&movable, host),
                 tasks: movable,
-                why: "every movable task and kernel thread goes to the system partition".into(),
+                why: "every movable task and kernel thread goes to the system partition; apply lists them again and moves the threads there then".into(),
             });
         }
     }

@@ -15,6 +15,7 @@ mod cpuset;
 mod irq;
 mod kernel;
 mod power;
+pub mod recommend;
 mod resctrl;
 mod validate;
 
@@ -27,6 +28,7 @@ use tame_host::{CpuList, HostModel};
 use crate::spec::Spec;
 use builder::Builder;
 
+pub use recommend::Recommendation;
 pub use validate::NO_CPUSET;
 
 /// Version of the JSON shape of [`Plan`].
@@ -115,6 +117,94 @@ impl Task {
     }
 }
 
+impl Task {
+    /// Why the kernel keeps it where it is; `None` for a task apply moves.
+    pub fn kept_because(&self) -> Option<KeptBecause> {
+        if !self.pinned_by_kernel {
+            return None;
+        }
+        Some(if !self.kernel_thread {
+            KeptBecause::Other
+        } else if self.comm == "kthreadd" {
+            KeptBecause::Kthreadd
+        } else if self.comm.starts_with("kworker/u") || self.comm.starts_with("kworker/R-") {
+            // Unbound workers and rescuers: kworker/N:M is a per-CPU worker.
+            KeptBecause::Workqueue
+        } else {
+            KeptBecause::PerCpu
+        })
+    }
+}
+
+/// Why a thread stays where the kernel put it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeptBecause {
+    /// A per-CPU kernel thread (ksoftirqd/N, migration/N, kworker/N:M, …).
+    PerCpu,
+    /// A workqueue worker or rescuer: it follows the workqueue cpumask.
+    Workqueue,
+    /// kthreadd, which cgroup v1 refuses to move.
+    Kthreadd,
+    /// Any other thread whose affinity the kernel keeps (PF_NO_SETAFFINITY).
+    Other,
+}
+
+impl KeptBecause {
+    /// `count` threads of this kind, and why they stay.
+    pub fn describe(self, count: usize) -> String {
+        let one = count == 1;
+        match self {
+            KeptBecause::PerCpu => format!(
+                "{count} per-CPU kernel thread{} (bound to {} CPU by the kernel)",
+                if one { "" } else { "s" },
+                if one { "its" } else { "their" }
+            ),
+            KeptBecause::Workqueue => format!(
+                "{count} workqueue worker{} ({} the workqueue cpumask, which apply sets to the system CPUs)",
+                if one { "" } else { "s" },
+                if one { "it follows" } else { "they follow" }
+            ),
+            KeptBecause::Kthreadd => "kthreadd (cgroup v1 never moves it)".to_string(),
+            KeptBecause::Other => format!(
+                "{count} other thread{} whose placement the kernel keeps (PF_NO_SETAFFINITY)",
+                if one { "" } else { "s" }
+            ),
+        }
+    }
+}
+
+/// How many threads of each kind stay, as one phrase: "40 kernel threads stayed where the
+/// kernel keeps them: 16 per-CPU kernel threads (…), …" (`past`: "stayed", else "stay").
+/// `None` when there are none.
+pub fn kept_summary(kinds: impl IntoIterator<Item = KeptBecause>, past: bool) -> Option<String> {
+    let mut counts: std::collections::BTreeMap<KeptBecause, usize> = Default::default();
+    for k in kinds {
+        *counts.entry(k).or_default() += 1;
+    }
+    let total: usize = counts.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let parts: Vec<String> = counts.iter().map(|(k, n)| k.describe(*n)).collect();
+    let what = if counts.contains_key(&KeptBecause::Other) {
+        "thread"
+    } else {
+        "kernel thread"
+    };
+    let verb = match (past, total) {
+        (true, _) => "stayed",
+        (false, 1) => "stays",
+        (false, _) => "stay",
+    };
+    Some(format!(
+        "{total} {what}{} {verb} where the kernel keeps {}: {}",
+        if total == 1 { "" } else { "s" },
+        if total == 1 { "it" } else { "them" },
+        parts.join(", ")
+    ))
+}
+
 /// Listed tasks split into movable ones and those the kernel keeps where they are.
 pub fn split_movable(members: &[Member]) -> (Vec<Task>, Vec<Task>) {
     members
@@ -146,6 +236,10 @@ pub enum Step {
         /// The kernel may refuse this one without failing apply (IRQs it manages).
         #[serde(skip)]
         may_be_refused: bool,
+        /// Why this write changes nothing on this host (apply still makes it: journaled,
+        /// harmless), e.g. an idle limit without a cpuidle driver.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ineffective: Option<String>,
     },
     /// Owner, group and mode of a cgroup's task list: who may put tasks there.
     Owner {
@@ -161,7 +255,10 @@ pub enum Step {
     MoveTasks {
         from: String,
         to: String,
+        /// The movable threads listed when the host was read.
         tasks: Vec<Task>,
+        /// How many processes those threads belong to (a kernel thread is one of its own).
+        processes: usize,
         why: String,
     },
 }
@@ -181,6 +278,9 @@ pub struct Plan {
     pub runtime: Vec<Step>,
     pub needs_reboot: Vec<BootParameter>,
     pub warnings: Vec<String>,
+    /// One layout to take when the isolated CPUs carry what a warning names (the least
+    /// bad one where every choice warns); `None` when they carry nothing.
+    pub recommendation: Option<Recommendation>,
     /// Kernel threads whose placement the kernel keeps to itself (per-CPU threads;
     /// unbound workqueue workers, which follow the workqueue cpumask), by name.
     pub stay: Vec<Task>,
@@ -234,6 +334,7 @@ pub fn plan(spec: &Spec, host: &HostModel) -> Result<Plan, Invalid> {
         runtime: b.into_steps(),
         needs_reboot: boot::parameters(spec, host),
         warnings: findings.warnings,
+        recommendation: recommend::recommend(spec, host),
         stay,
     })
 }
@@ -287,9 +388,19 @@ pub fn describe(step: &Step) -> String {
             old.as_deref().unwrap_or("(new)")
         ),
         Step::MoveTasks {
-            from, to, tasks, ..
+            from,
+            to,
+            tasks,
+            processes,
+            ..
         } => {
-            format!("{} tasks: {from} → {to}", tasks.len())
+            let kernel = tasks.iter().filter(|t| t.kernel_thread).count();
+            format!(
+                "{} thread{} of {processes} process{} ({kernel} of them kernel threads) listed now: {from} → {to}",
+                tasks.len(),
+                if tasks.len() == 1 { "" } else { "s" },
+                if *processes == 1 { "" } else { "es" },
+            )
         }
     }
 }

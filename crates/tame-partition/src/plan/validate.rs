@@ -6,6 +6,7 @@ use tame_host::cgroup::{CgroupVersion, Cgroups};
 use tame_host::power::{governor_path, pm_qos_path};
 use tame_host::{CpuList, HostModel};
 
+use super::power::IdleIneffective;
 use super::DIR_PREFIX;
 use crate::spec::{PartitionSpec, Role, Spec};
 
@@ -63,6 +64,7 @@ const SPEC_RULES: &[SpecRule] = &[
 ];
 
 const WARNINGS: &[SpecRule] = &[
+    idle_limit_takes_effect,
     isolated_cpu_0,
     unassigned_cpus,
     smt_siblings_split,
@@ -386,6 +388,19 @@ fn rt_runtime_in_range(spec: &Spec, host: &HostModel, f: &mut Findings) {
         f.errors.push(format!(
             "rt_runtime_us = {rt} must be -1 (no RT throttling) or from 1 to the period ({period})"
         ));
+    }
+}
+
+/// An idle limit the host ignores (no cpuidle driver, or `idle=` at boot): said once per
+/// partition, with what works instead.
+fn idle_limit_takes_effect(spec: &Spec, host: &HostModel, f: &mut Findings) {
+    let Some(why) = IdleIneffective::on(host) else {
+        return;
+    };
+    for p in &spec.partitions {
+        if let (Ok(Some(_)), Some(idle)) = (p.idle_limit(), p.idle.as_deref()) {
+            f.warnings.push(why.warning(&p.name, idle.trim()));
+        }
     }
 }
 

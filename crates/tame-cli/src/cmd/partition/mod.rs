@@ -19,6 +19,9 @@ pub struct PlanArgs {
     /// Print the plan as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Name every kernel thread that stays where the kernel keeps it (else a count).
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 #[derive(clap::Args)]
@@ -31,6 +34,9 @@ pub struct ApplyArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Name every kernel thread that stayed where the kernel keeps it (else a count).
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 #[derive(clap::Args)]
@@ -71,7 +77,7 @@ pub fn run_plan(ctx: &Context, args: PlanArgs) -> anyhow::Result<i32> {
     if args.json {
         print_json(&plan)?;
     } else {
-        print_out(&view::plan(&args.spec, &plan))?;
+        print_out(&view::plan(&args.spec, &plan, args.verbose))?;
     }
     Ok(0)
 }
@@ -79,22 +85,31 @@ pub fn run_plan(ctx: &Context, args: PlanArgs) -> anyhow::Result<i32> {
 pub fn run_apply(ctx: &Context, args: ApplyArgs) -> anyhow::Result<i32> {
     let (spec, text) = read_spec(&args.spec)?;
     let dir = journal_dir(ctx, args.journal_dir);
-    let report = tame_partition::apply(&ctx.root, &spec, &text, &dir, None)?;
+    // Noted in the journal, so `tame status` can name the command that repairs drift.
+    let absolute = std::path::absolute(&args.spec).ok();
+    let report =
+        tame_partition::apply_file(&ctx.root, &spec, &text, absolute.as_deref(), &dir, None)?;
     if args.json {
         print_json(&report)?;
     } else {
-        print_out(&view::apply(&args.spec, &report))?;
+        print_out(&view::apply(&args.spec, &report, args.verbose))?;
     }
     Ok(0)
 }
 
 pub fn run_status(ctx: &Context, args: StatusArgs) -> anyhow::Result<i32> {
+    let invocation = view::Invocation {
+        root: (ctx.root.base() != Path::new("/")).then(|| ctx.root.base().display().to_string()),
+        journal_dir: args.journal_dir.as_ref().map(|d| d.display().to_string()),
+        // The command needs sudo where this user may not change the host.
+        sudo: !tame_host::privilege::may_change(&ctx.root),
+    };
     let dir = journal_dir(ctx, args.journal_dir);
     let status = tame_partition::status(&ctx.root, &dir)?;
     if args.json {
         print_json(&status)?;
     } else {
-        print_out(&view::status(&status))?;
+        print_out(&view::status(&status, &invocation))?;
     }
     Ok(0)
 }

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use tame_host::journal::RevertReport;
-use tame_partition::plan::describe;
-use tame_partition::status::{Audit, Drift};
+use tame_partition::plan::{describe, kept_summary, KeptBecause, Recommendation};
+use tame_partition::status::Audit;
 use tame_partition::{ApplyReport, Plan, Status, Step};
 
 /// Add a line to the text (writing to a `String` cannot fail).
@@ -16,7 +16,7 @@ macro_rules! line {
     }};
 }
 
-pub fn plan(spec: &Path, plan: &Plan) -> String {
+pub fn plan(spec: &Path, plan: &Plan, verbose: bool) -> String {
     let mut o = String::new();
     line!(
         o,
@@ -28,7 +28,7 @@ pub fn plan(spec: &Path, plan: &Plan) -> String {
             plan.isolated_cpus.to_string()
         }
     );
-    plan_runtime(&mut o, plan);
+    plan_runtime(&mut o, plan, verbose);
     line!(o, "\nNeeds a reboot (add to the kernel command line):");
     if plan.needs_reboot.is_empty() {
         line!(o, "  nothing");
@@ -42,10 +42,13 @@ pub fn plan(spec: &Path, plan: &Plan) -> String {
             line!(o, "  - {w}");
         }
     }
+    if let Some(r) = &plan.recommendation {
+        recommendation(&mut o, r);
+    }
     o
 }
 
-fn plan_runtime(o: &mut String, plan: &Plan) {
+fn plan_runtime(o: &mut String, plan: &Plan, verbose: bool) {
     line!(o, "\nAt run time (tame apply; no reboot):");
     if plan.is_empty() {
         line!(o, "  nothing to change: the spec is applied");
@@ -57,26 +60,98 @@ fn plan_runtime(o: &mut String, plan: &Plan) {
             | Step::Owner { why, .. }
             | Step::MoveTasks { why, .. } => why,
         };
-        line!(o, "  {}    # {why}", describe(step));
+        match step {
+            Step::Write {
+                ineffective: Some(note),
+                ..
+            } => line!(o, "  {}    # {why} — {note} (see warnings)", describe(step)),
+            _ => line!(o, "  {}    # {why}", describe(step)),
+        }
     }
-    if !plan.stay.is_empty() {
-        let names: Vec<&str> = plan.stay.iter().map(|t| t.comm.as_str()).collect();
-        line!(
-            o,
-            "  kernel threads the kernel places itself (per-CPU, or workqueue workers following the cpumask): {}",
-            names.join(", ")
-        );
+    let kept: Vec<(KeptBecause, &str, u32)> = plan
+        .stay
+        .iter()
+        .filter_map(|t| Some((t.kept_because()?, t.comm.as_str(), t.tid)))
+        .collect();
+    kept_threads(o, &kept, false, "  ", verbose);
+}
+
+/// How many threads the kernel keeps where they are, by kind; named with `verbose`.
+fn kept_threads(
+    o: &mut String,
+    kept: &[(KeptBecause, &str, u32)],
+    past: bool,
+    indent: &str,
+    verbose: bool,
+) {
+    let Some(summary) = kept_summary(kept.iter().map(|k| k.0), past) else {
+        return;
+    };
+    if !verbose {
+        line!(o, "{indent}{summary}; --verbose names them");
+        return;
+    }
+    line!(o, "{indent}{summary}:");
+    let mut kinds: Vec<KeptBecause> = kept.iter().map(|k| k.0).collect();
+    kinds.sort();
+    kinds.dedup();
+    for kind in kinds {
+        let names: Vec<String> = kept
+            .iter()
+            .filter(|k| k.0 == kind)
+            .map(|(_, comm, tid)| format!("{comm} ({tid})"))
+            .collect();
+        line!(o, "{indent}  - {}", names.join(", "));
     }
 }
 
-pub fn apply(spec: &Path, report: &ApplyReport) -> String {
+fn recommendation(o: &mut String, r: &Recommendation) {
+    let cpus = |n: usize| format!("{n} isolated CPU{}", if n == 1 { "" } else { "s" });
+    if r.keep {
+        line!(
+            o,
+            "\nRecommended layout: keep this one — every choice of {} warns on this machine, and this is the least bad:",
+            cpus(r.isolated)
+        );
+    } else if r.every_choice_warns {
+        line!(
+            o,
+            "\nRecommended layout — every choice of {} warns on this machine; this is the least bad:",
+            cpus(r.isolated)
+        );
+    } else {
+        line!(
+            o,
+            "\nRecommended layout — these isolated CPUs carry nothing the warnings name:"
+        );
+    }
+    for c in &r.changes {
+        line!(
+            o,
+            "  partition {:?}: cpus = \"{}\"    (the spec has \"{}\")",
+            c.partition,
+            c.cpus,
+            c.spec_cpus
+        );
+    }
+    for w in &r.why {
+        line!(o, "  - {w}");
+    }
+    if let Some(boot) = &r.without_warnings {
+        line!(o, "  Without these warnings: {boot}.");
+    }
+}
+
+/// `tame apply`'s report. The threads the kernel keeps are counted (named with `verbose`):
+/// a plain re-apply would otherwise list dozens of them every time.
+pub fn apply(spec: &Path, report: &ApplyReport, verbose: bool) -> String {
     let mut o = String::new();
     if report.unchanged {
         line!(o, "Nothing changed: {} is already applied.", spec.display());
     } else {
         line!(
             o,
-            "Applied {}: {} writes, {} directories, {} tasks moved. Journal: {} (undo with `tame revert`).",
+            "Applied {}: {} writes, {} directories, {} threads moved. Journal: {} (undo with `tame revert`).",
             spec.display(),
             report.writes,
             report.directories,
@@ -84,9 +159,18 @@ pub fn apply(spec: &Path, report: &ApplyReport) -> String {
             report.journal
         );
     }
+    if let Some(moved) = moved_threads(report) {
+        line!(o, "{moved}");
+    }
+    let kept: Vec<(KeptBecause, &str, u32)> = report
+        .kept
+        .iter()
+        .map(|k| (k.because, k.comm.as_str(), k.tid))
+        .collect();
+    kept_threads(&mut o, &kept, true, "", verbose);
     if !report.refused.is_empty() {
-        line!(o, "The kernel kept these where they are:");
-        // One line per reason: there are dozens of per-CPU kernel threads.
+        line!(o, "The kernel refused these:");
+        // One line per reason.
         let mut by_reason: Vec<(&str, Vec<&str>)> = Vec::new();
         for r in &report.refused {
             match by_reason.iter_mut().find(|(reason, _)| *reason == r.reason) {
@@ -104,7 +188,73 @@ pub fn apply(spec: &Path, report: &ApplyReport) -> String {
     o
 }
 
-pub fn status(status: &Status) -> String {
+/// Where the count of moved threads comes from, so it can be compared with a plan's:
+/// threads (not processes) listed when apply read the host, less those that exited,
+/// plus those started while it ran.
+fn moved_threads(r: &ApplyReport) -> Option<String> {
+    if r.tasks_moved == 0 && r.tasks_listed == 0 {
+        return None;
+    }
+    let from_list = r.tasks_moved.saturating_sub(r.tasks_started);
+    let mut how = format!(
+        "{from_list} of the {} listed when apply read the host",
+        r.tasks_listed
+    );
+    if r.tasks_gone > 0 {
+        how.push_str(&format!(" ({} exited first)", r.tasks_gone));
+    }
+    if r.tasks_started > 0 {
+        how.push_str(&format!(
+            ", and {} started while apply ran",
+            r.tasks_started
+        ));
+    }
+    Some(format!(
+        "The {} threads moved to the system partition: {how}. These are threads, not processes, and they come and go: a plan made earlier counted another moment.",
+        r.tasks_moved
+    ))
+}
+
+/// How `tame` was invoked, to give back the exact command that repairs drift.
+#[derive(Clone, Debug, Default)]
+pub struct Invocation {
+    /// `--root`, when not `/`.
+    pub root: Option<String>,
+    /// `--journal-dir`, when given.
+    pub journal_dir: Option<String>,
+    /// The user may not change the host: the command needs sudo.
+    pub sudo: bool,
+}
+
+impl Invocation {
+    fn apply(&self, spec: &str) -> String {
+        let mut cmd = String::new();
+        if self.sudo {
+            cmd.push_str("sudo ");
+        }
+        cmd.push_str("tame ");
+        if let Some(root) = &self.root {
+            cmd.push_str(&format!("--root {} ", quote(root)));
+        }
+        cmd.push_str(&format!("apply {}", quote(spec)));
+        if let Some(dir) = &self.journal_dir {
+            cmd.push_str(&format!(" --journal-dir {}", quote(dir)));
+        }
+        cmd
+    }
+}
+
+/// A path as a shell word.
+fn quote(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:=@%".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+pub fn status(status: &Status, invocation: &Invocation) -> String {
     let mut o = String::new();
     if !status.applied {
         line!(
@@ -132,25 +282,64 @@ pub fn status(status: &Status) -> String {
             status.interrupted
         );
     }
-    drift(&mut o, &status.drift);
+    drift(&mut o, status, invocation);
     audit_tasks(&mut o, &status.audit);
     audit_irqs_and_timers(&mut o, &status.audit);
     o
 }
 
-fn drift(o: &mut String, drift: &[Drift]) {
+fn drift(o: &mut String, status: &Status, invocation: &Invocation) {
+    let drift = &status.drift;
     line!(o, "\nDrift (changed by someone else since apply):");
     if drift.is_empty() {
         line!(o, "  none");
+        return;
     }
     for d in drift {
+        let what = match (&d.what, d.reapply_fixes) {
+            (Some(what), _) => format!(" — {what}"),
+            (None, false) if status.reapply_refused.is_none() => {
+                " — still fits the spec: re-applying leaves it".to_string()
+            }
+            (None, _) => String::new(),
+        };
         line!(
             o,
-            "  {}: applied {} → now {}",
+            "  {}: applied {} → now {}{what}",
             d.path,
             d.applied,
             d.now.as_deref().unwrap_or("(gone)")
         );
+    }
+    line!(o, "{}", repair(status, invocation));
+}
+
+/// What repairs the drift: re-applying the spec (the exact command), which writes only
+/// the values that drifted.
+fn repair(status: &Status, invocation: &Invocation) -> String {
+    if let Some(why) = &status.reapply_refused {
+        return format!(
+            "Re-applying the spec would be refused now ({why}) — run `tame revert`, correct the spec, and apply it again."
+        );
+    }
+    let fixes = status.drift.iter().filter(|d| d.reapply_fixes).count();
+    if fixes == 0 {
+        return "Nothing to repair: every value found still fits the spec.".to_string();
+    }
+    let values = format!("{fixes} value{} back", if fixes == 1 { "" } else { "s" });
+    match (&status.spec_file, status.spec_file_matches) {
+        (Some(file), true) => format!(
+            "Re-applying the spec repairs this (it writes only the {values}): {}",
+            invocation.apply(file)
+        ),
+        (Some(file), false) => format!(
+            "Re-applying the spec repairs this (it writes the {values}), but {file} no longer holds the applied spec (shown above): put it back in a file and run {}",
+            invocation.apply("FILE")
+        ),
+        (None, _) => format!(
+            "Re-applying the spec repairs this (it writes the {values}): save the applied spec (shown above) to a file and run {}",
+            invocation.apply("FILE")
+        ),
     }
 }
 
@@ -258,7 +447,10 @@ mod tests {
     use super::*;
     use tame_host::journal::NotRestored;
     use tame_host::CpuList;
-    use tame_partition::status::{AuditIrq, AuditTask};
+    use tame_partition::apply::{Kept, Refused};
+    use tame_partition::plan::recommend::Change as RecommendedCpus;
+    use tame_partition::status::{AuditIrq, AuditTask, Drift};
+    use tame_partition::Task;
 
     fn cpus(s: &str) -> CpuList {
         CpuList::parse(s).unwrap()
@@ -292,13 +484,20 @@ mod tests {
                     path: "/proc/sys/kernel/timer_migration".into(),
                     applied: "0".into(),
                     now: Some("1".into()),
+                    what: Some("timers are not pulled onto busy isolated CPUs".into()),
+                    reapply_fixes: true,
                 },
                 Drift {
                     path: "/sys/devices/virtual/workqueue/cpumask".into(),
                     applied: "03".into(),
                     now: None,
+                    what: Some("unbound workqueue work runs on the system partition".into()),
+                    reapply_fixes: true,
                 },
             ],
+            spec_file: Some("/etc/tame/rt.toml".into()),
+            spec_file_matches: true,
+            reapply_refused: None,
             audit: Audit {
                 isolated_cpus: cpus("2-3"),
                 tasks: vec![
@@ -320,8 +519,12 @@ mod tests {
                 .collect(),
             },
         };
+        let user = Invocation {
+            sudo: true,
+            ..Default::default()
+        };
         assert_eq!(
-            status(&s),
+            status(&s, &user),
             "Applied (7 changes journaled in /var/lib/tame/journal):
   | [[partition]]
   | name = \"rt\"
@@ -329,8 +532,9 @@ mod tests {
 1 changes have no recorded outcome: apply was interrupted — run `tame revert`.
 
 Drift (changed by someone else since apply):
-  /proc/sys/kernel/timer_migration: applied 0 → now 1
-  /sys/devices/virtual/workqueue/cpumask: applied 03 → now (gone)
+  /proc/sys/kernel/timer_migration: applied 0 → now 1 — timers are not pulled onto busy isolated CPUs
+  /sys/devices/virtual/workqueue/cpumask: applied 03 → now (gone) — unbound workqueue work runs on the system partition
+Re-applying the spec repairs this (it writes only the 2 values back): sudo tame apply /etc/tame/rt.toml
 
 On isolated CPUs 2-3:
   task 1 (systemd) may run on 0-3
@@ -355,16 +559,277 @@ On isolated CPUs 2-3:
             changes: 0,
             interrupted: 0,
             drift: vec![],
+            spec_file: None,
+            spec_file_matches: false,
+            reapply_refused: None,
             audit: Audit::default(),
         };
+        let root = Invocation::default();
         assert_eq!(
-            status(&s),
+            status(&s, &root),
             "No partitions applied (no journal at /j/journal).\n"
         );
         s.applied = true;
         assert_eq!(
-            status(&s),
+            status(&s, &root),
             "Applied (0 changes journaled in /j/journal):\n\nDrift (changed by someone else since apply):\n  none\n\nOn isolated CPUs :\n  no movable task\n  no device IRQ\n"
+        );
+    }
+
+    fn drifted(status: &mut Status) {
+        status.applied = true;
+        status.drift = vec![Drift {
+            path: "/proc/sys/kernel/timer_migration".into(),
+            applied: "0".into(),
+            now: Some("1".into()),
+            what: Some("timers are not pulled onto busy isolated CPUs".into()),
+            reapply_fixes: true,
+        }];
+    }
+
+    fn empty_status() -> Status {
+        Status {
+            schema: 1,
+            applied: false,
+            journal: "/j/journal".into(),
+            spec: None,
+            changes: 0,
+            interrupted: 0,
+            drift: vec![],
+            spec_file: None,
+            spec_file_matches: false,
+            reapply_refused: None,
+            audit: Audit::default(),
+        }
+    }
+
+    /// The drift section and the line after it.
+    fn repair_text(s: &Status, how: &Invocation) -> String {
+        let text = status(s, how);
+        let start = text.find("Drift").unwrap();
+        let end = text[start..].find("\n\n").map_or(text.len(), |e| start + e);
+        text[start..end].to_string()
+    }
+
+    #[test]
+    fn drift_names_the_exact_command_that_repairs_it() {
+        let mut s = empty_status();
+        drifted(&mut s);
+        s.spec_file = Some("/home/me/my specs/rt.toml".into());
+        s.spec_file_matches = true;
+        let fixture = Invocation {
+            root: Some("/tmp/tree".into()),
+            journal_dir: Some("/tmp/j".into()),
+            sudo: false,
+        };
+        assert_eq!(
+            repair_text(&s, &fixture),
+            "Drift (changed by someone else since apply):
+  /proc/sys/kernel/timer_migration: applied 0 → now 1 — timers are not pulled onto busy isolated CPUs
+Re-applying the spec repairs this (it writes only the 1 value back): tame --root /tmp/tree apply '/home/me/my specs/rt.toml' --journal-dir /tmp/j"
+        );
+        // The file changed since: the applied spec is shown above; put it back.
+        s.spec_file_matches = false;
+        assert!(repair_text(&s, &fixture).ends_with(
+            "but /home/me/my specs/rt.toml no longer holds the applied spec (shown above): put it back in a file and run tame --root /tmp/tree apply FILE --journal-dir /tmp/j"
+        ));
+        // Applied by a caller that gave no file (tame assess, a library user).
+        s.spec_file = None;
+        assert!(repair_text(&s, &Invocation::default()).ends_with(
+            "Re-applying the spec repairs this (it writes the 1 value back): save the applied spec (shown above) to a file and run tame apply FILE"
+        ));
+        s.reapply_refused = Some("partition \"rt\": CPU 7 is not online".into());
+        assert!(repair_text(&s, &Invocation::default()).ends_with(
+            "Re-applying the spec would be refused now (partition \"rt\": CPU 7 is not online) — run `tame revert`, correct the spec, and apply it again."
+        ));
+    }
+
+    #[test]
+    fn drift_that_still_fits_the_spec_needs_no_repair() {
+        let mut s = empty_status();
+        drifted(&mut s);
+        s.drift[0] = Drift {
+            path: "/proc/irq/24/smp_affinity_list".into(),
+            applied: "0-1".into(),
+            now: Some("0".into()),
+            what: None,
+            reapply_fixes: false,
+        };
+        assert_eq!(
+            repair_text(&s, &Invocation::default()),
+            "Drift (changed by someone else since apply):
+  /proc/irq/24/smp_affinity_list: applied 0-1 → now 0 — still fits the spec: re-applying leaves it
+Nothing to repair: every value found still fits the spec."
+        );
+    }
+
+    fn kept(tid: u32, comm: &str, because: KeptBecause) -> Kept {
+        Kept {
+            tid,
+            comm: comm.into(),
+            because,
+        }
+    }
+
+    fn report() -> ApplyReport {
+        ApplyReport {
+            schema: 2,
+            writes: 30,
+            directories: 2,
+            tasks_moved: 57,
+            tasks_listed: 52,
+            tasks_started: 7,
+            tasks_gone: 2,
+            kept: vec![
+                kept(2, "kthreadd", KeptBecause::Kthreadd),
+                kept(15, "ksoftirqd/0", KeptBecause::PerCpu),
+                kept(16, "migration/1", KeptBecause::PerCpu),
+                kept(90, "kworker/u8:0", KeptBecause::Workqueue),
+            ],
+            refused: vec![Refused {
+                what: "IRQ 36 (virtio1-req.0) off isolated CPUs".into(),
+                reason: "EIO: the kernel manages this IRQ's affinity".into(),
+            }],
+            journal: "/var/lib/tame/journal".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn apply_counts_the_threads_the_kernel_keeps_and_names_them_when_verbose() {
+        let spec = Path::new("rt.toml");
+        assert_eq!(
+            apply(spec, &report(), false),
+            "Applied rt.toml: 30 writes, 2 directories, 57 threads moved. Journal: /var/lib/tame/journal (undo with `tame revert`).
+The 57 threads moved to the system partition: 50 of the 52 listed when apply read the host (2 exited first), and 7 started while apply ran. These are threads, not processes, and they come and go: a plan made earlier counted another moment.
+4 kernel threads stayed where the kernel keeps them: 2 per-CPU kernel threads (bound to their CPU by the kernel), 1 workqueue worker (it follows the workqueue cpumask, which apply sets to the system CPUs), kthreadd (cgroup v1 never moves it); --verbose names them
+The kernel refused these:
+  - IRQ 36 (virtio1-req.0) off isolated CPUs: EIO: the kernel manages this IRQ's affinity
+"
+        );
+        let verbose = apply(spec, &report(), true);
+        assert!(
+            verbose.contains(
+                "4 kernel threads stayed where the kernel keeps them: 2 per-CPU kernel threads (bound to their CPU by the kernel), 1 workqueue worker (it follows the workqueue cpumask, which apply sets to the system CPUs), kthreadd (cgroup v1 never moves it):
+  - ksoftirqd/0 (15), migration/1 (16)
+  - kworker/u8:0 (90)
+  - kthreadd (2)
+"
+            ),
+            "{verbose}"
+        );
+        // A re-apply that changes nothing: one line for the kept threads, no list.
+        let again = ApplyReport {
+            unchanged: true,
+            refused: vec![],
+            tasks_moved: 0,
+            tasks_listed: 0,
+            tasks_started: 0,
+            tasks_gone: 0,
+            ..report()
+        };
+        assert_eq!(
+            apply(spec, &again, false),
+            "Nothing changed: rt.toml is already applied.
+4 kernel threads stayed where the kernel keeps them: 2 per-CPU kernel threads (bound to their CPU by the kernel), 1 workqueue worker (it follows the workqueue cpumask, which apply sets to the system CPUs), kthreadd (cgroup v1 never moves it); --verbose names them
+"
+        );
+    }
+
+    fn plan_of(runtime: Vec<Step>, recommendation: Option<Recommendation>) -> Plan {
+        Plan {
+            schema: 1,
+            cgroup: None,
+            isolated_cpus: cpus("1"),
+            runtime,
+            needs_reboot: vec![],
+            warnings: vec!["a warning".into()],
+            recommendation,
+            stay: vec![Task {
+                tid: 13,
+                comm: "ksoftirqd/1".into(),
+                kernel_thread: true,
+                pinned_by_kernel: true,
+                cpus_allowed: Some(cpus("1")),
+            }],
+        }
+    }
+
+    #[test]
+    fn plan_marks_an_ineffective_write_and_counts_the_kept_threads() {
+        let write = Step::Write {
+            path: "/sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us".into(),
+            old: Some("0".into()),
+            new: "n/a".into(),
+            why: "limit idle exit latency".into(),
+            restore_with: None,
+            may_be_refused: false,
+            ineffective: Some("no effect here: no cpuidle driver".into()),
+        };
+        let text = plan(Path::new("rt.toml"), &plan_of(vec![write], None), false);
+        assert!(
+            text.contains("  /sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us: 0 → n/a    # limit idle exit latency — no effect here: no cpuidle driver (see warnings)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  1 kernel thread stays where the kernel keeps it: 1 per-CPU kernel thread (bound to its CPU by the kernel); --verbose names them\n"),
+            "{text}"
+        );
+        let verbose = plan(Path::new("rt.toml"), &plan_of(vec![], None), true);
+        assert!(
+            verbose.contains("(bound to its CPU by the kernel):\n    - ksoftirqd/1 (13)\n"),
+            "{verbose}"
+        );
+    }
+
+    #[test]
+    fn plan_gives_one_recommended_layout() {
+        let r = Recommendation {
+            keep: false,
+            every_choice_warns: true,
+            isolated: 1,
+            changes: vec![
+                RecommendedCpus {
+                    partition: "system".into(),
+                    cpus: cpus("1"),
+                    spec_cpus: cpus("0"),
+                },
+                RecommendedCpus {
+                    partition: "rt".into(),
+                    cpus: cpus("0"),
+                    spec_cpus: cpus("1"),
+                },
+            ],
+            why: vec!["CPU 1 → system: a reason".into()],
+            without_warnings: Some(
+                "boot with isolcpus=managed_irq,domain,1, then isolate CPU 1".into(),
+            ),
+        };
+        let text = plan(
+            Path::new("rt.toml"),
+            &plan_of(vec![], Some(r.clone())),
+            false,
+        );
+        assert!(
+            text.ends_with(
+                "\nRecommended layout — every choice of 1 isolated CPU warns on this machine; this is the least bad:
+  partition \"system\": cpus = \"1\"    (the spec has \"0\")
+  partition \"rt\": cpus = \"0\"    (the spec has \"1\")
+  - CPU 1 → system: a reason
+  Without these warnings: boot with isolcpus=managed_irq,domain,1, then isolate CPU 1.
+"
+            ),
+            "{text}"
+        );
+        let keep = Recommendation {
+            keep: true,
+            changes: vec![],
+            ..r
+        };
+        let text = plan(Path::new("rt.toml"), &plan_of(vec![], Some(keep)), false);
+        assert!(
+            text.contains("\nRecommended layout: keep this one — every choice of 1 isolated CPU warns on this machine, and this is the least bad:\n  - CPU 1 → system: a reason\n"),
+            "{text}"
         );
     }
 
