@@ -551,19 +551,7 @@ On isolated CPUs 2-3:
 
     #[test]
     fn nothing_applied_and_a_clean_audit_say_so() {
-        let mut s = Status {
-            schema: 1,
-            applied: false,
-            journal: "/j/journal".into(),
-            spec: None,
-            changes: 0,
-            interrupted: 0,
-            drift: vec![],
-            spec_file: None,
-            spec_file_matches: false,
-            reapply_refused: None,
-            audit: Audit::default(),
-        };
+        let mut s = empty_status();
         let root = Invocation::default();
         assert_eq!(
             status(&s, &root),
