@@ -5,7 +5,7 @@
 #
 #   bench/ipc.sh [--cpus A,B] [--rounds R] [--round-trips N] [--messages M] [--out DIR]
 #
-# Writes DIR/ipc.json (the versioned result) and DIR/ipc.txt (the table with goal verdicts).
+# Writes DIR/ipc.json (the versioned result) and DIR/ipc.txt (the table with the ratios between transports).
 # Leaves nothing behind: the tame channels are anonymous memfd segments, the message queues
 # are unlinked as soon as they are opened.
 set -euo pipefail

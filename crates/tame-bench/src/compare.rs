@@ -1,6 +1,8 @@
 //! `tame compare A.json B.json`: two results of the same bench side by side — per group
 //! and metric (percentiles, counters, derived figures), and for noise results per CPU,
-//! class and source — with the difference B − A and the ratio B / A.
+//! class and source — with the difference B − A, the ratio B / A, and whether the
+//! difference exceeds the spread the results carry (an ipc result's rounds, the threads
+//! of `all`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -10,7 +12,7 @@ use serde::Serialize;
 use crate::error::{invalid, Result};
 use crate::noise::NoiseFindings;
 use crate::output::human_ns;
-use crate::result::{BenchResult, GroupResult};
+use crate::result::{BenchResult, GroupResult, Spread};
 use crate::stats::Summary;
 
 /// A result of any bench as `compare` reads it: the common part, and the noise findings
@@ -40,7 +42,8 @@ impl Compared {
 pub struct Row {
     /// The group (`cpu1`, `all`), or for a noise source the CPU and class (`cpu1 irq`).
     pub group: String,
-    /// Metric and figure (`gap p99`), a counter or derived name, or source and figure.
+    /// Metric and figure (`gap p99`), a counter or derived name, or source and figure;
+    /// [`ONLY_IN_A`] / [`ONLY_IN_B`] for a group (or `metric: only in A`) one result lacks.
     pub name: String,
     /// "ns" for times, "" for counts and percentages.
     pub unit: String,
@@ -48,7 +51,19 @@ pub struct Row {
     pub b: Option<f64>,
     pub diff: Option<f64>,
     pub ratio: Option<f64>,
+    /// How much the figure varied inside A and inside B (over an ipc result's rounds; for
+    /// `all`, over the result's threads), where the result says.
+    pub spread_a: Option<Spread>,
+    pub spread_b: Option<Spread>,
+    /// Whether B − A exceeds that spread: the two ranges do not overlap. `None` when the
+    /// spread is not known for both.
+    pub beyond_spread: Option<bool>,
 }
+
+/// The row name of a group only the first result has.
+pub const ONLY_IN_A: &str = "only in A";
+/// The row name of a group only the second result has.
+pub const ONLY_IN_B: &str = "only in B";
 
 /// Two results compared, named as the user gave them.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -57,6 +72,8 @@ pub struct Comparison {
     pub a: String,
     pub b: String,
     pub rows: Vec<Row>,
+    /// What the reader should know about the rows: a group left out, how to read the spread.
+    pub notes: Vec<String>,
 }
 
 impl Comparison {
@@ -69,11 +86,13 @@ impl Comparison {
                 a.result.bench, b.result.bench
             )));
         }
+        let (rows, notes) = compare(a, b);
         Ok(Comparison {
             bench: a.result.bench.clone(),
             a: a_name.to_string(),
             b: b_name.to_string(),
-            rows: compare(a, b),
+            rows,
+            notes,
         })
     }
 }
@@ -89,6 +108,18 @@ fn row(group: &str, name: String, unit: &str, a: Option<f64>, b: Option<f64>) ->
         b,
         diff,
         ratio,
+        spread_a: None,
+        spread_b: None,
+        beyond_spread: None,
+    }
+}
+
+impl Row {
+    fn with_spread(mut self, a: Option<Spread>, b: Option<Spread>) -> Row {
+        self.spread_a = a;
+        self.spread_b = b;
+        self.beyond_spread = a.zip(b).map(|(a, b)| !a.overlaps(&b));
+        self
     }
 }
 
@@ -108,65 +139,205 @@ fn figure(s: &Summary, name: &str) -> u64 {
     }
 }
 
-fn groups_by_label(r: &BenchResult) -> BTreeMap<&str, &GroupResult> {
-    r.groups
-        .iter()
-        .chain(std::iter::once(&r.merged))
-        .map(|g| (g.label.as_str(), g))
+/// A group as compared: its unique label, and whether it is the result's merged group.
+struct Labelled<'a> {
+    label: String,
+    group: &'a GroupResult,
+    merged: bool,
+}
+
+/// The groups of a result (the merged one last) under unique labels: a label already
+/// taken gets ` #2`, ` #3`, … so that no two groups share rows.
+fn labelled(r: &BenchResult) -> Vec<Labelled<'_>> {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    let all = r.groups.iter().map(|g| (g, false));
+    all.chain(std::iter::once((&r.merged, true)))
+        .map(|(group, merged)| {
+            let n = seen.entry(group.label.as_str()).or_insert(0);
+            *n += 1;
+            let label = if *n == 1 {
+                group.label.clone()
+            } else {
+                format!("{} #{n}", group.label)
+            };
+            Labelled {
+                label,
+                group,
+                merged,
+            }
+        })
         .collect()
 }
 
-/// Every figure of two results of the same bench: groups present in both (by label), then
-/// for noise results every source of either.
-pub fn compare(a: &Compared, b: &Compared) -> Vec<Row> {
+/// The label of a result's only group when its merged group repeats it figure for figure
+/// (a run on one CPU).
+fn merged_repeats_only_group(r: &BenchResult) -> Option<&str> {
+    let [only] = r.groups.as_slice() else {
+        return None;
+    };
+    let m = &r.merged;
+    (m.metrics == only.metrics
+        && m.counters == only.counters
+        && m.derived == only.derived
+        && m.spread == only.spread)
+        .then_some(only.label.as_str())
+}
+
+/// Every figure of two results of the same bench, and notes on reading them: groups of
+/// either (by label; one only in A or B gets one row saying so), then for noise results
+/// every source of either. The merged group is left out where both results have one
+/// group, the same, that it repeats.
+pub fn compare(a: &Compared, b: &Compared) -> (Vec<Row>, Vec<String>) {
     let mut rows = Vec::new();
-    let (ga, gb) = (groups_by_label(&a.result), groups_by_label(&b.result));
-    for (label, x) in &ga {
-        if let Some(y) = gb.get(label) {
-            group_rows(label, x, y, &mut rows);
+    let mut notes = Vec::new();
+    let (mut la, mut lb) = (labelled(&a.result), labelled(&b.result));
+    if let (Some(x), Some(y)) = (
+        merged_repeats_only_group(&a.result),
+        merged_repeats_only_group(&b.result),
+    ) {
+        if x == y {
+            notes.push(format!(
+                "`{}` is not shown: in both results it repeats their one group, {x}",
+                a.result.merged.label
+            ));
+            la.retain(|g| !g.merged);
+            lb.retain(|g| !g.merged);
+        }
+    }
+    let ga: BTreeMap<&str, &Labelled> = la.iter().map(|g| (g.label.as_str(), g)).collect();
+    let gb: BTreeMap<&str, &Labelled> = lb.iter().map(|g| (g.label.as_str(), g)).collect();
+    let labels: BTreeSet<&str> = ga.keys().chain(gb.keys()).copied().collect();
+    for label in labels {
+        match (ga.get(label), gb.get(label)) {
+            (Some(x), Some(y)) => {
+                let x = Side::of(&a.result, x);
+                let y = Side::of(&b.result, y);
+                group_rows(label, &x, &y, &mut rows);
+            }
+            (Some(_), None) => rows.push(row(label, ONLY_IN_A.into(), "", None, None)),
+            (None, _) => rows.push(row(label, ONLY_IN_B.into(), "", None, None)),
         }
     }
     rows.extend(noise_sources(a.noise.as_ref(), b.noise.as_ref()));
-    rows
+    notes.push(if rows.iter().any(|r| r.beyond_spread.is_some()) {
+        "spread: `beyond` — the figure's ranges in A and B (over an ipc result's rounds; for `all`, over the threads) do not overlap; `within` — they do; blank — no spread is known for that figure".to_string()
+    } else {
+        "no run-to-run spread is known for these results (an ipc result of two or more --rounds carries one, `all` of several threads another): a difference may be noise".to_string()
+    });
+    (rows, notes)
 }
 
-/// Metrics both groups have (figure by figure), then counters and derived figures of either.
-fn group_rows(label: &str, x: &GroupResult, y: &GroupResult, rows: &mut Vec<Row>) {
-    for m in &x.metrics {
-        let Some(other) = y.metric(&m.name) else {
+/// One result's group, with what it takes to know a figure's spread.
+struct Side<'a> {
+    group: &'a GroupResult,
+    /// The threads' groups when this is the merged group `all` of several threads.
+    threads: Option<&'a [GroupResult]>,
+}
+
+impl<'a> Side<'a> {
+    fn of(result: &'a BenchResult, g: &Labelled<'a>) -> Self {
+        let threads = (g.merged && g.group.label == "all" && result.groups.len() >= 2)
+            .then_some(result.groups.as_slice());
+        Side {
+            group: g.group,
+            threads,
+        }
+    }
+
+    /// The spread of a metric's figure: recorded in the group (rounds), else over the
+    /// threads for `all` (not for `count`, which adds up rather than varies).
+    fn figure_spread(&self, metric: &str, f: &str) -> Option<Spread> {
+        if let Some(s) = self.group.spread.get(&format!("{metric} {f}")) {
+            return Some(*s);
+        }
+        if f == "count" {
+            return None;
+        }
+        let mut values = self
+            .threads?
+            .iter()
+            .filter_map(|g| g.metric(metric))
+            .map(|m| figure(&m.summary, f) as f64);
+        let mut spread = Spread::of(values.next()?);
+        let mut n = 1;
+        for v in values {
+            spread.include(v);
+            n += 1;
+        }
+        (n >= 2).then_some(spread)
+    }
+}
+
+/// Metrics of either group (figure by figure), then counters and derived figures of either;
+/// a name that is both a counter and a derived figure is told apart.
+fn group_rows(label: &str, x: &Side, y: &Side, rows: &mut Vec<Row>) {
+    // Metrics of either, in the order the results list them, each once.
+    let mut done = BTreeSet::new();
+    for m in x.group.metrics.iter().chain(&y.group.metrics) {
+        if !done.insert(m.name.as_str()) {
+            continue;
+        }
+        let (ma, mb) = (x.group.metric(&m.name), y.group.metric(&m.name));
+        let (Some(ma), Some(mb)) = (ma, mb) else {
+            let only = if ma.is_some() { ONLY_IN_A } else { ONLY_IN_B };
+            rows.push(row(label, format!("{}: {only}", m.name), "", None, None));
             continue;
         };
         for f in FIGURES {
             let unit = if *f == "count" { "" } else { m.unit.as_str() };
-            rows.push(row(
-                label,
-                format!("{} {f}", m.name),
-                unit,
-                Some(figure(&m.summary, f) as f64),
-                Some(figure(&other.summary, f) as f64),
-            ));
+            rows.push(
+                row(
+                    label,
+                    format!("{} {f}", m.name),
+                    unit,
+                    Some(figure(&ma.summary, f) as f64),
+                    Some(figure(&mb.summary, f) as f64),
+                )
+                .with_spread(x.figure_spread(&m.name, f), y.figure_spread(&m.name, f)),
+            );
         }
     }
-    let keys: BTreeSet<&String> = x.counters.keys().chain(y.counters.keys()).collect();
-    for k in keys {
+    let (xc, yc, xd, yd) = (
+        &x.group.counters,
+        &y.group.counters,
+        &x.group.derived,
+        &y.group.derived,
+    );
+    let counters: BTreeSet<&String> = xc.keys().chain(yc.keys()).collect();
+    let derived: BTreeSet<&String> = xd.keys().chain(yd.keys()).collect();
+    for k in &counters {
         let unit = if k.ends_with("_ns") { "ns" } else { "" };
-        rows.push(row(
-            label,
-            k.clone(),
-            unit,
-            x.counters.get(k).map(|v| *v as f64),
-            y.counters.get(k).map(|v| *v as f64),
-        ));
+        let name = if derived.contains(k) {
+            format!("{k} (counter)")
+        } else {
+            k.to_string()
+        };
+        rows.push(
+            row(
+                label,
+                name,
+                unit,
+                xc.get(*k).map(|v| *v as f64),
+                yc.get(*k).map(|v| *v as f64),
+            )
+            .with_spread(
+                x.group.spread.get(*k).copied(),
+                y.group.spread.get(*k).copied(),
+            ),
+        );
     }
-    let keys: BTreeSet<&String> = x.derived.keys().chain(y.derived.keys()).collect();
-    for k in keys {
-        rows.push(row(
-            label,
-            k.clone(),
-            "",
-            x.derived.get(k).copied(),
-            y.derived.get(k).copied(),
-        ));
+    for k in &derived {
+        let name = if counters.contains(k) {
+            format!("{k} (derived)")
+        } else {
+            k.to_string()
+        };
+        rows.push(
+            row(label, name, "", xd.get(*k).copied(), yd.get(*k).copied()).with_spread(
+                x.group.spread.get(*k).copied(),
+                y.group.spread.get(*k).copied(),
+            ),
+        );
     }
 }
 
@@ -237,29 +408,44 @@ fn fmt_value(v: Option<f64>, unit: &str) -> String {
     }
 }
 
-/// The human view: one line per figure, columns aligned.
+/// The human view: one line per figure, columns aligned (a spread column where any
+/// figure's spread is known), then the notes.
 pub fn table(c: &Comparison) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "tame compare ({}): A = {}, B = {}", c.bench, c.a, c.b);
-    let mut lines = vec![[
+    let with_spread = c.rows.iter().any(|r| r.beyond_spread.is_some());
+    let mut header = vec![
         "group".to_string(),
         "figure".into(),
         "A".into(),
         "B".into(),
         "B − A".into(),
         "B / A".into(),
-    ]];
+    ];
+    if with_spread {
+        header.push("spread".into());
+    }
+    let mut lines = vec![header];
     for r in &c.rows {
-        lines.push([
+        let mut line = vec![
             r.group.clone(),
             r.name.clone(),
             fmt_value(r.a, &r.unit),
             fmt_value(r.b, &r.unit),
             fmt_value(r.diff, &r.unit),
             r.ratio.map_or("-".into(), |x| format!("{x:.3}")),
-        ]);
+        ];
+        if with_spread {
+            line.push(match r.beyond_spread {
+                Some(true) => "beyond".into(),
+                Some(false) => "within".into(),
+                None => String::new(),
+            });
+        }
+        lines.push(line);
     }
-    let widths: Vec<usize> = (0..6)
+    let columns = lines[0].len();
+    let widths: Vec<usize> = (0..columns)
         .map(|i| {
             lines
                 .iter()
@@ -274,8 +460,8 @@ pub fn table(c: &Comparison) -> String {
             .enumerate()
             .map(|(i, s)| {
                 let pad = " ".repeat(widths[i] - s.chars().count());
-                // Names left, numbers right.
-                if i < 2 {
+                // Names left, numbers right, the spread verdict left.
+                if i < 2 || i == 6 {
                     format!("{s}{pad}")
                 } else {
                     format!("{pad}{s}")
@@ -283,6 +469,9 @@ pub fn table(c: &Comparison) -> String {
             })
             .collect();
         let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+    }
+    for note in &c.notes {
+        let _ = writeln!(out, "{note}");
     }
     out
 }
@@ -321,6 +510,7 @@ mod tests {
             derived: [("noise_share_percent".to_string(), 2.0)]
                 .into_iter()
                 .collect(),
+            spread: BTreeMap::new(),
         }
     }
 
@@ -408,8 +598,14 @@ mod tests {
         assert_eq!((p99.diff, p99.ratio), (Some(200.0), Some(3.0)));
         assert_eq!(p99.unit, "ns");
         assert_eq!(find("cpu1", "gap count").unit, "");
-        let gaps = find("all", "gaps");
+        let gaps = find("cpu1", "gaps");
         assert_eq!((gaps.diff, gaps.ratio), (Some(-5.0), Some(0.5)));
+        // `all` repeats cpu1 in both: not shown, and said so.
+        assert!(c.rows.iter().all(|r| r.group != "all"));
+        assert_eq!(
+            c.notes[0],
+            "`all` is not shown: in both results it repeats their one group, cpu1"
+        );
         // The IRQ is gone in B: counted as zero there, and listed first (the larger total).
         let irq = find("cpu1 irq", "irq 36 virtio total");
         assert_eq!(
@@ -474,5 +670,252 @@ mod tests {
                 "{a_name}"
             );
         }
+    }
+
+    /// A result of `bench` with `groups` and the merged group `merged`.
+    fn result_of(bench: &str, groups: Vec<GroupResult>, merged: GroupResult) -> Compared {
+        let base = noise_result(1, 1, Vec::new()).result;
+        Compared {
+            result: BenchResult {
+                bench: bench.into(),
+                groups,
+                merged,
+                ..base
+            },
+            noise: None,
+        }
+    }
+
+    /// An ipc group: `p50` one-way, spread over the rounds `[lo, hi]` if given.
+    fn ipc_group(label: &str, p50: u64, rounds: Option<(f64, f64)>) -> GroupResult {
+        let mut g = group(label, p50, 1);
+        g.metrics[0].name = "one_way_latency".into();
+        g.metrics[0].summary.p50 = p50;
+        g.counters = [("round_trips".to_string(), 10)].into_iter().collect();
+        g.derived = BTreeMap::new();
+        if let Some((min, max)) = rounds {
+            g.spread
+                .insert("one_way_latency p50".into(), Spread { min, max });
+        }
+        g
+    }
+
+    fn unique(rows: &[Row]) {
+        let mut seen = BTreeSet::new();
+        for r in rows {
+            assert!(
+                seen.insert((r.group.as_str(), r.name.as_str())),
+                "row {} / {} twice",
+                r.group,
+                r.name
+            );
+        }
+    }
+
+    #[test]
+    fn groups_in_one_result_only_are_shown_as_such() {
+        let ratios = |name: &str, v: f64| GroupResult {
+            label: "ratios".into(),
+            derived: [(name.to_string(), v)].into_iter().collect(),
+            ..GroupResult::default()
+        };
+        let a = result_of(
+            "ipc",
+            vec![
+                ipc_group("floor/8B", 40, None),
+                ipc_group("pipe/8B", 14_000, None),
+            ],
+            ratios("speedup_tame-ring_8B_vs_pipe", 250.0),
+        );
+        let b = result_of(
+            "ipc",
+            vec![ipc_group("floor/64B", 45, None)],
+            ratios("speedup_tame-ring_64B_vs_pipe", 140.0),
+        );
+        let c = Comparison::new("a", &a, "b", &b).unwrap();
+        let names: Vec<(&str, &str)> = c
+            .rows
+            .iter()
+            .filter(|r| r.name.starts_with("only in"))
+            .map(|r| (r.group.as_str(), r.name.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("floor/64B", ONLY_IN_B),
+                ("floor/8B", ONLY_IN_A),
+                ("pipe/8B", ONLY_IN_A)
+            ]
+        );
+        // The ratios group is in both: each ratio of either, the other side empty.
+        let ratio = |n: &str| {
+            c.rows
+                .iter()
+                .find(|r| r.group == "ratios" && r.name == n)
+                .unwrap()
+        };
+        assert_eq!(ratio("speedup_tame-ring_8B_vs_pipe").b, None);
+        assert_eq!(ratio("speedup_tame-ring_64B_vs_pipe").a, None);
+        let text = table(&c);
+        assert!(text.contains("floor/64B  only in B"), "{text}");
+        unique(&c.rows);
+    }
+
+    #[test]
+    fn no_row_appears_twice_under_one_name() {
+        // A schema-1 ipc result: each goal both a verdict (counter) and a ratio (derived),
+        // and a group whose label is the merged group's.
+        let goals = GroupResult {
+            label: "goals".into(),
+            counters: [("latency_tame-ring_8B_over_floor".to_string(), 1)]
+                .into_iter()
+                .collect(),
+            derived: [("latency_tame-ring_8B_over_floor".to_string(), 1.38)]
+                .into_iter()
+                .collect(),
+            ..GroupResult::default()
+        };
+        let groups = vec![ipc_group("goals", 40, None), ipc_group("pipe/8B", 9, None)];
+        let a = result_of("ipc", groups.clone(), goals.clone());
+        let b = result_of("ipc", groups, goals);
+        let c = Comparison::new("a", &a, "b", &b).unwrap();
+        unique(&c.rows);
+        let names: Vec<&str> = c
+            .rows
+            .iter()
+            .filter(|r| r.group == "goals #2")
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "latency_tame-ring_8B_over_floor (counter)",
+                "latency_tame-ring_8B_over_floor (derived)"
+            ]
+        );
+        assert!(c
+            .rows
+            .iter()
+            .any(|r| r.group == "goals" && r.name == "one_way_latency p50"));
+    }
+
+    #[test]
+    fn a_merged_group_is_kept_unless_it_repeats_the_same_one_group_in_both() {
+        let one = |label: &str, p99| {
+            let g = group(label, p99, 3);
+            result_of(
+                "cycle",
+                vec![g.clone()],
+                GroupResult {
+                    label: "all".into(),
+                    cpu: None,
+                    ..g
+                },
+            )
+        };
+        // Same CPU in both: `all` would repeat cpu1 row for row.
+        let c = Comparison::new("a", &one("cpu1", 100), "b", &one("cpu1", 200)).unwrap();
+        assert!(c.rows.iter().all(|r| r.group == "cpu1"));
+        // Another CPU in B: `all` is what the two have in common, so it stays.
+        let c = Comparison::new("a", &one("cpu1", 100), "b", &one("cpu2", 200)).unwrap();
+        let groups: BTreeSet<&str> = c.rows.iter().map(|r| r.group.as_str()).collect();
+        assert_eq!(groups, BTreeSet::from(["all", "cpu1", "cpu2"]));
+        assert!(c.notes.iter().all(|n| !n.contains("not shown")));
+        // Two CPUs in B: its `all` merges two groups, so both are kept.
+        let mut two = one("cpu1", 200);
+        two.result.groups.push(group("cpu2", 300, 3));
+        let c = Comparison::new("a", &one("cpu1", 100), "b", &two).unwrap();
+        assert!(c.rows.iter().any(|r| r.group == "all"));
+        unique(&c.rows);
+    }
+
+    #[test]
+    fn a_difference_is_weighed_against_the_spread_the_results_carry() {
+        let ratios = GroupResult {
+            label: "ratios".into(),
+            ..GroupResult::default()
+        };
+        let run = |ring: (u64, f64, f64), pipe: (u64, f64, f64)| {
+            result_of(
+                "ipc",
+                vec![
+                    ipc_group("tame-ring/8B", ring.0, Some((ring.1, ring.2))),
+                    ipc_group("pipe/8B", pipe.0, Some((pipe.1, pipe.2))),
+                ],
+                ratios.clone(),
+            )
+        };
+        // The ring's rounds overlap (45..60 vs 55..70); the pipe's do not (13..15 µs vs 20..22 µs).
+        let a = run((50, 45.0, 60.0), (14_000, 13_000.0, 15_000.0));
+        let b = run((60, 55.0, 70.0), (21_000, 20_000.0, 22_000.0));
+        let c = Comparison::new("a", &a, "b", &b).unwrap();
+        let find = |g: &str, n: &str| c.rows.iter().find(|r| r.group == g && r.name == n).unwrap();
+        let ring = find("tame-ring/8B", "one_way_latency p50");
+        assert_eq!(ring.beyond_spread, Some(false));
+        assert_eq!(
+            ring.spread_a,
+            Some(Spread {
+                min: 45.0,
+                max: 60.0
+            })
+        );
+        assert_eq!(
+            find("pipe/8B", "one_way_latency p50").beyond_spread,
+            Some(true)
+        );
+        // A figure without a recorded spread says nothing.
+        assert_eq!(find("pipe/8B", "one_way_latency p99").beyond_spread, None);
+        let text = table(&c);
+        assert!(text.lines().nth(1).unwrap().ends_with("spread"), "{text}");
+        assert!(text.contains("pipe/8B       one_way_latency p50"), "{text}");
+        let pipe_line = text
+            .lines()
+            .find(|l| l.starts_with("pipe/8B") && l.contains("p50"))
+            .unwrap();
+        assert!(pipe_line.ends_with("beyond"), "{pipe_line}");
+        assert!(c.notes.last().unwrap().starts_with("spread: `beyond`"));
+        // A result of one round carries none: then nothing is claimed, and that is said.
+        let single = result_of(
+            "ipc",
+            vec![ipc_group("pipe/8B", 21_000, None)],
+            ratios.clone(),
+        );
+        let c = Comparison::new("a", &a, "b", &single).unwrap();
+        assert!(c.rows.iter().all(|r| r.beyond_spread.is_none()));
+        assert!(c
+            .notes
+            .last()
+            .unwrap()
+            .starts_with("no run-to-run spread is known"));
+        assert!(!table(&c).lines().nth(1).unwrap().contains("spread"));
+    }
+
+    #[test]
+    fn all_of_several_threads_spreads_over_them() {
+        let two = |p99s: [u64; 2]| {
+            let groups = vec![group("cpu1", p99s[0], 1), group("cpu2", p99s[1], 1)];
+            let merged = GroupResult {
+                label: "all".into(),
+                cpu: None,
+                ..group("all", p99s[0].max(p99s[1]), 2)
+            };
+            result_of("cycle", groups, merged)
+        };
+        let c = Comparison::new("a", &two([100, 120]), "b", &two([300, 310])).unwrap();
+        let find = |g: &str, n: &str| c.rows.iter().find(|r| r.group == g && r.name == n).unwrap();
+        let p99 = find("all", "gap p99");
+        assert_eq!(
+            p99.spread_a,
+            Some(Spread {
+                min: 100.0,
+                max: 120.0
+            })
+        );
+        assert_eq!(p99.beyond_spread, Some(true));
+        // p50 is 4 on every thread of both: within.
+        assert_eq!(find("all", "gap p50").beyond_spread, Some(false));
+        // Counts add up over threads: no spread; nor for one thread's own group.
+        assert_eq!(find("all", "gap count").beyond_spread, None);
+        assert_eq!(find("cpu1", "gap p99").beyond_spread, None);
     }
 }

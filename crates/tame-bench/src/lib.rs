@@ -25,5 +25,5 @@ pub mod target;
 pub mod units;
 
 pub use error::{BenchError, Result};
-pub use result::{BenchResult, Calibration, GroupResult, Metric, SCHEMA_VERSION};
+pub use result::{BenchResult, Calibration, GroupResult, Metric, Spread, SCHEMA_VERSION};
 pub use stats::{Recorder, Summary};

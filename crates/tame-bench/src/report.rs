@@ -132,6 +132,7 @@ pub fn groups<T: GroupSource>(
             metrics,
             counters,
             derived: BTreeMap::new(),
+            spread: BTreeMap::new(),
         });
     }
     let merged = GroupResult {
@@ -147,6 +148,7 @@ pub fn groups<T: GroupSource>(
             .collect(),
         counters: merged_counters,
         derived: BTreeMap::new(),
+        spread: BTreeMap::new(),
     };
     (groups, merged)
 }

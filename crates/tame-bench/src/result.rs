@@ -68,6 +68,39 @@ pub struct GroupResult {
     pub counters: BTreeMap<String, u64>,
     /// Dimensionless figures derived from the metrics, such as `max_excess_percent`.
     pub derived: BTreeMap<String, f64>,
+    /// How much a figure varied between repetitions inside the run (ipc: its rounds), keyed
+    /// by the figure's name as `tame compare` writes it (`one_way_latency p50`, or a derived
+    /// or counter name). Empty, and left out of the JSON, where the run has no repetitions.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub spread: BTreeMap<String, Spread>,
+}
+
+/// The smallest and largest value a figure took over a run's repetitions.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// A spread of one value so far.
+    pub fn of(value: f64) -> Self {
+        Spread {
+            min: value,
+            max: value,
+        }
+    }
+
+    /// Widen it to cover `value`.
+    pub fn include(&mut self, value: f64) {
+        self.min = self.min.min(value);
+        self.max = self.max.max(value);
+    }
+
+    /// Whether the two ranges share a value.
+    pub fn overlaps(&self, other: &Spread) -> bool {
+        self.min <= other.max && other.min <= self.max
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,6 +156,7 @@ mod tests {
             }],
             counters: [("missed_periods".to_string(), 2)].into_iter().collect(),
             derived: BTreeMap::new(),
+            spread: BTreeMap::new(),
         };
         BenchResult {
             schema_version: SCHEMA_VERSION,
@@ -199,5 +233,28 @@ mod tests {
             assert!(s.get(key).is_some(), "missing summary key {key}");
         }
         assert_eq!(v["schema_version"], SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_spread_is_written_only_where_there_is_one() {
+        let mut result = sample_result();
+        let v: serde_json::Value = serde_json::from_str(&result.to_json()).unwrap();
+        assert!(v["groups"][0].get("spread").is_none());
+        result.groups[0].spread.insert(
+            "latency p50".into(),
+            Spread {
+                min: 10.0,
+                max: 12.0,
+            },
+        );
+        let json = result.to_json();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["groups"][0]["spread"]["latency p50"]["max"], 12.0);
+        let typed: BenchResult<CycleSettings> = serde_json::from_str(&json).unwrap();
+        assert_eq!(typed, result);
+        let mut spread = Spread::of(5.0);
+        spread.include(3.0);
+        assert_eq!(spread, Spread { min: 3.0, max: 5.0 });
+        assert!(spread.overlaps(&Spread::of(5.0)) && !spread.overlaps(&Spread::of(5.5)));
     }
 }

@@ -66,6 +66,16 @@ impl Recorder {
         self.sum_sq += other.sum_sq;
     }
 
+    /// Empty it again, keeping the histogram's memory (no allocation, pages stay touched).
+    pub fn reset(&mut self) {
+        self.hist.reset();
+        self.count = 0;
+        self.min = u64::MAX;
+        self.max = 0;
+        self.sum = 0;
+        self.sum_sq = 0;
+    }
+
     pub fn count(&self) -> u64 {
         self.count
     }
@@ -188,6 +198,20 @@ mod tests {
             (s.min, s.p50, s.p99_999, s.max, s.stddev),
             (15_000, 15_000, 15_000, 15_000, 0)
         );
+    }
+
+    #[test]
+    fn a_reset_recorder_is_empty_and_records_afresh() {
+        let mut r = Recorder::new();
+        r.record(5_000_000);
+        r.record(7);
+        r.reset();
+        assert_eq!((r.count(), r.summary()), (0, Summary::default()));
+        r.record(20);
+        r.record(40);
+        let s = r.summary();
+        assert_eq!((s.count, s.min, s.max, s.mean), (2, 20, 40, 30));
+        assert_eq!(r.histogram().len(), 2);
     }
 
     #[test]

@@ -197,6 +197,16 @@ fn bench_ipc_refuses_bad_input_before_measuring() {
         (&["--transports", "carrier-pigeon"][..], "unknown transport"),
         (&["--ring-capacity", "1000"][..], "power of two"),
         (&["--rounds", "0"][..], "--rounds"),
+        (&["--load-cpus", "0"][..], "--load-cpus without --load"),
+        (&["--load", "gpu"][..], "unknown load \"gpu\""),
+        (
+            &["--samples", "/nonexistent/dir/samples.csv"][..],
+            "cannot write the samples file",
+        ),
+        (
+            &["-p", "rt", "--journal-dir", "/nonexistent/tame-journal"][..],
+            "no partitions are applied",
+        ),
     ] {
         let mut all = vec!["bench", "ipc"];
         all.extend_from_slice(args);
@@ -214,6 +224,8 @@ fn bench_ipc_short_run_writes_a_versioned_result() {
         return;
     }
     let cpus = format!("{},{}", allowed[0], allowed[1]);
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("samples.csv");
     let out = tame(&[
         "bench",
         "ipc",
@@ -231,12 +243,17 @@ fn bench_ipc_short_run_writes_a_versioned_result() {
         "2048",
         "--rounds",
         "1",
+        "--samples",
+        samples.to_str().unwrap(),
         "--json",
         "-",
     ]);
     let result = json_of(&out);
     assert_eq!(result["bench"], "ipc");
-    assert_eq!(result["schema_version"], 1);
+    assert_eq!(result["schema_version"], 2);
+    assert_eq!(result["settings"]["sides"]["timing"]["cpu"], allowed[0]);
+    assert_eq!(result["settings"]["sides"]["echo"]["in_partition"], false);
+    assert_eq!(result["partition"], Value::Null);
     let labels: Vec<&str> = result["groups"]
         .as_array()
         .unwrap()
@@ -245,9 +262,30 @@ fn bench_ipc_short_run_writes_a_versioned_result() {
         .collect();
     assert_eq!(labels, ["floor/8B", "tame-ring/8B", "pipe/8B"]);
     assert_eq!(result["groups"][1]["metrics"][0]["summary"]["count"], 500);
-    assert_eq!(result["merged"]["label"], "goals");
+    // The merged group holds ratios only, no verdicts.
+    assert_eq!(result["merged"]["label"], "ratios");
+    assert_eq!(result["merged"]["counters"], serde_json::json!({}));
+    assert!(
+        result["merged"]["derived"]["latency_tame-ring_8B_over_floor"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
     // The table went to stderr because the JSON took stdout.
-    assert!(String::from_utf8_lossy(&out.stderr).contains("tame-ring/8B"));
+    let table = String::from_utf8_lossy(&out.stderr);
+    assert!(table.contains("tame-ring/8B"), "{table}");
+    assert!(
+        table.contains("\nratios\n") && !table.contains("goal"),
+        "{table}"
+    );
+    // One CSV row per measured round trip, timed on the timing CPU.
+    let csv = std::fs::read_to_string(&samples).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("timestamp_ns,cpu,value_ns,group"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 3 * 500);
+    assert!(rows.iter().all(|r| r[1] == allowed[0].to_string()));
+    assert_eq!(rows.iter().filter(|r| r[3] == "pipe/8B").count(), 500);
 }
 
 /// The CPUs this test process may run on (its affinity mask).

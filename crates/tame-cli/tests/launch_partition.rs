@@ -126,6 +126,7 @@ fn run_and_detach_into_an_applied_partition() {
     let result: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(result["partition"], "lrt");
     assert_eq!(result["noise"]["cpus"][0]["cpu"].to_string(), cpu);
+    bench_ipc_in_a_partition_of_one_cpu(jd, &cpu);
     // A CPU outside the partition is bad input, before anything runs.
     let o = tame(&[
         "bench",
@@ -161,4 +162,78 @@ fn run_and_detach_into_an_applied_partition() {
             "{err}"
         );
     }
+}
+
+/// `bench ipc -p` on a partition of one CPU: the timing thread joins it on that CPU, the
+/// echo thread runs on the system partition's first CPU, outside it, and a load goes to the
+/// system partition's other CPUs (all of them when there are none other). A timing CPU
+/// outside the partition is bad input.
+fn bench_ipc_in_a_partition_of_one_cpu(jd: &str, cpu: &str) {
+    let last: u32 = cpu.parse().unwrap();
+    let load = have_program("stress-ng");
+    let mut args = vec![
+        "bench",
+        "ipc",
+        "-p",
+        "lrt",
+        "--journal-dir",
+        jd,
+        "--transports",
+        "floor,tame-ring,pipe",
+        "--sizes",
+        "8",
+        "--round-trips",
+        "2000",
+        "--messages",
+        "4096",
+        "--rounds",
+        "2",
+        "--json",
+        "-",
+    ];
+    if load {
+        args.extend(["--load", "cpu"]);
+    }
+    let o = tame(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(result["partition"], "lrt");
+    let sides = &result["settings"]["sides"];
+    assert_eq!(sides["timing"]["cpu"].to_string(), cpu);
+    assert_eq!(sides["timing"]["in_partition"], true);
+    assert_eq!(sides["echo"]["cpu"], 0);
+    assert_eq!(sides["echo"]["in_partition"], false);
+    assert_eq!(result["groups"][0]["cpu"].to_string(), cpu);
+    assert_eq!(result["groups"][1]["metrics"][0]["summary"]["count"], 2000);
+    assert_eq!(result["merged"]["label"], "ratios");
+    if load {
+        // The system partition is 0..last-1; the echo thread has CPU 0.
+        let want = match last {
+            1 => "0".to_string(),
+            2 => "1".to_string(),
+            _ => format!("1-{}", last - 1),
+        };
+        assert_eq!(result["load"]["cpus"], want.as_str());
+        assert!(result["load"]["throughput"].is_array());
+    }
+    // The timing threads have ended: nothing is left in the partition's cgroup.
+    let tasks = std::fs::read_to_string("/sys/fs/cgroup/cpuset/tame-lrt/tasks").unwrap();
+    assert_eq!(tasks, "", "left in the partition");
+    // A timing CPU outside the partition is bad input, before anything runs.
+    let o = tame(&[
+        "bench",
+        "ipc",
+        "-p",
+        "lrt",
+        "--journal-dir",
+        jd,
+        "--cpus",
+        "0,1",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the timing CPU 0 is not in partition \"lrt\""),
+        "{err}"
+    );
 }

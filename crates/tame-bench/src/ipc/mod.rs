@@ -6,27 +6,39 @@
 //!
 //! The tame channels run over anonymous (memfd) shared mappings, exactly what two
 //! processes would map; both ends live in one process here so that every transport
-//! is measured the same way (two threads, CPU `a` and CPU `b`).
+//! is measured the same way (two threads: the timing side and the echo side, see
+//! [`sides`]). With `-p` the timing side runs in an applied partition and the echo side
+//! in it too or, when it has one CPU, on the system partition.
 //!
-//! Result layout (schema of [`crate::result::BenchResult`]): one group per transport
-//! and size, labelled `"<transport>/<size>B"`, with the metric `one_way_latency` (ns)
-//! and, for queues, `throughput_ns_per_msg` (ns per message, one sample per block of
-//! [`BLOCK`] messages); counters `round_trips`, `throughput_messages`; derived
-//! `throughput_msgs_per_s`, `median_over_floor`. The `merged` group, labelled
-//! `"goals"`, holds the goal ratios (derived) and verdicts (counters, 1 met / 0 not).
+//! Result layout (schema of [`crate::result::BenchResult`], `schema_version`
+//! [`SCHEMA_VERSION`]): one group per transport and size, labelled `"<transport>/<size>B"`,
+//! with the metric `one_way_latency` (ns) and, for queues, `throughput_ns_per_msg` (ns per
+//! message, one sample per block of [`BLOCK`] messages); counters `round_trips`,
+//! `throughput_messages`; derived `throughput_msgs_per_s`, `median_over_floor`; `spread`
+//! over the rounds. The `merged` group, labelled `"ratios"`, holds the ratios between
+//! transports ([`ratios`]) as derived figures.
 
 mod endpoint;
-mod goals;
+mod ratios;
 mod run;
+mod samples;
+pub mod sides;
 mod view;
 
 pub use endpoint::STALL_TIMEOUT;
-pub use goals::{evaluate, GoalCheck};
-pub use run::{check, run, IpcRun};
+pub use ratios::{ratios, Quantity, Ratio};
+pub use run::{check, run, IpcRun, Samples};
+pub use samples::write_samples_csv;
+pub use sides::{Side, Sides};
 pub use view::summary_text;
 
 use serde::{Deserialize, Serialize};
 use tame_rt::ClockKind;
+
+/// The `schema_version` of an ipc result. 2: `settings.sides` replaced `settings.cpus`,
+/// the merged group holds ratios (label `ratios`) instead of goal verdicts, groups carry
+/// their spread over the rounds (see docs/results.md).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Messages per throughput sample.
 pub const BLOCK: u64 = 1024;
@@ -137,8 +149,8 @@ pub fn parse_cpu_pair(text: &str) -> crate::Result<[u32; 2]> {
 /// What `tame bench ipc` was asked to do; recorded in the result.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IpcSettings {
-    /// The sending (and timing) thread's CPU and the echoing thread's CPU.
-    pub cpus: [u32; 2],
+    /// Where the sending (and timing) thread and the echoing thread ran.
+    pub sides: Sides,
     pub sizes: Vec<usize>,
     pub transports: Vec<Transport>,
     /// Measured round trips per transport and size, over all rounds.
@@ -158,13 +170,14 @@ impl IpcSettings {
     /// Checks everything a run relies on; the message says what to change.
     pub fn validate(&self, online: &tame_host::CpuList) -> crate::Result<()> {
         use crate::error::invalid;
-        if self.cpus[0] == self.cpus[1] {
+        let cpus = self.sides.cpus();
+        if cpus[0] == cpus[1] {
             return Err(invalid(format!(
                 "--cpus needs two different CPUs (got {0},{0}) — the bench measures between two CPUs",
-                self.cpus[0]
+                cpus[0]
             )));
         }
-        for cpu in self.cpus {
+        for cpu in cpus {
             if !online.contains(cpu) {
                 return Err(invalid(format!(
                     "CPU {cpu} is not online (online: {online}) — pick two online CPUs with --cpus A,B"
@@ -211,7 +224,7 @@ mod tests {
 
     fn settings() -> IpcSettings {
         IpcSettings {
-            cpus: [0, 1],
+            sides: Sides::unplaced([0, 1]),
             sizes: vec![8, 64],
             transports: Transport::ALL.to_vec(),
             round_trips: 1000,
@@ -230,14 +243,14 @@ mod tests {
         let cases = [
             (
                 IpcSettings {
-                    cpus: [1, 1],
+                    sides: Sides::unplaced([1, 1]),
                     ..settings()
                 },
                 "two different",
             ),
             (
                 IpcSettings {
-                    cpus: [0, 5],
+                    sides: Sides::unplaced([0, 5]),
                     ..settings()
                 },
                 "not online",

@@ -1,25 +1,31 @@
 //! Runs the IPC bench: rounds × sizes × transports, each segment on two freshly
-//! created endpoints and two threads pinned to the two CPUs.
+//! created endpoints and two threads placed on their sides' CPUs (joining an applied
+//! partition's cgroup first where the side is in it).
 //!
-//! The timed loops allocate nothing: recorders are built before the run, messages
-//! are stack arrays, and the only system calls are the ones the transport itself
-//! makes (none for the shared-memory transports).
+//! The timed loops allocate nothing: recorders and sample buffers are built before the
+//! run, messages are stack arrays, and the only system calls are the ones the transport
+//! itself makes (none for the shared-memory transports).
 
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::Barrier;
 use std::time::Duration;
 
+use tame_host::cgroup::CgroupVersion;
 use tame_host::environment::RunEnvironment;
 use tame_host::Root;
 use tame_rt::Clock;
 
-use super::endpoint::{self, Endpoint};
-use super::goals::{self, GoalCheck};
-use super::{IpcSettings, Transport, BLOCK};
+use super::endpoint::{self, Endpoint, STALL_TIMEOUT};
+use super::ratios::{self, Ratio};
+use super::{IpcSettings, Side, Sides, Transport, BLOCK, SCHEMA_VERSION};
 use crate::engine::{self, RunControl};
-use crate::error::io_failed;
-use crate::result::{unix_now_ns, BenchResult, GroupResult, Metric, SCHEMA_VERSION};
+use crate::error::{invalid, io_failed};
+use crate::load::{LoadSpec, RunningLoad};
+use crate::measure::{Sample, SampleBuffer};
+use crate::placement::{JoinGroup, Joined, Placement};
+use crate::result::{unix_now_ns, BenchResult, GroupResult, Metric, Spread};
+use crate::session::{self, Conditions};
 use crate::stats::Recorder;
 
 /// Generous time per message for a message-queue segment's deadline: a blocked
@@ -30,21 +36,56 @@ fn mq_segment_bound(messages: u64) -> Duration {
     MQ_TIME_PER_MESSAGE.saturating_mul(u32::try_from(messages).unwrap_or(u32::MAX))
 }
 
-/// A finished run: the versioned result and the goal verdicts (also inside the
-/// result's `merged` group).
-pub struct IpcRun {
-    pub result: BenchResult<IpcSettings>,
-    pub goals: Vec<GoalCheck>,
+/// The longest a load may have to run: every message of every segment at the mq bound
+/// (a safety limit for stress-ng should tame die; the load is stopped when the run ends).
+fn load_bound_ns(settings: &IpcSettings) -> u64 {
+    let per_pair = settings
+        .round_trips
+        .saturating_add(settings.warmup_round_trips * u64::from(settings.rounds))
+        .saturating_add(settings.throughput_messages);
+    let pairs = (settings.sizes.len() * settings.transports.len()) as u64;
+    (MQ_TIME_PER_MESSAGE.as_nanos() as u64)
+        .saturating_mul(per_pair)
+        .saturating_mul(pairs)
+        .saturating_add(STALL_TIMEOUT.as_nanos() as u64)
+        .min(30 * 86_400 * 1_000_000_000)
 }
 
-/// Where the two threads run and how they read time.
-#[derive(Clone, Copy)]
+/// A finished run: the versioned result, the ratios (also inside the result's `merged`
+/// group) and the raw round trips if they were asked for.
+pub struct IpcRun {
+    pub result: BenchResult<IpcSettings>,
+    pub ratios: Vec<Ratio>,
+    pub samples: Samples,
+}
+
+/// Raw round trips, per group (`tame-ring/8B`): when each was sent (CLOCK_MONOTONIC ns)
+/// and how long it took (ns), all timed on `cpu`. Empty unless asked for.
+pub struct Samples {
+    pub cpu: u32,
+    pub groups: Vec<(String, SampleBuffer)>,
+}
+
+/// Where the two threads run, how they join the partition and read time.
 struct Plan {
-    timed_cpu: u32,
-    echo_cpu: u32,
+    sides: Sides,
+    join: Option<std::sync::Arc<JoinGroup>>,
     clock: Clock,
     warmup: u64,
+    /// A raw clock reading and CLOCK_MONOTONIC ns taken together: turns a raw reading into
+    /// a sample's timestamp.
+    origin: (u64, u64),
 }
+
+impl Plan {
+    #[inline(always)]
+    fn timestamp_ns(&self, raw: u64) -> u64 {
+        self.origin.1 + self.clock.raw_delta_ns(raw.wrapping_sub(self.origin.0))
+    }
+}
+
+/// The figures whose spread over the rounds a group records.
+const LATENCY_SPREAD: [&str; 3] = ["mean", "p50", "p99"];
 
 /// What one transport and size accumulated over the rounds.
 pub(super) struct Tally {
@@ -52,60 +93,168 @@ pub(super) struct Tally {
     pub(super) throughput: Recorder,
     pub(super) messages: u64,
     pub(super) throughput_ns: u64,
+    pub(super) samples: SampleBuffer,
+    /// Each figure's smallest and largest value over the rounds measured.
+    pub(super) spread: BTreeMap<String, Spread>,
+    pub(super) rounds: u32,
 }
 
 impl Tally {
-    pub(super) fn new() -> Tally {
+    pub(super) fn new(sample_capacity: usize) -> Tally {
         Tally {
             latency: Recorder::new(),
             throughput: Recorder::new(),
             messages: 0,
             throughput_ns: 0,
+            samples: SampleBuffer::with_capacity(sample_capacity),
+            spread: BTreeMap::new(),
+            rounds: 0,
         }
     }
+
+    /// Widen the spread of figure `name` to cover this round's `value`.
+    pub(super) fn note(&mut self, name: String, value: f64) {
+        self.spread
+            .entry(name)
+            .and_modify(|s| s.include(value))
+            .or_insert_with(|| Spread::of(value));
+    }
 }
 
-/// Everything that can refuse `settings` on this host before anything starts: the settings'
-/// own rules, and both CPUs online and allowed to this process. Returns the environment read.
-pub fn check(root: &Root, settings: &IpcSettings) -> crate::Result<RunEnvironment> {
+impl IpcSettings {
+    /// Raw samples kept per transport and size for `--samples` (every measured round trip),
+    /// within [`session::MAX_SAMPLES_TOTAL`]; 0 when none are wanted.
+    pub fn sample_capacity(&self, wanted: bool) -> crate::Result<usize> {
+        session::sample_capacity(
+            wanted,
+            self.round_trips,
+            self.sizes.len() * self.transports.len(),
+        )
+    }
+}
+
+/// Everything that can refuse `settings` under `conditions` on this host before anything
+/// starts: the settings' own rules, each side's CPU (in the partition, or allowed to this
+/// process), the partition's cgroup, the load's CPUs and tools. Returns the environment read.
+pub fn check(
+    root: &Root,
+    settings: &IpcSettings,
+    conditions: Conditions,
+) -> crate::Result<RunEnvironment> {
+    Ok(prepare(root, settings, conditions)?.0)
+}
+
+fn prepare(
+    root: &Root,
+    settings: &IpcSettings,
+    conditions: Conditions,
+) -> crate::Result<(RunEnvironment, Option<Joined>)> {
     let environment = RunEnvironment::capture(root);
     settings.validate(&environment.online_cpus)?;
-    let allowed = tame_rt::sched::allowed_cpus();
-    if let Some(cpu) = settings.cpus.iter().find(|cpu| !allowed.contains(cpu)) {
-        return Err(crate::error::invalid(format!(
-            "CPU {cpu} is online but outside this process's allowed CPUs {allowed:?} (a cpuset confines it) — pick allowed CPUs with --cpus, or run tame outside that cpuset"
-        )));
+    let joined = check_sides(root, &settings.sides, conditions.placement)?;
+    if let Some(load) = conditions.load {
+        engine::validate_cpus(&load.cpus, &environment.online_cpus)?;
+        load.check_tools()?;
     }
-    Ok(environment)
+    Ok((environment, joined))
 }
 
-/// Validates, measures and assembles the result. Stops between segments when
-/// `control` is stopped (the result then says `interrupted`).
+/// A side outside the partition must run where this process may; a side inside it must be
+/// on one of its CPUs, and it must be possible to keep the other side outside.
+fn check_sides(
+    root: &Root,
+    sides: &Sides,
+    placement: Option<&Placement>,
+) -> crate::Result<Option<Joined>> {
+    let allowed = tame_rt::sched::allowed_cpus();
+    for (what, side) in [("timing", sides.timing), ("echo", sides.echo)] {
+        if side.in_partition || allowed.contains(&side.cpu) {
+            continue;
+        }
+        let cpu = side.cpu;
+        return Err(invalid(match placement {
+            None => format!(
+                "CPU {cpu} is online but outside this process's allowed CPUs {allowed:?} (a cpuset confines it) — pick allowed CPUs with --cpus, or run tame outside that cpuset"
+            ),
+            Some(p) => format!(
+                "the {what} CPU {cpu} is neither in partition {:?} (its CPUs: {}) nor one tame may run on {allowed:?} — give --cpus A,B with B in the partition or in the system partition",
+                p.partition, p.cpus
+            ),
+        }));
+    }
+    let Some(placement) = placement else {
+        if sides.placed() {
+            return Err(invalid(
+                "a side of the bench is placed in a partition but no partition was given — pass -p NAME",
+            ));
+        }
+        return Ok(None);
+    };
+    if !sides.timing.in_partition {
+        return Err(invalid(format!(
+            "with -p {:?} the timing side runs in the partition — place it there",
+            placement.partition
+        )));
+    }
+    for (what, side) in [("timing", sides.timing), ("echo", sides.echo)] {
+        if side.in_partition && !placement.cpus.contains(side.cpu) {
+            return Err(invalid(format!(
+                "the {what} CPU {} is not in partition {:?} (its CPUs: {}) — pick CPUs of the partition with --cpus A,B",
+                side.cpu, placement.partition, placement.cpus
+            )));
+        }
+    }
+    if placement.group.version() == CgroupVersion::V2 && !sides.echo.in_partition {
+        return Err(invalid(format!(
+            "partition {:?} is a cgroup v2 group, which holds whole processes: tame's echo thread cannot stay on CPU {} outside it while its timing thread joins — give the partition two CPUs, or name two of its CPUs with --cpus A,B",
+            placement.partition, sides.echo.cpu
+        )));
+    }
+    Joined::prepare(root, placement).map(Some)
+}
+
+/// Validates, starts the load, measures, stops the load and assembles the result. Stops
+/// between segments when `control` is stopped (the result then says `interrupted`).
+/// `sample_capacity` round trips are kept per transport and size (see
+/// [`IpcSettings::sample_capacity`]).
 pub fn run(
     root: &Root,
     settings: IpcSettings,
-    command_line: Vec<String>,
+    conditions: Conditions,
     control: &RunControl,
+    sample_capacity: usize,
+    command_line: Vec<String>,
 ) -> crate::Result<IpcRun> {
-    let environment = check(root, &settings)?;
+    let (environment, joined) = prepare(root, &settings, conditions)?;
     let clock = engine::make_clock(settings.clock, environment.invariant_tsc)?;
     let calibration = engine::calibrate(&clock);
     let plan = Plan {
-        timed_cpu: settings.cpus[0],
-        echo_cpu: settings.cpus[1],
+        sides: settings.sides,
+        join: joined.as_ref().map(|j| j.join.clone()),
         clock,
         warmup: settings.warmup_round_trips,
+        origin: (clock.raw(), clock.now()),
     };
 
-    let mut tallies = empty_tallies(&settings);
+    let mut tallies = empty_tallies(&settings, sample_capacity);
+    let running = start_load(conditions.load, &settings)?;
     let started_unix_ns = unix_now_ns();
     let started = clock.raw();
-    let interrupted = measure_rounds(&plan, &settings, control, &mut tallies)?;
+    let interrupted = measure_rounds(&plan, &settings, control, &mut tallies);
     let elapsed_ns = clock.raw_delta_ns(clock.raw().wrapping_sub(started));
+    // On v2 the whole process joined with its first thread: back out, even after a failure.
+    let left = joined.as_ref().map_or(Ok(()), Joined::leave);
+    let interrupted = interrupted?;
+    left?;
+    let load = running.map(RunningLoad::stop);
 
     let groups = build_groups(&settings, &tallies);
-    let goals = goals::evaluate(&groups, &settings.sizes);
-    let merged = goals_group(&goals);
+    let ratios = ratios::ratios(&groups, &settings.sizes);
+    let merged = ratios::ratios_group(&ratios);
+    let samples = Samples {
+        cpu: settings.sides.timing.cpu,
+        groups: take_samples(&settings, &mut tallies),
+    };
     let result = BenchResult {
         schema_version: SCHEMA_VERSION,
         bench: "ipc".into(),
@@ -116,24 +265,59 @@ pub fn run(
         interrupted,
         environment,
         calibration,
-        load: None,
-        partition: None,
+        load,
+        partition: conditions.placement.map(|p| p.partition.clone()),
         settings,
         groups,
         merged,
     };
-    Ok(IpcRun { result, goals })
+    Ok(IpcRun {
+        result,
+        ratios,
+        samples,
+    })
+}
+
+fn start_load(
+    load: Option<&LoadSpec>,
+    settings: &IpcSettings,
+) -> crate::Result<Option<RunningLoad>> {
+    session::start_load(load, load_bound_ns(settings))
 }
 
 /// An empty tally for every size and transport.
-fn empty_tallies(settings: &IpcSettings) -> BTreeMap<(usize, Transport), Tally> {
+fn empty_tallies(
+    settings: &IpcSettings,
+    sample_capacity: usize,
+) -> BTreeMap<(usize, Transport), Tally> {
     let mut tallies = BTreeMap::new();
     for &size in &settings.sizes {
         for &transport in &settings.transports {
-            tallies.insert((size, transport), Tally::new());
+            tallies.insert((size, transport), Tally::new(sample_capacity));
         }
     }
     tallies
+}
+
+/// The kept round trips of each group, in the groups' order (nothing when none were kept).
+fn take_samples(
+    settings: &IpcSettings,
+    tallies: &mut BTreeMap<(usize, Transport), Tally>,
+) -> Vec<(String, SampleBuffer)> {
+    let mut out = Vec::new();
+    for &size in &settings.sizes {
+        for &transport in &settings.transports {
+            if let Some(tally) = tallies.get_mut(&(size, transport)) {
+                if !tally.samples.is_empty() {
+                    out.push((
+                        ratios::label(transport, size),
+                        std::mem::take(&mut tally.samples),
+                    ));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// What one round measures of each size and transport.
@@ -162,8 +346,10 @@ fn measure_rounds(
     control: &RunControl,
     tallies: &mut BTreeMap<(usize, Transport), Tally>,
 ) -> crate::Result<bool> {
-    for round in 0..u64::from(settings.rounds) {
-        let share = RoundShare::of(settings, round);
+    // One round's latencies, merged into the tally afterwards: its figures give the spread.
+    let mut round = Recorder::new();
+    for round_index in 0..u64::from(settings.rounds) {
+        let share = RoundShare::of(settings, round_index);
         for &size in &settings.sizes {
             for &transport in &settings.transports {
                 if control.stopped() {
@@ -172,7 +358,7 @@ fn measure_rounds(
                 let tally = tallies
                     .get_mut(&(size, transport))
                     .expect("tally for every pair");
-                measure_segment(size, transport, plan, settings, &share, tally)?;
+                measure_segment(size, transport, plan, settings, &share, &mut round, tally)?;
             }
         }
     }
@@ -186,20 +372,33 @@ fn measure_segment(
     plan: &Plan,
     settings: &IpcSettings,
     share: &RoundShare,
+    round: &mut Recorder,
     tally: &mut Tally,
 ) -> crate::Result<()> {
     let failed = |what: &str, e: io::Error| {
         io_failed(format!("{} {size} B {what} failed", transport.name()), e)
     };
+    round.reset();
     measure_latency(
         size,
         transport,
         plan,
         settings,
         share.round_trips,
-        &mut tally.latency,
+        round,
+        &mut tally.samples,
     )
     .map_err(|e| failed("latency", e))?;
+    let summary = round.summary();
+    for figure in LATENCY_SPREAD {
+        let value = match figure {
+            "mean" => summary.mean,
+            "p50" => summary.p50,
+            _ => summary.p99,
+        };
+        tally.note(format!("one_way_latency {figure}"), value as f64);
+    }
+    tally.latency.merge(round);
     if transport.is_queue() {
         let ns = measure_throughput(
             size,
@@ -212,23 +411,15 @@ fn measure_segment(
         .map_err(|e| failed("throughput", e))?;
         tally.messages += share.messages;
         tally.throughput_ns += ns;
+        if ns > 0 {
+            tally.note(
+                "throughput_msgs_per_s".into(),
+                share.messages as f64 * 1e9 / ns as f64,
+            );
+        }
     }
+    tally.rounds += 1;
     Ok(())
-}
-
-/// The merged group of an IPC result: each goal's ratio (derived) and verdict (counter,
-/// 1 met / 0 not).
-fn goals_group(goals: &[GoalCheck]) -> GroupResult {
-    GroupResult {
-        label: "goals".into(),
-        cpu: None,
-        metrics: Vec::new(),
-        counters: goals
-            .iter()
-            .map(|g| (g.name.clone(), u64::from(g.met)))
-            .collect(),
-        derived: goals.iter().map(|g| (g.name.clone(), g.value)).collect(),
-    }
 }
 
 pub(super) fn build_groups(
@@ -245,8 +436,8 @@ pub(super) fn build_groups(
             let tally = &tallies[&(size, transport)];
             let latency = tally.latency.summary();
             let mut group = GroupResult {
-                label: goals::label(transport, size),
-                cpu: Some(settings.cpus[0]),
+                label: ratios::label(transport, size),
+                cpu: Some(settings.sides.timing.cpu),
                 metrics: vec![Metric {
                     name: "one_way_latency".into(),
                     unit: "ns".into(),
@@ -256,6 +447,12 @@ pub(super) fn build_groups(
                     .into_iter()
                     .collect(),
                 derived: BTreeMap::new(),
+                // A spread needs two rounds at least.
+                spread: if tally.rounds >= 2 {
+                    tally.spread.clone()
+                } else {
+                    BTreeMap::new()
+                },
             };
             if let Some(floor) = floor_p50 {
                 group.derived.insert(
@@ -290,10 +487,12 @@ fn measure_latency(
     settings: &IpcSettings,
     round_trips: u64,
     recorder: &mut Recorder,
+    samples: &mut SampleBuffer,
 ) -> io::Result<()> {
+    let out = Timed { recorder, samples };
     match size {
-        8 => latency_for::<8>(transport, plan, settings, round_trips, recorder),
-        64 => latency_for::<64>(transport, plan, settings, round_trips, recorder),
+        8 => latency_for::<8>(transport, plan, settings, round_trips, out),
+        64 => latency_for::<64>(transport, plan, settings, round_trips, out),
         other => Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("size {other}"),
@@ -319,43 +518,44 @@ fn measure_throughput(
     }
 }
 
+/// Where the timing thread puts what it measures.
+struct Timed<'a> {
+    recorder: &'a mut Recorder,
+    samples: &'a mut SampleBuffer,
+}
+
 fn latency_for<const N: usize>(
     transport: Transport,
     plan: &Plan,
     settings: &IpcSettings,
     round_trips: u64,
-    recorder: &mut Recorder,
+    out: Timed<'_>,
 ) -> io::Result<()> {
     let capacity = settings.ring_capacity;
     match transport {
-        Transport::Floor => ping_pong::<N, _>(endpoint::floor_pair(), plan, round_trips, recorder),
+        Transport::Floor => ping_pong::<N, _>(endpoint::floor_pair(), plan, round_trips, out),
         Transport::TameRing => ping_pong::<N, _>(
             endpoint::tame_ring_pair::<N>(capacity)?,
             plan,
             round_trips,
-            recorder,
+            out,
         ),
-        Transport::TameRegister => ping_pong::<N, _>(
-            endpoint::tame_register_pair::<N>()?,
-            plan,
-            round_trips,
-            recorder,
-        ),
+        Transport::TameRegister => {
+            ping_pong::<N, _>(endpoint::tame_register_pair::<N>()?, plan, round_trips, out)
+        }
         Transport::Rtrb => ping_pong::<N, _>(
             endpoint::rtrb_pair::<N>(capacity as usize),
             plan,
             round_trips,
-            recorder,
+            out,
         ),
-        Transport::Pipe => ping_pong::<N, _>(endpoint::pipe_pair()?, plan, round_trips, recorder),
-        Transport::UnixSocket => {
-            ping_pong::<N, _>(endpoint::unix_pair()?, plan, round_trips, recorder)
-        }
+        Transport::Pipe => ping_pong::<N, _>(endpoint::pipe_pair()?, plan, round_trips, out),
+        Transport::UnixSocket => ping_pong::<N, _>(endpoint::unix_pair()?, plan, round_trips, out),
         Transport::Mq => ping_pong::<N, _>(
             endpoint::mq_pair(N, mq_segment_bound(plan.warmup + round_trips))?,
             plan,
             round_trips,
-            recorder,
+            out,
         ),
     }
 }
@@ -393,12 +593,31 @@ fn throughput_for<const N: usize>(
     }
 }
 
-/// Pins the calling thread, then meets the other thread at the barrier whatever
-/// happened, so a failed pin never leaves the peer waiting at the barrier.
-fn pin_and_meet(cpu: u32, barrier: &Barrier) -> io::Result<()> {
-    let pinned = tame_rt::sched::pin_current_thread(cpu);
+/// Places the calling thread on its side (joins the partition's cgroup first where the
+/// side is in it, then pins), then meets the other thread at the barrier whatever
+/// happened, so a failed placement never leaves the peer waiting at the barrier.
+fn place_and_meet(side: Side, plan: &Plan, barrier: &Barrier) -> io::Result<()> {
+    let placed = place(side, plan);
     barrier.wait();
-    pinned.map_err(|e| io::Error::other(format!("cannot pin to CPU {cpu}: {e}")))
+    placed
+}
+
+fn place(side: Side, plan: &Plan) -> io::Result<()> {
+    if side.in_partition {
+        let join = plan
+            .join
+            .as_ref()
+            .ok_or_else(|| io::Error::other("the side is in a partition, but none was prepared"))?;
+        join.join().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot join the partition's cgroup (is it still applied? see tame status): {e}"),
+            )
+        })?;
+    }
+    tame_rt::sched::pin_current_thread(side.cpu)
+        .map(|_| ())
+        .map_err(|e| io::Error::other(format!("cannot pin to CPU {}: {e}", side.cpu)))
 }
 
 fn join(handle: std::thread::ScopedJoinHandle<'_, io::Result<()>>) -> io::Result<()> {
@@ -421,15 +640,16 @@ fn ping_pong<const N: usize, E: Endpoint<N>>(
     (timed, echo): (E, E),
     plan: &Plan,
     round_trips: u64,
-    recorder: &mut Recorder,
+    out: Timed<'_>,
 ) -> io::Result<()> {
+    let Timed { recorder, samples } = out;
     let barrier = &Barrier::new(2);
     let total = plan.warmup + round_trips;
     // Each thread owns its end (move), so an end that stops early is dropped and its
     // peer sees EOF instead of waiting forever.
     std::thread::scope(|scope| {
         let echoing = scope.spawn(move || -> io::Result<()> {
-            pin_and_meet(plan.echo_cpu, barrier)?;
+            place_and_meet(plan.sides.echo, plan, barrier)?;
             // On this thread's own stack: the two ends' private indices must not share
             // a cache line (closures live side by side on the heap).
             let mut echo = echo;
@@ -441,7 +661,7 @@ fn ping_pong<const N: usize, E: Endpoint<N>>(
             Ok(())
         });
         let timing = scope.spawn(move || -> io::Result<()> {
-            pin_and_meet(plan.timed_cpu, barrier)?;
+            place_and_meet(plan.sides.timing, plan, barrier)?;
             let mut timed = timed;
             let clock = plan.clock;
             let mut msg = [0u8; N];
@@ -459,7 +679,13 @@ fn ping_pong<const N: usize, E: Endpoint<N>>(
                     ));
                 }
                 if i >= plan.warmup {
-                    recorder.record(clock.raw_delta_ns(t1.wrapping_sub(t0)) / 2);
+                    let round_trip = clock.raw_delta_ns(t1.wrapping_sub(t0));
+                    recorder.record(round_trip / 2);
+                    // Into a buffer sized before the start (nothing when none is wanted).
+                    samples.push(Sample {
+                        t_ns: plan.timestamp_ns(t0),
+                        value_ns: round_trip,
+                    });
                 }
             }
             Ok(())
@@ -482,7 +708,7 @@ fn stream<const N: usize, E: Endpoint<N>>(
     let barrier = &Barrier::new(2);
     std::thread::scope(|scope| {
         let sending = scope.spawn(move || -> io::Result<()> {
-            pin_and_meet(plan.timed_cpu, barrier)?;
+            place_and_meet(plan.sides.timing, plan, barrier)?;
             let mut sender = sender;
             let mut msg = [0u8; N];
             for i in 0..messages {
@@ -492,7 +718,7 @@ fn stream<const N: usize, E: Endpoint<N>>(
             Ok(())
         });
         let receiving = scope.spawn(move || -> io::Result<u64> {
-            pin_and_meet(plan.echo_cpu, barrier)?;
+            place_and_meet(plan.sides.echo, plan, barrier)?;
             let mut receiver = receiver;
             let clock = plan.clock;
             let mut msg = [0u8; N];
@@ -527,12 +753,13 @@ fn stream<const N: usize, E: Endpoint<N>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tame_host::cgroup::Group;
+    use tame_host::CpuList;
     use tame_rt::ClockKind;
 
-    #[test]
-    fn rounds_share_the_totals_exactly() {
-        let settings = IpcSettings {
-            cpus: [0, 1],
+    fn settings(cpus: [u32; 2]) -> IpcSettings {
+        IpcSettings {
+            sides: Sides::unplaced(cpus),
             sizes: vec![8],
             transports: vec![Transport::Pipe],
             round_trips: 1_001,
@@ -541,7 +768,12 @@ mod tests {
             rounds: 3,
             ring_capacity: 256,
             clock: ClockKind::Monotonic,
-        };
+        }
+    }
+
+    #[test]
+    fn rounds_share_the_totals_exactly() {
+        let settings = settings([0, 1]);
         let shares: Vec<(u64, u64)> = (0..3)
             .map(|round| RoundShare::of(&settings, round))
             .map(|s| (s.round_trips, s.messages))
@@ -554,35 +786,159 @@ mod tests {
     }
 
     #[test]
-    fn the_goals_group_holds_ratios_and_verdicts() {
-        let check = |name: &str, value: f64, met: bool| GoalCheck {
-            name: name.into(),
-            value,
-            threshold: 1.0,
-            met,
+    fn the_load_may_run_as_long_as_the_slowest_run() {
+        // 1 pair × (1001 round trips + 7173 messages) × 200 µs, plus the stall timeout.
+        let s = settings([0, 1]);
+        let messages = 1_001 + 7 * BLOCK + 5;
+        assert_eq!(
+            load_bound_ns(&s),
+            messages * 200_000 + STALL_TIMEOUT.as_nanos() as u64
+        );
+        let huge = IpcSettings {
+            round_trips: u64::MAX,
+            ..settings([0, 1])
         };
-        let group = goals_group(&[check("a", 0.5, true), check("b", 2.0, false)]);
-        assert_eq!(group.label, "goals");
-        assert_eq!(group.counters["a"], 1);
-        assert_eq!(group.counters["b"], 0);
-        assert_eq!(group.derived["b"], 2.0);
-        assert!(group.metrics.is_empty() && group.cpu.is_none());
+        assert_eq!(load_bound_ns(&huge), 30 * 86_400 * 1_000_000_000);
     }
 
-    /// A short real run over every transport: each produces its distributions, the
-    /// shared-memory ones beat the kernel ones, and the goals are evaluated.
+    #[test]
+    fn raw_samples_are_bounded_per_run() {
+        let s = IpcSettings {
+            round_trips: 1_000,
+            sizes: vec![8, 64],
+            transports: Transport::ALL.to_vec(),
+            ..settings([0, 1])
+        };
+        assert_eq!(s.sample_capacity(false).unwrap(), 0);
+        assert_eq!(s.sample_capacity(true).unwrap(), 1_000);
+        let too_many = IpcSettings {
+            round_trips: session::MAX_SAMPLES_TOTAL,
+            ..s
+        };
+        let e = too_many.sample_capacity(true).unwrap_err();
+        assert!(e.is_bad_input() && e.to_string().contains("1.6 GB"), "{e}");
+    }
+
+    fn placement(cpus: &str, version: CgroupVersion) -> Placement {
+        Placement {
+            partition: "rt".into(),
+            cpus: CpuList::parse(cpus).unwrap(),
+            group: Group::new(version, "/sys/fs/cgroup/cpuset", "/tame-rt"),
+        }
+    }
+
+    fn refusal(sides: Sides, p: Option<&Placement>) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let e = check_sides(&Root::new(dir.path()), &sides, p).unwrap_err();
+        assert!(e.is_bad_input(), "{e}");
+        e.to_string()
+    }
+
+    fn allowed() -> Vec<u32> {
+        tame_rt::sched::allowed_cpus()
+    }
+
+    #[test]
+    fn sides_that_cannot_be_placed_are_bad_input() {
+        let mine = allowed()[0];
+        let in_rt = |cpu| Side {
+            cpu,
+            in_partition: true,
+        };
+        let out = |cpu| Side {
+            cpu,
+            in_partition: false,
+        };
+        // v2 holds whole processes: the echo thread cannot stay outside.
+        let v2 = placement("4000", CgroupVersion::V2);
+        let e = refusal(
+            Sides {
+                timing: in_rt(4000),
+                echo: out(mine),
+            },
+            Some(&v2),
+        );
+        assert!(
+            e.starts_with("partition \"rt\" is a cgroup v2 group, which holds whole processes"),
+            "{e}"
+        );
+        // The echo CPU neither in the partition nor one tame may use.
+        let v1 = placement("4000", CgroupVersion::V1);
+        let e = refusal(
+            Sides {
+                timing: in_rt(4000),
+                echo: out(4001),
+            },
+            Some(&v1),
+        );
+        assert!(
+            e.starts_with("the echo CPU 4001 is neither in partition \"rt\" (its CPUs: 4000) nor one tame may run on"),
+            "{e}"
+        );
+        // A side said to be in the partition on a CPU that is not the partition's.
+        let e = refusal(
+            Sides {
+                timing: in_rt(4002),
+                echo: out(mine),
+            },
+            Some(&v1),
+        );
+        assert!(
+            e.starts_with("the timing CPU 4002 is not in partition \"rt\""),
+            "{e}"
+        );
+        // The timing side outside the partition it names.
+        let e = refusal(
+            Sides {
+                timing: out(mine),
+                echo: in_rt(4000),
+            },
+            Some(&v1),
+        );
+        assert!(e.contains("the timing side runs in the partition"), "{e}");
+        // A side in a partition without one.
+        let e = refusal(
+            Sides {
+                timing: in_rt(mine),
+                echo: out(mine),
+            },
+            None,
+        );
+        assert!(e.contains("no partition was given"), "{e}");
+        // Without -p, a CPU tame may not use.
+        let e = refusal(Sides::unplaced([mine, 4001]), None);
+        assert!(
+            e.starts_with("CPU 4001 is online but outside this process's allowed CPUs"),
+            "{e}"
+        );
+        // v1, the partition's cgroup is missing: refused too, after the sides passed.
+        let e = refusal(
+            Sides {
+                timing: in_rt(4000),
+                echo: out(mine),
+            },
+            Some(&v1),
+        );
+        assert!(
+            e.contains("its cgroup /sys/fs/cgroup/cpuset/tame-rt does not exist"),
+            "{e}"
+        );
+    }
+
+    /// A short real run over every transport: each produces its distributions and its
+    /// spread over the rounds, the shared-memory ones beat the kernel ones, the ratios
+    /// are computed and the raw round trips kept.
     #[test]
     fn short_run_measures_every_transport() {
-        let allowed = tame_rt::sched::allowed_cpus();
+        let allowed = allowed();
         if !tame_testing::require::require(
             allowed.len() >= 2,
             "two CPUs this process may run on (the IPC bench)",
         ) {
             return;
         }
-        let cpus = &allowed[..2];
         let settings = IpcSettings {
-            cpus: [cpus[0], cpus[1]],
+            sides: Sides::unplaced([allowed[0], allowed[1]]),
             sizes: vec![8, 64],
             transports: Transport::ALL.to_vec(),
             round_trips: 2_000,
@@ -592,20 +948,29 @@ mod tests {
             ring_capacity: 256,
             clock: ClockKind::Monotonic,
         };
+        let capacity = settings.sample_capacity(true).unwrap();
         let run = run(
             &Root::system(),
             settings,
-            vec!["test".into()],
+            Conditions::default(),
             &RunControl::new(),
+            capacity,
+            vec!["test".into()],
         )
         .unwrap();
         let result = &run.result;
         assert_eq!(result.bench, "ipc");
+        assert_eq!(result.schema_version, 2);
+        assert_eq!(
+            (result.partition.as_deref(), result.load.as_ref()),
+            (None, None)
+        );
         assert_eq!(result.groups.len(), 2 * Transport::ALL.len());
         for group in &result.groups {
             let latency = group.metric("one_way_latency").unwrap().summary;
             assert_eq!(latency.count, 2_000, "{}", group.label);
             assert!(latency.min > 0 && latency.min <= latency.p50 && latency.p50 <= latency.max);
+            assert_eq!(group.cpu, Some(allowed[0]));
             let is_queue =
                 !group.label.starts_with("floor") && !group.label.starts_with("tame-register");
             assert_eq!(
@@ -614,13 +979,19 @@ mod tests {
                 "{}",
                 group.label
             );
+            // Two rounds: each figure's spread covers the merged value's neighbourhood.
+            let p50 = group.spread["one_way_latency p50"];
+            assert!(p50.min > 0.0 && p50.min <= p50.max, "{}", group.label);
+            assert!(group.spread.contains_key("one_way_latency p99"));
             if is_queue {
                 assert_eq!(group.counters["throughput_messages"], 4 * BLOCK);
                 assert_eq!(
                     group.metric("throughput_ns_per_msg").unwrap().summary.count,
                     4
                 );
-                assert!(group.derived["throughput_msgs_per_s"] > 0.0);
+                let rate = group.derived["throughput_msgs_per_s"];
+                let spread = group.spread["throughput_msgs_per_s"];
+                assert!(spread.min <= rate && rate <= spread.max, "{}", group.label);
             }
         }
         let p50 = |label: &str| {
@@ -631,15 +1002,103 @@ mod tests {
             p50("tame-ring/8B") < p50("pipe/8B"),
             "shared memory beats a pipe"
         );
-        // Every goal the issue names is checked for both sizes (2 tame channels × (floor + 3
-        // kernel transports) + throughput, per size).
-        assert_eq!(run.goals.len(), 2 * (2 * 4 + 1));
-        assert_eq!(result.merged.label, "goals");
-        assert_eq!(result.merged.counters.len(), run.goals.len());
+        // Per size: 2 tame channels × (floor + 3 kernel transports) + ring over rtrb.
+        assert_eq!(run.ratios.len(), 2 * (2 * 4 + 1));
+        assert_eq!(result.merged.label, "ratios");
+        assert_eq!(result.merged.derived.len(), run.ratios.len());
+        assert!(result.merged.counters.is_empty());
+        // Every measured round trip kept, timed on the timing CPU, in time order.
+        assert_eq!(run.samples.cpu, allowed[0]);
+        assert_eq!(run.samples.groups.len(), result.groups.len());
+        for ((label, buffer), group) in run.samples.groups.iter().zip(&result.groups) {
+            assert_eq!(label, &group.label);
+            assert_eq!(buffer.len(), 2_000);
+            assert!(buffer.samples().windows(2).all(|w| w[0].t_ns <= w[1].t_ns));
+            let one_way = group.metric("one_way_latency").unwrap().summary;
+            let shortest = buffer.samples().iter().map(|s| s.value_ns).min().unwrap();
+            assert_eq!(shortest / 2, one_way.min, "{label}");
+        }
         let text = crate::ipc::summary_text(&run);
         assert!(
-            text.contains("tame-ring/64B") && text.contains("goals"),
+            text.contains("tame-ring/64B") && text.contains("ratios"),
             "{text}"
         );
+    }
+
+    /// With a partition (a v1 cpuset in a scratch tree standing in for the machine's), the
+    /// timing thread joins its cgroup before it pins itself; the result names the partition.
+    #[test]
+    fn a_run_in_a_partition_joins_its_cgroup_from_the_timing_side() {
+        let allowed = allowed();
+        if !tame_testing::require::require(
+            allowed.len() >= 2,
+            "two CPUs this process may run on (the IPC bench)",
+        ) {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path();
+        let group = base.join("sys/fs/cgroup/cpuset/tame-rt");
+        std::fs::create_dir_all(&group).unwrap();
+        std::fs::write(group.join("tasks"), "").unwrap();
+        let proc_dir = base.join(format!("proc/{}", std::process::id()));
+        std::fs::create_dir_all(&proc_dir).unwrap();
+        std::fs::write(proc_dir.join("cgroup"), "3:cpuset:/\n").unwrap();
+        let online = Root::system().cpus_online().unwrap();
+        let cpu_dir = base.join(&tame_host::cpu::SYS_CPU[1..]);
+        std::fs::create_dir_all(&cpu_dir).unwrap();
+        std::fs::write(cpu_dir.join("online"), format!("{online}\n")).unwrap();
+        let root = Root::new(base);
+        let partition = Placement {
+            partition: "rt".into(),
+            cpus: CpuList::from_cpus([allowed[1]]),
+            group: Group::new(CgroupVersion::V1, "/sys/fs/cgroup/cpuset", "/tame-rt"),
+        };
+        let system = CpuList::from_cpus([allowed[0]]);
+        let sides = super::super::sides::choose(None, Some(&partition), Some(&system)).unwrap();
+        let settings = IpcSettings {
+            sides,
+            sizes: vec![8],
+            transports: vec![Transport::Floor],
+            round_trips: 500,
+            warmup_round_trips: 10,
+            throughput_messages: BLOCK,
+            rounds: 1,
+            ring_capacity: 256,
+            clock: ClockKind::Monotonic,
+        };
+        let conditions = Conditions {
+            load: None,
+            placement: Some(&partition),
+        };
+        let run = run(&root, settings, conditions, &RunControl::new(), 0, vec![]).unwrap();
+        let result = &run.result;
+        assert_eq!(result.partition.as_deref(), Some("rt"));
+        assert_eq!(
+            result.settings.sides,
+            Sides {
+                timing: Side {
+                    cpu: allowed[1],
+                    in_partition: true
+                },
+                echo: Side {
+                    cpu: allowed[0],
+                    in_partition: false
+                },
+            }
+        );
+        // The timing thread wrote its thread id (not this thread's) into the task list.
+        let joined: u32 = std::fs::read_to_string(group.join("tasks"))
+            .unwrap()
+            .trim()
+            .parse()
+            .expect("a thread joined the partition");
+        // SAFETY: gettid takes no arguments and cannot fail.
+        let this_thread = unsafe { libc::gettid() };
+        assert_ne!(joined, this_thread as u32);
+        assert_eq!(result.groups[0].cpu, Some(allowed[1]));
+        // One round: no spread.
+        assert!(result.groups[0].spread.is_empty());
+        assert!(run.samples.groups.is_empty());
     }
 }

@@ -1,22 +1,35 @@
-//! The human view of an IPC run: one-way latency percentiles, throughput, goal
-//! verdicts and the run's circumstances.
+//! The human view of an IPC run: one-way latency percentiles, throughput, the ratios
+//! between transports and the run's circumstances.
 
 use std::fmt::Write as _;
 
 use super::run::IpcRun;
-use super::{GoalCheck, IpcSettings, BLOCK};
+use super::{IpcSettings, Ratio, Side, BLOCK};
 use crate::output::human_ns;
 use crate::result::{BenchResult, GroupResult};
 
-/// The human view: one-way latency percentiles, throughput, goal verdicts and the
-/// run's circumstances.
+/// The human view: one-way latency percentiles, throughput, ratios and the run's
+/// circumstances.
 pub fn summary_text(run: &IpcRun) -> String {
     let result = &run.result;
     let mut out = String::new();
     write_latency_table(&mut out, result);
     write_throughput_table(&mut out, &result.groups);
-    write_goals(&mut out, &run.goals);
+    write_ratios(&mut out, &run.ratios);
     let _ = writeln!(out, "\n{}", circumstances_line(result));
+    if let Some(load) = &result.load {
+        let kinds: Vec<&str> = load.kinds.iter().map(|k| k.name()).collect();
+        let rates: Vec<String> = load
+            .throughput
+            .iter()
+            .map(|t| format!("{} {:.0}", t.stressor, t.bogo_ops_per_s))
+            .collect();
+        let _ = write!(out, "load: {} on CPUs {}", kinds.join(","), load.cpus);
+        if !rates.is_empty() {
+            let _ = write!(out, " (bogo-ops/s: {})", rates.join(", "));
+        }
+        let _ = writeln!(out);
+    }
     if result.interrupted {
         let _ = writeln!(
             out,
@@ -26,12 +39,24 @@ pub fn summary_text(run: &IpcRun) -> String {
     out
 }
 
+/// `CPU 3`, and where it ran when the run was placed in a partition.
+fn side_text(side: Side, partition: Option<&str>) -> String {
+    match partition {
+        Some(p) if side.in_partition => format!("CPU {} (partition {p})", side.cpu),
+        Some(_) => format!("CPU {} (outside the partition)", side.cpu),
+        None => format!("CPU {}", side.cpu),
+    }
+}
+
 /// The title, then a row of one-way latency percentiles per transport and size.
 fn write_latency_table(out: &mut String, result: &BenchResult<IpcSettings>) {
+    let sides = &result.settings.sides;
+    let partition = result.partition.as_deref();
     let _ = writeln!(
         out,
-        "tame bench ipc — one-way latency (round trip / 2), CPU {} ⇄ CPU {}",
-        result.settings.cpus[0], result.settings.cpus[1]
+        "tame bench ipc — one-way latency (round trip / 2), {} ⇄ {}",
+        side_text(sides.timing, partition),
+        side_text(sides.echo, partition)
     );
     let _ = writeln!(
         out,
@@ -89,28 +114,31 @@ fn write_throughput_table(out: &mut String, groups: &[GroupResult]) {
     }
 }
 
-/// Each goal's measured ratio against its threshold, and the verdict (nothing when no
-/// goal could be checked).
-fn write_goals(out: &mut String, goals: &[GoalCheck]) {
-    if goals.is_empty() {
+/// Each ratio between two transports' figures (nothing when none could be computed).
+fn write_ratios(out: &mut String, ratios: &[Ratio]) {
+    if ratios.is_empty() {
         return;
     }
-    let _ = writeln!(out, "\ngoals");
-    for goal in goals {
-        // Latency goals are upper bounds, the others (speedups, throughput) lower bounds.
-        let relation = if goal.name.starts_with("latency") {
-            "≤"
-        } else {
-            "≥"
-        };
-        let _ = writeln!(
-            out,
-            "  {:<44} {:>9.2}  (goal {relation} {})  {}",
-            goal.name,
-            goal.value,
-            goal.threshold,
-            if goal.met { "met" } else { "NOT met" }
-        );
+    let _ = writeln!(out, "\nratios");
+    let lines: Vec<(String, f64)> = ratios
+        .iter()
+        .map(|r| {
+            let what = format!(
+                "{} {} ÷ {}",
+                r.quantity.describe(),
+                r.numerator,
+                r.denominator
+            );
+            (what, r.value)
+        })
+        .collect();
+    let width = lines
+        .iter()
+        .map(|(w, _)| w.chars().count())
+        .max()
+        .unwrap_or(0);
+    for (what, value) in lines {
+        let _ = writeln!(out, "  {what:<width$} {value:>9.2}");
     }
 }
 
@@ -140,17 +168,16 @@ mod tests {
     use tame_host::environment::RunEnvironment;
     use tame_rt::ClockKind;
 
-    use super::super::run::{build_groups, Tally};
-    use super::super::{goals, Transport};
+    use super::super::run::{build_groups, Samples, Tally};
+    use super::super::{ratios, Sides, Transport, SCHEMA_VERSION};
     use super::*;
-    use crate::result::SCHEMA_VERSION;
 
     /// A run assembled from hand-filled tallies: one-way latencies `base`..`base`×21 ns per
     /// transport (the floor 100 ns, the kernel transports in µs) and, for queues, a throughput
     /// of `base`/4 ns per message.
     fn recorded_run(transports: &[Transport], interrupted: bool, virtualised: bool) -> IpcRun {
         let settings = IpcSettings {
-            cpus: [2, 3],
+            sides: Sides::unplaced([2, 3]),
             sizes: vec![8, 64],
             transports: transports.to_vec(),
             round_trips: 1_000,
@@ -173,7 +200,7 @@ mod tests {
                         Transport::UnixSocket => 1_500,
                         Transport::Mq => 30_000,
                     };
-                let mut tally = Tally::new();
+                let mut tally = Tally::new(0);
                 for k in 0..1_000 {
                     tally.latency.record(base + k * base / 50);
                 }
@@ -188,7 +215,7 @@ mod tests {
             }
         }
         let groups = build_groups(&settings, &tallies);
-        let goals = goals::evaluate(&groups, &settings.sizes);
+        let ratios = ratios::ratios(&groups, &settings.sizes);
         let mut environment = RunEnvironment {
             kernel_release: "6.1.0-rt".into(),
             preemption_model: "full".into(),
@@ -218,7 +245,14 @@ mod tests {
             groups,
             merged: GroupResult::default(),
         };
-        IpcRun { result, goals }
+        IpcRun {
+            result,
+            ratios,
+            samples: Samples {
+                cpu: 2,
+                groups: Vec::new(),
+            },
+        }
     }
 
     /// The expected text was produced by `summary_text` before it was split into pieces.
@@ -256,36 +290,36 @@ mod tests {
             "unix-socket/64B                8192         333333   3003ns   3007ns   3007ns\n",
             "mq/64B                         8192          16667  60.01µs  60.01µs  60.01µs\n",
             "\n",
-            "goals\n",
-            "  latency_tame-ring_8B_over_floor                   1.40  (goal ≤ 1.5)  met\n",
-            "  speedup_tame-ring_8B_vs_pipe                     14.29  (goal ≥ 10)  met\n",
-            "  speedup_tame-ring_8B_vs_unix-socket              10.72  (goal ≥ 10)  met\n",
-            "  speedup_tame-ring_8B_vs_mq                      214.36  (goal ≥ 10)  met\n",
-            "  latency_tame-register_8B_over_floor               1.80  (goal ≤ 1.5)  NOT met\n",
-            "  speedup_tame-register_8B_vs_pipe                 11.12  (goal ≥ 10)  met\n",
-            "  speedup_tame-register_8B_vs_unix-socket           8.34  (goal ≥ 10)  NOT met\n",
-            "  speedup_tame-register_8B_vs_mq                  166.74  (goal ≥ 10)  met\n",
-            "  throughput_tame-ring_8B_over_rtrb                 1.07  (goal ≥ 1)  met\n",
-            "  latency_tame-ring_64B_over_floor                  1.40  (goal ≤ 1.5)  met\n",
-            "  speedup_tame-ring_64B_vs_pipe                    14.28  (goal ≥ 10)  met\n",
-            "  speedup_tame-ring_64B_vs_unix-socket             10.72  (goal ≥ 10)  met\n",
-            "  speedup_tame-ring_64B_vs_mq                     214.24  (goal ≥ 10)  met\n",
-            "  latency_tame-register_64B_over_floor              1.80  (goal ≤ 1.5)  NOT met\n",
-            "  speedup_tame-register_64B_vs_pipe                11.11  (goal ≥ 10)  met\n",
-            "  speedup_tame-register_64B_vs_unix-socket          8.34  (goal ≥ 10)  NOT met\n",
-            "  speedup_tame-register_64B_vs_mq                 166.66  (goal ≥ 10)  met\n",
-            "  throughput_tame-ring_64B_over_rtrb                1.07  (goal ≥ 1)  met\n",
+            "ratios\n",
+            "  median latency tame-ring/8B ÷ floor/8B                  1.40\n",
+            "  median latency pipe/8B ÷ tame-ring/8B                  14.29\n",
+            "  median latency unix-socket/8B ÷ tame-ring/8B           10.72\n",
+            "  median latency mq/8B ÷ tame-ring/8B                   214.36\n",
+            "  median latency tame-register/8B ÷ floor/8B              1.80\n",
+            "  median latency pipe/8B ÷ tame-register/8B              11.12\n",
+            "  median latency unix-socket/8B ÷ tame-register/8B        8.34\n",
+            "  median latency mq/8B ÷ tame-register/8B               166.74\n",
+            "  msgs/s tame-ring/8B ÷ rtrb/8B                           1.07\n",
+            "  median latency tame-ring/64B ÷ floor/64B                1.40\n",
+            "  median latency pipe/64B ÷ tame-ring/64B                14.28\n",
+            "  median latency unix-socket/64B ÷ tame-ring/64B         10.72\n",
+            "  median latency mq/64B ÷ tame-ring/64B                 214.24\n",
+            "  median latency tame-register/64B ÷ floor/64B            1.80\n",
+            "  median latency pipe/64B ÷ tame-register/64B            11.11\n",
+            "  median latency unix-socket/64B ÷ tame-register/64B      8.34\n",
+            "  median latency mq/64B ÷ tame-register/64B             166.66\n",
+            "  msgs/s tame-ring/64B ÷ rtrb/64B                         1.07\n",
             "\n",
             "clock monotonic (read 25 ns); kernel 6.1.0-rt (full); virtualised (KVM): hypervisor noise no guest setting removes\n",
         );
         assert_eq!(summary_text(&run), expected);
     }
 
-    /// No goal can be checked with the pipe alone; an interrupted run on bare metal.
+    /// No ratio with the pipe alone; an interrupted run on bare metal.
     #[test]
-    fn summary_without_goals_is_unchanged() {
+    fn summary_without_ratios_is_unchanged() {
         let run = recorded_run(&[Transport::Pipe], true, false);
-        assert!(run.goals.is_empty());
+        assert!(run.ratios.is_empty());
         let expected = concat!(
             "tame bench ipc — one-way latency (round trip / 2), CPU 2 ⇄ CPU 3\n",
             "transport                  count      min      p50      p90      p99    p99.9   p99.99  p99.999       max\n",
@@ -301,5 +335,40 @@ mod tests {
             "interrupted: the numbers cover the segments measured before Ctrl-C\n",
         );
         assert_eq!(summary_text(&run), expected);
+    }
+
+    /// A run placed in a partition says where each side ran, and what load ran beside it.
+    #[test]
+    fn summary_of_a_placed_and_loaded_run_names_the_sides_and_the_load() {
+        let mut run = recorded_run(&[Transport::Floor], false, false);
+        run.result.partition = Some("rt".into());
+        run.result.settings.sides = Sides {
+            timing: Side {
+                cpu: 3,
+                in_partition: true,
+            },
+            echo: Side {
+                cpu: 0,
+                in_partition: false,
+            },
+        };
+        run.result.load = Some(crate::load::LoadDescription {
+            kinds: vec![crate::load::LoadKind::Cpu],
+            cpus: tame_host::CpuList::parse("1-2").unwrap(),
+            commands: Vec::new(),
+            throughput: vec![crate::load::Throughput {
+                stressor: "cpu".into(),
+                bogo_ops_per_s: 1287.7,
+            }],
+        });
+        let text = summary_text(&run);
+        assert!(
+            text.starts_with("tame bench ipc — one-way latency (round trip / 2), CPU 3 (partition rt) ⇄ CPU 0 (outside the partition)\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("\nload: cpu on CPUs 1-2 (bogo-ops/s: cpu 1288)\n"),
+            "{text}"
+        );
     }
 }

@@ -1,19 +1,27 @@
 //! `tame bench ipc`: arguments and output for the IPC bench in `tame-bench`.
 
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
 use tame_bench::engine;
-use tame_bench::ipc::{self, IpcSettings, Transport};
+use tame_bench::ipc::{self, sides, IpcSettings, Sides, Transport};
+use tame_bench::load::LoadSpec;
+use tame_bench::session::Conditions;
 use tame_rt::ClockKind;
 
-use super::measuring::{install_stop_handler, parse_clock};
+use super::measuring::{self, install_stop_handler, parse_clock, Partitioned};
 use crate::error::finished;
-use crate::output::JsonOut;
+use crate::output::{create, JsonOut};
 use crate::Context;
 
 #[derive(clap::Args)]
 pub struct IpcBenchArgs {
-    /// The two CPUs: the timing (sending) thread's, then the echoing (receiving) thread's.
-    #[arg(long, default_value = "0,1", value_name = "A,B")]
-    pub cpus: String,
+    /// The two CPUs: the timing (sending) thread's, then the echoing (receiving) thread's
+    /// (default 0,1; with -p the partition's first CPU, and its second or else the system
+    /// partition's first).
+    #[arg(long, value_name = "A,B")]
+    pub cpus: Option<String>,
     /// Transports to compare: all, or a list of floor, tame-ring, tame-register, rtrb, pipe, unix-socket, mq.
     #[arg(long, default_value = "all", value_name = "LIST")]
     pub transports: String,
@@ -41,17 +49,40 @@ pub struct IpcBenchArgs {
     /// Write the result as JSON to FILE, or to stdout with `-` (the table then goes to stderr).
     #[arg(long, value_name = "FILE|-")]
     pub json: Option<String>,
+    /// Every measured round trip as CSV (timestamp_ns,cpu,value_ns,group; value = round trip).
+    #[arg(long, value_name = "FILE")]
+    pub samples: Option<PathBuf>,
+    /// Background load during the run: any of cpu,io,hdd,vm,sock,build.
+    #[arg(long, value_name = "LIST")]
+    pub load: Option<String>,
+    /// CPUs the load runs on (default: all online CPUs; with -p, the system partition's
+    /// other than the bench's two, or all of them when that leaves none).
+    #[arg(long, value_name = "LIST")]
+    pub load_cpus: Option<String>,
+    /// Time from inside this applied partition (`tame apply`): the timing thread joins its
+    /// cgroup on its first CPU; the echo thread runs on its second CPU, or with one CPU on the
+    /// system partition, outside it.
+    #[arg(short = 'p', long, value_name = "NAME")]
+    pub partition: Option<String>,
+    /// Where `tame apply` keeps its journal, for -p (default /var/lib/tame below --root).
+    #[arg(long, value_name = "DIR", requires = "partition")]
+    pub journal_dir: Option<PathBuf>,
 }
 
 pub fn run(ctx: &Context, args: IpcBenchArgs) -> anyhow::Result<i32> {
-    let cpus = ipc::parse_cpu_pair(&args.cpus)?;
+    let asked = args.cpus.as_deref().map(ipc::parse_cpu_pair).transpose()?;
     let transports = Transport::parse_list(&args.transports)?;
     let sizes = ipc::parse_sizes(&args.sizes)?;
+    let partitioned =
+        measuring::partition(ctx, args.partition.as_deref(), args.journal_dir.as_deref())?;
+    let system = partitioned.as_ref().and_then(|p| p.system_cpus.as_ref());
+    let sides = sides::choose(asked, partitioned.as_ref().map(|p| &p.placement), system)?;
+    let load = load(ctx, &args, partitioned.as_ref(), &sides)?;
     let clock = args
         .clock
         .unwrap_or_else(|| engine::preferred_clock(&ctx.root));
     let settings = IpcSettings {
-        cpus,
+        sides,
         sizes,
         transports,
         round_trips: args.round_trips,
@@ -61,11 +92,57 @@ pub fn run(ctx: &Context, args: IpcBenchArgs) -> anyhow::Result<i32> {
         ring_capacity: args.ring_capacity,
         clock,
     };
-    // Refused before the JSON file is created.
-    ipc::check(&ctx.root, &settings)?;
+    let conditions = Conditions {
+        load: load.as_ref(),
+        placement: partitioned.as_ref().map(|p| &p.placement),
+    };
+    // Refused before any output file is created.
+    ipc::check(&ctx.root, &settings, conditions)?;
+    let capacity = settings.sample_capacity(args.samples.is_some())?;
     let json = JsonOut::open(args.json.as_deref(), "JSON result")?;
+    let samples = args
+        .samples
+        .as_ref()
+        .map(|p| create(p, "samples"))
+        .transpose()?;
     let control = install_stop_handler()?;
-    let done = ipc::run(&ctx.root, settings, ctx.command_line.clone(), &control)?;
+    let done = ipc::run(
+        &ctx.root,
+        settings,
+        conditions,
+        &control,
+        capacity,
+        ctx.command_line.clone(),
+    )?;
+    if let Some(file) = samples {
+        let mut w = std::io::BufWriter::new(file);
+        ipc::write_samples_csv(&mut w, &done.samples)
+            .and_then(|()| w.flush())
+            .context("cannot write the samples")?;
+    }
     json.emit(&done.result, &ipc::summary_text(&done))?;
     Ok(finished(done.result.interrupted))
+}
+
+/// `--load` on `--load-cpus`; with -p the load defaults to the system partition's CPUs
+/// other than the bench's (see [`sides::default_load_cpus`]).
+fn load(
+    ctx: &Context,
+    args: &IpcBenchArgs,
+    partitioned: Option<&Partitioned>,
+    sides: &Sides,
+) -> anyhow::Result<Option<LoadSpec>> {
+    let default = partitioned
+        .and_then(|p| p.system_cpus.as_ref())
+        .map(|system| sides::default_load_cpus(system, sides).to_string());
+    // Only a load gets the default: --load-cpus alone stays an error.
+    let cpus = args
+        .load_cpus
+        .as_deref()
+        .or(default.as_deref().filter(|_| args.load.is_some()));
+    Ok(tame_bench::target::load(
+        &ctx.root,
+        args.load.as_deref(),
+        cpus,
+    )?)
 }
