@@ -95,7 +95,7 @@ fn penalty_reasons(model: &HostModel, chosen: &CpuList, system: &CpuList) -> Vec
             format!("CPUs {isolated} are isolated although kernel-managed IRQs fire there")
         };
         reasons.push(format!(
-            "{which}: no CPU without one was left, so they will interrupt the work (boot with isolcpus=managed_irq keeps them off)"
+            "{which}: no CPU without one was left, so they will interrupt the work (booting with isolcpus=managed_irq moves those whose affinity also names a housekeeping CPU; a queue that serves only an isolated CPU stays)"
         ));
     }
     if chosen.contains(0) {
@@ -126,8 +126,10 @@ pub fn choose(model: &HostModel, count: u32) -> Result<Layout, AssessError> {
     } else {
         ""
     };
+    let mems =
+        local_memory(model, &chosen).map_or(String::new(), |node| format!("mems = \"{node}\"\n"));
     let spec_text = format!(
-        "# {count} isolated CPU(s) for the time-critical work, the rest for everything else.\n[[partition]]\nname = \"system\"\ncpus = \"{system}\"\nrole = \"system\"\n\n[[partition]]\nname = \"{PARTITION}\"\ncpus = \"{chosen}\"\nrole = \"isolated\"\n{idle}"
+        "# {count} isolated CPU(s) for the time-critical work, the rest for everything else.\n[[partition]]\nname = \"system\"\ncpus = \"{system}\"\nrole = \"system\"\n\n[[partition]]\nname = \"{PARTITION}\"\ncpus = \"{chosen}\"\nrole = \"isolated\"\n{mems}{idle}"
     );
     let mut layout = Layout {
         partition: PARTITION.to_string(),
@@ -169,6 +171,19 @@ fn pick(model: &HostModel, pool: &CpuList, count: usize) -> CpuList {
         };
     }
     chosen
+}
+
+/// The one node all of `cpus` are on, when the machine has several and that node has
+/// memory: the partition's memory is then bound to it.
+fn local_memory(model: &HostModel, cpus: &CpuList) -> Option<u32> {
+    let nodes = nodes(model);
+    if nodes.len() < 2 {
+        return None;
+    }
+    let (id, _) = nodes
+        .iter()
+        .find(|(_, node_cpus)| cpus.difference(node_cpus).is_empty())?;
+    model.nodes_with_memory().contains(*id).then_some(*id)
 }
 
 /// The online CPUs of each NUMA node that has any.
@@ -235,7 +250,7 @@ fn place(model: &HostModel, count: usize) -> (CpuList, Vec<String>) {
             format!("the node of CPU {keeper}, as no other node has {count} CPU(s)")
         };
         let reason = format!(
-            "NUMA: all {count} isolated CPU(s) on node {id} (CPUs {node_cpus}), so the work's memory and last-level cache stay on one node; {why}"
+            "NUMA: all {count} isolated CPU(s) on node {id} (CPUs {node_cpus}), so they share its last-level cache and the partition's memory is bound to it (mems); {why}"
         );
         return (chosen, vec![reason]);
     }
@@ -441,7 +456,13 @@ mod tests {
             assert_eq!(l.isolated.to_string(), isolated);
             assert_eq!(
                 reason(&l, "NUMA:"),
-                format!("NUMA: all {count} isolated CPU(s) on node 1 (CPUs 12-23,36-47), so the work's memory and last-level cache stay on one node; node 0 keeps CPU 0 and the housekeeping")
+                format!("NUMA: all {count} isolated CPU(s) on node 1 (CPUs 12-23,36-47), so they share its last-level cache and the partition's memory is bound to it (mems); node 0 keeps CPU 0 and the housekeeping")
+            );
+            // The memory goes with them, and the spec still plans.
+            assert!(
+                l.spec_text.contains("role = \"isolated\"\nmems = \"1\"\n"),
+                "{}",
+                l.spec_text
             );
         }
     }
@@ -456,7 +477,7 @@ mod tests {
         assert_eq!(l.isolated.to_string(), "10-11,34-35");
         assert_eq!(
             reason(&l, "NUMA:"),
-            "NUMA: all 4 isolated CPU(s) on node 0 (CPUs 0-11,24-35), so the work's memory and last-level cache stay on one node; the node of CPU 0, as no other node has 4 CPU(s)"
+            "NUMA: all 4 isolated CPU(s) on node 0 (CPUs 0-11,24-35), so they share its last-level cache and the partition's memory is bound to it (mems); the node of CPU 0, as no other node has 4 CPU(s)"
         );
         assert!(!l.isolated.contains(0));
     }
@@ -493,7 +514,7 @@ mod tests {
             l.reasons,
             vec![
                 "CPU 0 stays with the system where it can: it carries housekeeping the kernel cannot move".to_string(),
-                "CPUs 23,47 are isolated although kernel-managed IRQs fire there: no CPU without one was left, so they will interrupt the work (boot with isolcpus=managed_irq keeps them off)".to_string(),
+                "CPUs 23,47 are isolated although kernel-managed IRQs fire there: no CPU without one was left, so they will interrupt the work (booting with isolcpus=managed_irq moves those whose affinity also names a housekeeping CPU; a queue that serves only an isolated CPU stays)".to_string(),
                 reason(&l, "NUMA:").to_string(),
                 reason(&l, "SMT:").to_string(),
             ]
@@ -550,7 +571,7 @@ mod tests {
         assert_eq!(l.isolated.to_string(), "11,35");
         assert_eq!(
             reason(&l, "NUMA:"),
-            "NUMA: all 2 isolated CPU(s) on node 0 (CPUs 0-11,24-35), so the work's memory and last-level cache stay on one node; the node of CPU 0, whose CPUs carry fewer kernel-managed IRQs than the other nodes'"
+            "NUMA: all 2 isolated CPU(s) on node 0 (CPUs 0-11,24-35), so they share its last-level cache and the partition's memory is bound to it (mems); the node of CPU 0, whose CPUs carry fewer kernel-managed IRQs than the other nodes'"
         );
         assert_eq!(
             l.reasons[0],

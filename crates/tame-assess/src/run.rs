@@ -230,6 +230,8 @@ fn recover_earlier_run(
                 )));
             }
             let report = tame_partition::revert(root, journal_dir)?;
+            // Its busy-loop phase may have been killed with tracing set up.
+            tame_trace::tracefs::recover_stale(root);
             if !report.not_restored.is_empty() {
                 return Err(AssessError::Failed(format!(
                     "an earlier tame assess left its partition applied and reverting it left {} change(s) unrestored — see `tame status`, fix the cause and run `tame revert`",

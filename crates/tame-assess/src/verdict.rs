@@ -169,12 +169,19 @@ pub fn decide(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine)
             &mut notes,
         )
     };
+    let limits = limits(
+        r,
+        best,
+        best_noise,
+        part_holds.as_ref().or(shared_holds.as_ref()),
+        m,
+    );
     Verdict {
         outcome,
         headline,
         shared: shared_holds,
         partitioned: part_holds,
-        limits: limits(r, best, best_noise, m),
+        limits,
         next_step,
         cost: cost(shared.load.as_ref(), partitioned.load.as_ref(), m),
         notes,
@@ -236,7 +243,7 @@ fn outcome(
         (_, Some(p)) => (
             Outcome::NotMet,
             format!("not met, not even partitioned: {}", p.describe()),
-            not_met_step(r, best, best_noise, m),
+            not_met_step(r, best, best_noise, p.stretch_ns, m),
         ),
         (None, None) => (
             Outcome::Unknown,
@@ -251,7 +258,33 @@ fn not_met_step(
     r: &Requirement,
     cycle: Option<&CycleFigures>,
     noise: Option<&NoiseFigures>,
+    stretch_ns: u64,
     m: &Machine,
+) -> String {
+    let bound = r.latency_bound_ns();
+    let waited = cycle.map_or(0, |c| c.latency_within(r.miss_rate));
+    // When the wakeups alone fit, the interruptions of the computation are what breaks it.
+    if stretch_ns > 0 && waited <= bound {
+        return format!(
+            "the wakeups alone fit ({} of the {} the work can wait), but interruptions add up to {} to each {} of work (see the limits): {}",
+            human(waited),
+            human(bound),
+            human(stretch_ns),
+            human(r.budget_ns),
+            cause_step(r, cycle, noise, m, bound.saturating_sub(waited))
+        );
+    }
+    cause_step(r, cycle, noise, m, bound)
+}
+
+/// The most fundamental cause of what is missing, and what could remove it: `room` is
+/// what the work can afford to lose to the cause.
+fn cause_step(
+    r: &Requirement,
+    cycle: Option<&CycleFigures>,
+    noise: Option<&NoiseFigures>,
+    m: &Machine,
+    room: u64,
 ) -> String {
     let bound = r.latency_bound_ns();
     // One stall proves a hard requirement impossible; a tolerated miss rate may absorb it.
@@ -260,11 +293,11 @@ fn not_met_step(
         noise.and_then(|n| n.unexplained_max_ns),
         r.is_hard(),
     ) {
-        if stall > bound {
+        if stall > room {
             return format!(
                 "this machine cannot meet it: the hypervisor ({hv}) alone stalls the CPU for up to {} (gaps no guest event explains), more than the {} the work can wait — run it on bare metal or on a host that dedicates and pins this vCPU",
                 human(stall),
-                human(bound)
+                human(room)
             );
         }
     }
@@ -287,8 +320,13 @@ fn not_met_step(
         return "a PREEMPT_RT kernel is needed: what is left comes from kernel work a partition cannot move away (see the limits)".to_string();
     }
     let measured = cycle.map_or(0, |c| c.latency_within(r.miss_rate));
+    let or_budget = if room < bound {
+        " (or shorten the budget)"
+    } else {
+        ""
+    };
     format!(
-        "relax the requirement: the work waited up to {} at the tolerated miss rate, and may wait {}",
+        "relax the requirement{or_budget}: the work waited up to {} at the tolerated miss rate, and may wait {}",
         human(measured),
         human(bound)
     )
@@ -300,9 +338,22 @@ fn limits(
     r: &Requirement,
     cycle: Option<&CycleFigures>,
     noise: Option<&NoiseFigures>,
+    holds: Option<&Holds>,
     m: &Machine,
 ) -> Vec<String> {
     let mut out = Vec::new();
+    if let Some(h) = holds.filter(|h| h.stretch_ns > 0) {
+        out.push(format!(
+            "interruptions add up to {} to each {} of work ({})",
+            human(h.stretch_ns),
+            human(r.budget_ns),
+            if r.is_hard() {
+                "the most the busy loop lost in one computation of the budget"
+            } else {
+                "the busy loop's average share of lost time"
+            }
+        ));
+    }
     if let Some(c) = cycle {
         if c.latency.min.saturating_add(r.budget_ns) > r.deadline_ns {
             out.push(format!("the fastest wakeup took {}", human(c.latency.min)));

@@ -251,3 +251,31 @@ fn interruptions_of_the_budget_count_against_the_deadline() {
     let v = r.decide_for(&soft);
     assert_eq!(v.partitioned.unwrap().stretch_ns, 10 * US);
 }
+
+#[test]
+fn when_only_the_interruptions_break_it_the_next_step_says_so() {
+    use tame_assess::stretch::Stretch;
+    let mut r = recorded();
+    let req = requirement(20 * MS, MS, 20 * MS, 0.0);
+    let margin = r.decide_for(&req).partitioned.unwrap().margin_ns as u64;
+    r.partitioned.noise.as_mut().unwrap().stretch = Some(Stretch {
+        budget_ns: MS,
+        worst_ns: margin + 10 * US,
+        mean_share_percent: 1.0,
+        tasks_excluded: true,
+        incomplete: false,
+    });
+    // Shared does not hold either (its wakeups alone are too slow).
+    let v = r.decide_for(&req);
+    assert_eq!(v.outcome, Outcome::NotMet, "{v:?}");
+    assert!(
+        v.next_step.starts_with("the wakeups alone fit ("),
+        "{}",
+        v.next_step
+    );
+    assert!(
+        v.limits[0].starts_with("interruptions add up to "),
+        "{:?}",
+        v.limits
+    );
+}

@@ -97,6 +97,40 @@ fn assert_as_found(before: &BTreeMap<String, Vec<u8>>, journal: &Path) {
     );
     assert_eq!(tame_cgroups(), Vec::<String>::new());
     assert!(!journal.join("journal").exists(), "the journal is left");
+    // The busy loop's tracing: no instance of a dead noise session, no trace journal.
+    let instances: Vec<String> = [
+        "/sys/kernel/tracing/instances",
+        "/sys/kernel/debug/tracing/instances",
+    ]
+    .iter()
+    .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+    .map(|e| e.file_name().to_string_lossy().into_owned())
+    .filter(|n| n.starts_with("tame-noise-"))
+    .collect();
+    assert_eq!(instances, Vec::<String>::new(), "tracing instances left");
+    let trace_journals: Vec<_> = std::fs::read_dir(tame_trace::tracefs::JOURNAL_BASE)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(
+        trace_journals.is_empty(),
+        "trace journals left: {trace_journals:?}"
+    );
+}
+
+/// Reverts the partition a test applied when the test ends early (a failed assertion
+/// between a kill and its revert): declared after the temporary directory, it drops
+/// first, while the journal is still there.
+struct RevertOnDrop<'a>(&'a Path);
+
+impl Drop for RevertOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.0.join("journal").exists() {
+            let _ = tame(&["revert", "--journal-dir", self.0.to_str().unwrap_or("")]);
+        }
+    }
 }
 
 fn assess(journal: &Path, out: &Path, duration: &str, load: &str) -> Command {
@@ -123,6 +157,7 @@ fn assess_measures_both_phases_and_leaves_the_machine_as_found() {
     }
     let dir = tempfile::tempdir().unwrap();
     let (journal, out) = (dir.path().join("j"), dir.path().join("out"));
+    let _revert = RevertOnDrop(&journal);
     let before = state();
     let o = assess(&journal, &out, "1500ms", "cpu,io")
         .args(["--json", "-"])
@@ -228,6 +263,7 @@ fn after_kill_9_the_next_assess_or_revert_restores_everything() {
     }
     let dir = tempfile::tempdir().unwrap();
     let (journal, out) = (dir.path().join("j"), dir.path().join("out"));
+    let _revert = RevertOnDrop(&journal);
     let before = state();
 
     // Killed in the shared phase: nothing was applied, and the load dies with it.
@@ -267,6 +303,7 @@ fn another_applied_spec_is_refused_before_anything_runs() {
     }
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("j");
+    let _revert = RevertOnDrop(&journal);
     let spec = dir.path().join("own.toml");
     let last = common::last_cpu();
     let first: u32 = last.parse::<u32>().unwrap() - 1;
@@ -304,13 +341,15 @@ fn interrupt(
     ready: impl Fn() -> bool,
     after: Duration,
 ) -> serde_json::Value {
-    let child = assess(journal, out, "8s", "cpu")
-        .args(["--json", "-"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
+    let mut child = Killed(
+        assess(journal, out, "8s", "cpu")
+            .args(["--json", "-"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id() as i32;
     let deadline = Instant::now() + Duration::from_secs(60);
     while !ready() {
         assert!(Instant::now() < deadline, "the assessment never got there");
@@ -319,9 +358,14 @@ fn interrupt(
     std::thread::sleep(after);
     // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
-    let o = child.wait_with_output().unwrap();
-    assert_eq!(o.status.code(), Some(130), "Ctrl-C is exit 130");
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut stdout = Vec::new();
+    std::io::Read::read_to_end(&mut child.0.stdout.take().unwrap(), &mut stdout).unwrap();
+    assert_eq!(
+        child.0.wait().unwrap().code(),
+        Some(130),
+        "Ctrl-C is exit 130"
+    );
+    let r: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     assert_eq!(r["interrupted"], true);
     r
 }
@@ -334,6 +378,7 @@ fn ctrl_c_ends_the_assessment_early_and_reverts() {
     }
     let dir = tempfile::tempdir().unwrap();
     let (journal, out) = (dir.path().join("j"), dir.path().join("out"));
+    let _revert = RevertOnDrop(&journal);
     let before = state();
 
     // In the shared phase: nothing applied, the partitioned phase is not measured.
@@ -444,6 +489,7 @@ fn kill_9_at_each_phase_then_the_next_assess_or_revert_restores_everything() {
     }
     let dir = tempfile::tempdir().unwrap();
     let (journal, out) = (dir.path().join("j"), dir.path().join("out"));
+    let _revert = RevertOnDrop(&journal);
     let before = state();
     for (i, phase) in PHASES.iter().enumerate() {
         let o = child_test(KILL_CHILD)

@@ -159,8 +159,10 @@ fn table(s: &mut String, r: &AssessReport) {
     row(
         s,
         "budget stretch",
-        vs.map(|h| h.stretch_ns).filter(|_| sh.noise.is_some()),
-        vp.map(|h| h.stretch_ns).filter(|_| pa.noise.is_some()),
+        vs.map(|h| h.stretch_ns)
+            .filter(|_| sh.noise.as_ref().is_some_and(|n| n.stretch.is_some())),
+        vp.map(|h| h.stretch_ns)
+            .filter(|_| pa.noise.as_ref().is_some_and(|n| n.stretch.is_some())),
         human_ns,
     );
     if let Some(ratio) = verdict::throughput_ratio(sh.load.as_ref(), pa.load.as_ref()) {

@@ -122,5 +122,10 @@ pub fn run_revert(ctx: &Context, args: RevertArgs) -> anyhow::Result<i32> {
     } else {
         print_out(&view::revert(&dir, &report))?;
     }
+    // A bench noise killed with its tracing set up (e.g. inside a killed assess) is
+    // undone here too: `tame revert` puts back whatever tame left.
+    for note in tame_trace::tracefs::recover_stale(&ctx.root) {
+        eprintln!("tame revert: {note}");
+    }
     Ok(if report.not_restored.is_empty() { 0 } else { 1 })
 }
