@@ -159,7 +159,7 @@ fn status_names_the_drift_and_the_command_that_repairs_it_and_that_command_does(
         spec_file.display()
     );
     let want = format!(
-        "Drift (changed by someone else since apply):\n  /proc/sys/kernel/timer_migration: applied 0 → now 1 — timers are not pulled onto busy isolated CPUs\nRe-applying the spec repairs this (it writes only the 1 value back): {command}\n"
+        "Drift (changed by someone else since apply):\n  /proc/sys/kernel/timer_migration: applied 0 → now 1 — timers are not pulled onto busy isolated CPUs\nRe-applying the spec repairs this (it writes the 1 drifted value back, and anything else the plan now finds): {command}\n"
     );
     assert!(out.contains(&want), "{want:?} missing from:\n{out}");
 

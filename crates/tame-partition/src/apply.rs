@@ -164,14 +164,40 @@ pub fn apply_file(
     };
     if plan.is_empty() {
         report.unchanged = true;
+        // Nothing to write, but a re-apply from another file still notes that file, so
+        // status names it. With nothing applied yet no journal is created.
+        let path = spec_path.map(|p| p.as_os_str().as_encoded_bytes());
+        if journal::load(journal_dir)?.is_some_and(|r| path.is_some_and(|p| new_path(&r, p))) {
+            let mut journal = Journal::open_locked(root, lock)?;
+            note_spec(&mut journal, journal_dir, spec_text, spec_path)?;
+        }
         return Ok(report);
     }
     let mut journal = Journal::open_locked(root, lock)?;
-    let recorded = journal::load(journal_dir)?;
-    if recorded
-        .as_ref()
-        .is_some_and(|r| r.note(SPEC_NOTE).is_none())
-    {
+    note_spec(&mut journal, journal_dir, spec_text, spec_path)?;
+    if let Some(hook) = hook {
+        journal.set_stage_hook(hook);
+    }
+    match run_steps(&mut journal, &plan, &mut report) {
+        Ok(()) => Ok(report),
+        Err(Failure::Journal(e)) => Err(rollback(journal, "the journal".into(), e.to_string())),
+        Err(Failure::Step { step, reason }) => Err(rollback(journal, step, reason)),
+    }
+}
+
+/// Note in `journal` the spec text (once) and the path of its file (when it is not the
+/// one noted last).
+fn note_spec(
+    journal: &mut Journal,
+    journal_dir: &Path,
+    spec_text: &str,
+    spec_path: Option<&Path>,
+) -> Result<(), JournalError> {
+    // Read after opening: a journal torn in its header starts afresh there.
+    let Some(recorded) = journal::load(journal_dir)? else {
+        return Ok(());
+    };
+    if recorded.note(SPEC_NOTE).is_none() {
         journal.note(SPEC_NOTE, spec_text.as_bytes())?;
         // Users a partition names must read which partitions exist; the journal is root's.
         publish_spec(journal_dir, spec_text).map_err(|source| JournalError::Io {
@@ -182,21 +208,16 @@ pub fn apply_file(
     }
     if let Some(path) = spec_path {
         let path = path.as_os_str().as_encoded_bytes();
-        if recorded
-            .as_ref()
-            .is_some_and(|r| r.note(SPEC_PATH_NOTE) != Some(path))
-        {
+        if new_path(&recorded, path) {
             journal.note(SPEC_PATH_NOTE, path)?;
         }
     }
-    if let Some(hook) = hook {
-        journal.set_stage_hook(hook);
-    }
-    match run_steps(&mut journal, &plan, &mut report) {
-        Ok(()) => Ok(report),
-        Err(Failure::Journal(e)) => Err(rollback(journal, "the journal".into(), e.to_string())),
-        Err(Failure::Step { step, reason }) => Err(rollback(journal, step, reason)),
-    }
+    Ok(())
+}
+
+/// `path` is not the spec file the journal noted last.
+fn new_path(recorded: &journal::Recorded, path: &[u8]) -> bool {
+    recorded.note(SPEC_PATH_NOTE) != Some(path)
 }
 
 /// Apply may run again with the spec it applied (to repair drift), not with another.

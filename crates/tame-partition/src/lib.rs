@@ -9,6 +9,7 @@
 pub mod apply;
 pub mod plan;
 pub mod spec;
+mod spec_file;
 pub mod status;
 
 pub use apply::{apply, apply_file, revert, ApplyError, ApplyReport};

@@ -2,6 +2,7 @@
 //! still runs on isolated CPUs.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
 use serde::Serialize;
@@ -14,6 +15,7 @@ use tame_host::{CpuList, HostModel, Root};
 use crate::apply::{SPEC_NOTE, SPEC_PATH_NOTE};
 use crate::plan::{same_value, Step, ValueKind};
 use crate::spec::{Role, Spec, SpecError};
+use crate::spec_file::read_spec_file;
 
 /// Version of the JSON shape of [`Status`].
 pub const STATUS_SCHEMA: u32 = 1;
@@ -80,6 +82,9 @@ pub struct Status {
     pub spec_file: Option<String>,
     /// That file still holds the applied spec, so `tame apply FILE` re-applies it.
     pub spec_file_matches: bool,
+    /// Why that file was not read, a phrase that follows its path ("is a FIFO, not a
+    /// regular file", "is larger than 1024 KiB"): it then does not match.
+    pub spec_file_unread: Option<String>,
     /// Why the applied spec cannot be planned on this host now (re-applying would be
     /// refused), when there is drift and it cannot.
     pub reapply_refused: Option<String>,
@@ -100,6 +105,7 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
             drift: Vec::new(),
             spec_file: None,
             spec_file_matches: false,
+            spec_file_unread: None,
             reapply_refused: None,
             audit: Audit::default(),
         });
@@ -123,13 +129,18 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
     let spec_file = rec
         .note(SPEC_PATH_NOTE)
         .map(|p| String::from_utf8_lossy(p).into_owned());
-    let spec_file_matches = match (&spec_file, &spec) {
-        (Some(path), Some(applied)) => std::fs::read_to_string(path)
-            .ok()
-            .and_then(|t| Spec::parse(path, &t).ok())
-            .is_some_and(|s| &s == applied),
+    // The noted file is often the user's own: read it as untrusted (no symlink, no FIFO
+    // or device, a bounded size).
+    let read = rec
+        .note(SPEC_PATH_NOTE)
+        .map(|p| read_spec_file(Path::new(std::ffi::OsStr::from_bytes(p))));
+    let spec_file_matches = match (&read, &spec, &spec_file) {
+        (Some(Ok(text)), Some(applied), Some(path)) => {
+            Spec::parse(path, text).is_ok_and(|s| &s == applied)
+        }
         _ => false,
     };
+    let spec_file_unread = read.and_then(Result::err);
     Ok(Status {
         schema: STATUS_SCHEMA,
         applied: true,
@@ -144,6 +155,7 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
         drift,
         spec_file,
         spec_file_matches,
+        spec_file_unread,
         reapply_refused,
         audit: audit_model(&model, root, &isolated, &own),
     })

@@ -670,6 +670,17 @@ fn where_every_choice_warns_the_least_bad_layout_is_recommended() {
         r.without_warnings.as_deref(),
         Some("boot with isolcpus=managed_irq,domain,1 (it keeps kernel-managed IRQs off CPU 1), then isolate CPU 1")
     );
+    // A queue whose affinity is CPU 1 alone has no housekeeping CPU to go to: it stays.
+    let mut per_cpu = dev_vm_model();
+    per_cpu.irqs.irqs[1].affinity = CpuList::parse("1").ok();
+    let r = plan(&spec(SYSTEM_0_RT_1), &per_cpu)
+        .unwrap()
+        .recommendation
+        .unwrap();
+    assert_eq!(
+        r.without_warnings.as_deref(),
+        Some("boot with isolcpus=managed_irq,domain,1 (it keeps kernel-managed IRQs off CPU 1 unless a queue serves only CPUs there: IRQ 36 (virtio1-req.0) would stay), then isolate CPU 1")
+    );
     // Isolating CPU 0, which warns too, is that least bad layout: keep it.
     let swapped = "[[partition]]\nname = \"system\"\ncpus = \"1\"\nrole = \"system\"\n\
                    [[partition]]\nname = \"rt\"\ncpus = \"0\"\nrole = \"isolated\"\n";
@@ -960,5 +971,77 @@ fn status_says_what_drifted_and_whether_reapplying_the_noted_file_repairs_it() {
         "only the narrower IRQ pin: {:?}",
         st.drift
     );
+    revert(&f.root, &f.journal).unwrap();
+}
+
+#[test]
+fn a_no_op_reapply_from_another_file_notes_that_file() {
+    let f = v1_fixture();
+    let dir = f.journal.parent().unwrap();
+    let (first, second) = (dir.join("rt.toml"), dir.join("moved.toml"));
+    std::fs::write(&first, MINIMAL_8).unwrap();
+    std::fs::write(&second, MINIMAL_8).unwrap();
+    let s = spec(MINIMAL_8);
+    tame_partition::apply_file(&f.root, &s, MINIMAL_8, Some(&first), &f.journal, None).unwrap();
+
+    // Nothing drifted: the plan is empty, yet status names the file used last.
+    let again = tame_partition::apply_file(&f.root, &s, MINIMAL_8, Some(&second), &f.journal, None)
+        .unwrap();
+    assert!(again.unchanged, "{again:?}");
+    let st = status(&f.root, &f.journal).unwrap();
+    assert_eq!(st.spec_file.as_deref(), Some(second.to_str().unwrap()));
+    assert!(st.spec_file_matches);
+    // The same file again notes nothing.
+    let journal_before = std::fs::read(f.journal.join("journal")).unwrap();
+    tame_partition::apply_file(&f.root, &s, MINIMAL_8, Some(&second), &f.journal, None).unwrap();
+    assert_eq!(
+        std::fs::read(f.journal.join("journal")).unwrap(),
+        journal_before
+    );
+
+    // A no-op apply with nothing applied in its journal directory creates no journal.
+    let fresh = dir.join("other-journal");
+    let noop =
+        tame_partition::apply_file(&f.root, &s, MINIMAL_8, Some(&second), &fresh, None).unwrap();
+    assert!(noop.unchanged, "{noop:?}");
+    assert!(tame_host::journal::load(&fresh).unwrap().is_none());
+    assert!(!status(&f.root, &fresh).unwrap().applied);
+    revert(&f.root, &f.journal).unwrap();
+}
+
+#[test]
+fn status_does_not_follow_a_spec_file_swapped_for_a_fifo_a_symlink_or_a_huge_file() {
+    let f = v1_fixture();
+    let file = f.journal.with_file_name("rt.toml");
+    std::fs::write(&file, MINIMAL_8).unwrap();
+    let s = spec(MINIMAL_8);
+    tame_partition::apply_file(&f.root, &s, MINIMAL_8, Some(&file), &f.journal, None).unwrap();
+    assert_eq!(status(&f.root, &f.journal).unwrap().spec_file_unread, None);
+
+    let unread = |why: &str| {
+        let st = status(&f.root, &f.journal).unwrap();
+        assert!(!st.spec_file_matches);
+        assert_eq!(st.spec_file_unread.as_deref(), Some(why));
+    };
+    // A symlink, even to a file that holds the applied spec.
+    let real = f.journal.with_file_name("real.toml");
+    std::fs::write(&real, MINIMAL_8).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&real, &file).unwrap();
+    unread("is a symbolic link (not followed)");
+    // A FIFO with no writer: status returns at once.
+    std::fs::remove_file(&file).unwrap();
+    nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    unread("is a FIFO, not a regular file");
+    // A file over the cap (sparse: the spec, then 2 MiB of nothing).
+    std::fs::remove_file(&file).unwrap();
+    std::fs::write(&file, MINIMAL_8).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(2 << 20)
+        .unwrap();
+    unread("is larger than 1024 KiB");
     revert(&f.root, &f.journal).unwrap();
 }

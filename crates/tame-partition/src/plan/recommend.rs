@@ -94,6 +94,30 @@ fn burdens_of(host: &HostModel, cpus: &CpuList) -> BTreeMap<u32, Vec<Burden>> {
     out
 }
 
+/// The kernel-managed IRQs that fire on `isolated` and that `isolcpus=managed_irq` would
+/// leave there: the kernel steers a managed IRQ only onto an online housekeeping CPU of
+/// its own affinity, so one whose affinity holds none (a per-CPU queue) stays. An
+/// unreadable affinity counts as staying: nothing shows it would leave.
+fn managed_irqs_that_stay(host: &HostModel, isolated: &CpuList) -> Vec<String> {
+    host.irqs
+        .irqs
+        .iter()
+        .filter(|i| i.managed)
+        .filter(|i| {
+            i.fires_on()
+                .is_some_and(|c| !c.intersection(isolated).is_empty())
+        })
+        .filter(|i| {
+            i.affinity.as_ref().is_none_or(|a| {
+                a.difference(isolated)
+                    .intersection(&host.cpus.online)
+                    .is_empty()
+            })
+        })
+        .map(|i| format!("IRQ {} ({})", i.number, i.name))
+        .collect()
+}
+
 /// A partition whose CPUs the recommendation changes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Change {
@@ -269,9 +293,16 @@ pub fn recommend(spec: &Spec, host: &HostModel) -> Option<Recommendation> {
         && needs_boot
         && clean.iter().all(|c| without_managed(c) == 0))
     .then(|| {
-        format!(
-            "boot with isolcpus=managed_irq,domain,{clean} (it keeps kernel-managed IRQs off CPU {clean}), then isolate CPU {clean}"
-        )
+        let stay = managed_irqs_that_stay(host, &clean);
+        let keeps = if stay.is_empty() {
+            format!("it keeps kernel-managed IRQs off CPU {clean}")
+        } else {
+            format!(
+                "it keeps kernel-managed IRQs off CPU {clean} unless a queue serves only CPUs there: {} would stay",
+                list_some(&stay, 4)
+            )
+        };
+        format!("boot with isolcpus=managed_irq,domain,{clean} ({keeps}), then isolate CPU {clean}")
     });
     Some(Recommendation {
         keep: changes.is_empty(),

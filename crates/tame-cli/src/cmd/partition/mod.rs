@@ -86,7 +86,10 @@ pub fn run_apply(ctx: &Context, args: ApplyArgs) -> anyhow::Result<i32> {
     let (spec, text) = read_spec(&args.spec)?;
     let dir = journal_dir(ctx, args.journal_dir);
     // Noted in the journal, so `tame status` can name the command that repairs drift.
-    let absolute = std::path::absolute(&args.spec).ok();
+    // Symlinks resolved: status reads the noted file without following one.
+    let absolute = std::fs::canonicalize(&args.spec)
+        .or_else(|_| std::path::absolute(&args.spec))
+        .ok();
     let report =
         tame_partition::apply_file(&ctx.root, &spec, &text, absolute.as_deref(), &dir, None)?;
     if args.json {

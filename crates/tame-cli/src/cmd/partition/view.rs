@@ -314,8 +314,9 @@ fn drift(o: &mut String, status: &Status, invocation: &Invocation) {
     line!(o, "{}", repair(status, invocation));
 }
 
-/// What repairs the drift: re-applying the spec (the exact command), which writes only
-/// the values that drifted.
+/// What repairs the drift: re-applying the spec (the exact command). That runs the whole
+/// plan again: it writes the drifted values back and whatever else the plan now finds
+/// (a new IRQ's affinity, a new thread to move).
 fn repair(status: &Status, invocation: &Invocation) -> String {
     if let Some(why) = &status.reapply_refused {
         return format!(
@@ -326,18 +327,27 @@ fn repair(status: &Status, invocation: &Invocation) -> String {
     if fixes == 0 {
         return "Nothing to repair: every value found still fits the spec.".to_string();
     }
-    let values = format!("{fixes} value{} back", if fixes == 1 { "" } else { "s" });
+    let writes = format!(
+        "it writes the {fixes} drifted value{} back, and anything else the plan now finds",
+        if fixes == 1 { "" } else { "s" }
+    );
     match (&status.spec_file, status.spec_file_matches) {
         (Some(file), true) => format!(
-            "Re-applying the spec repairs this (it writes only the {values}): {}",
+            "Re-applying the spec repairs this ({writes}): {}",
             invocation.apply(file)
         ),
-        (Some(file), false) => format!(
-            "Re-applying the spec repairs this (it writes the {values}), but {file} no longer holds the applied spec (shown above): put it back in a file and run {}",
-            invocation.apply("FILE")
-        ),
+        (Some(file), false) => match &status.spec_file_unread {
+            Some(why) => format!(
+                "Re-applying the spec repairs this ({writes}), but {file} {why}: save the applied spec (shown above) to a file and run {}",
+                invocation.apply("FILE")
+            ),
+            None => format!(
+                "Re-applying the spec repairs this ({writes}), but {file} no longer holds the applied spec (shown above): put it back in a file and run {}",
+                invocation.apply("FILE")
+            ),
+        },
         (None, _) => format!(
-            "Re-applying the spec repairs this (it writes the {values}): save the applied spec (shown above) to a file and run {}",
+            "Re-applying the spec repairs this ({writes}): save the applied spec (shown above) to a file and run {}",
             invocation.apply("FILE")
         ),
     }
@@ -497,6 +507,7 @@ mod tests {
             ],
             spec_file: Some("/etc/tame/rt.toml".into()),
             spec_file_matches: true,
+            spec_file_unread: None,
             reapply_refused: None,
             audit: Audit {
                 isolated_cpus: cpus("2-3"),
@@ -534,7 +545,7 @@ mod tests {
 Drift (changed by someone else since apply):
   /proc/sys/kernel/timer_migration: applied 0 → now 1 — timers are not pulled onto busy isolated CPUs
   /sys/devices/virtual/workqueue/cpumask: applied 03 → now (gone) — unbound workqueue work runs on the system partition
-Re-applying the spec repairs this (it writes only the 2 values back): sudo tame apply /etc/tame/rt.toml
+Re-applying the spec repairs this (it writes the 2 drifted values back, and anything else the plan now finds): sudo tame apply /etc/tame/rt.toml
 
 On isolated CPUs 2-3:
   task 1 (systemd) may run on 0-3
@@ -586,6 +597,7 @@ On isolated CPUs 2-3:
             drift: vec![],
             spec_file: None,
             spec_file_matches: false,
+            spec_file_unread: None,
             reapply_refused: None,
             audit: Audit::default(),
         }
@@ -614,17 +626,23 @@ On isolated CPUs 2-3:
             repair_text(&s, &fixture),
             "Drift (changed by someone else since apply):
   /proc/sys/kernel/timer_migration: applied 0 → now 1 — timers are not pulled onto busy isolated CPUs
-Re-applying the spec repairs this (it writes only the 1 value back): tame --root /tmp/tree apply '/home/me/my specs/rt.toml' --journal-dir /tmp/j"
+Re-applying the spec repairs this (it writes the 1 drifted value back, and anything else the plan now finds): tame --root /tmp/tree apply '/home/me/my specs/rt.toml' --journal-dir /tmp/j"
         );
         // The file changed since: the applied spec is shown above; put it back.
         s.spec_file_matches = false;
         assert!(repair_text(&s, &fixture).ends_with(
             "but /home/me/my specs/rt.toml no longer holds the applied spec (shown above): put it back in a file and run tame --root /tmp/tree apply FILE --journal-dir /tmp/j"
         ));
+        // The file could not be read safely (a FIFO, a symlink, too large): say why.
+        s.spec_file_unread = Some("is a FIFO, not a regular file".into());
+        assert!(repair_text(&s, &fixture).ends_with(
+            "but /home/me/my specs/rt.toml is a FIFO, not a regular file: save the applied spec (shown above) to a file and run tame --root /tmp/tree apply FILE --journal-dir /tmp/j"
+        ));
+        s.spec_file_unread = None;
         // Applied by a caller that gave no file (tame assess, a library user).
         s.spec_file = None;
         assert!(repair_text(&s, &Invocation::default()).ends_with(
-            "Re-applying the spec repairs this (it writes the 1 value back): save the applied spec (shown above) to a file and run tame apply FILE"
+            "Re-applying the spec repairs this (it writes the 1 drifted value back, and anything else the plan now finds): save the applied spec (shown above) to a file and run tame apply FILE"
         ));
         s.reapply_refused = Some("partition \"rt\": CPU 7 is not online".into());
         assert!(repair_text(&s, &Invocation::default()).ends_with(
