@@ -19,6 +19,14 @@ use tame_testing::require::{is_root, require, skip};
 const KIT: &str = env!("CARGO_BIN_EXE_tame-reserve-kit");
 const CPU: u32 = 1;
 
+/// The SCHED_DEADLINE tests fill the CPUs' bandwidth on purpose (to be refused): one at a
+/// time, or one's reservations make the other's refused.
+static DEADLINE_BANDWIDTH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn deadline_bandwidth() -> std::sync::MutexGuard<'static, ()> {
+    DEADLINE_BANDWIDTH.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn root_or_skip(test: &str) -> bool {
     require(
         is_root(),
@@ -277,6 +285,7 @@ fn server_shuts_down_cleanly_and_restores_clients() {
 
 #[test]
 fn deadline_reserves_refuses_and_releases() {
+    let _one = deadline_bandwidth();
     // SCHED_DEADLINE needs the whole root domain: wait out a partition test confining us.
     if !root_or_skip("deadline") || !wait_for_cpu(0) || !wait_for_cpu(1) {
         return;
@@ -412,6 +421,7 @@ fn cgroup_caps_and_releases_without_leftovers() {
 /// `wait` says how much ran outside the reservation.
 #[test]
 fn deadline_says_when_the_work_ran_in_a_child_outside_the_reservation() {
+    let _one = deadline_bandwidth();
     if !root_or_skip("deadline children") || !wait_for_cpu(0) || !wait_for_cpu(1) {
         return;
     }

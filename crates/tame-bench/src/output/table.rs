@@ -130,6 +130,17 @@ fn derived_lines<S>(result: &BenchResult<S>) -> Vec<String> {
         .collect()
 }
 
+/// The cpuidle driver; in a guest without one, why an isolated idle CPU's median can be
+/// worse than a busy shared one's.
+fn idle_text(env: &RunEnvironment) -> String {
+    match (env.cpuidle_driver.as_deref(), &env.hypervisor) {
+        (Some("none"), Some(_)) => {
+            "none (an idle vCPU halts, so waking an idle CPU goes through the hypervisor: an isolated, idle CPU can wake slower than a busy shared one)".to_string()
+        }
+        (driver, _) => driver.unwrap_or("-").to_string(),
+    }
+}
+
 /// The clock and the machine the numbers were taken on.
 fn circumstances_line(c: &Calibration, env: &RunEnvironment) -> String {
     format!(
@@ -141,7 +152,7 @@ fn circumstances_line(c: &Calibration, env: &RunEnvironment) -> String {
             .map_or(String::new(), |hz| format!(", TSC {:.3} GHz", hz as f64 / 1e9)),
         env.kernel_release,
         env.preemption_model,
-        env.cpuidle_driver.as_deref().unwrap_or("-"),
+        idle_text(env),
         env.clocksource.as_deref().unwrap_or("-"),
         env.hypervisor.as_deref().map_or("bare metal".to_string(), |h| format!(
             "virtualised ({h}): hypervisor noise no guest setting removes"
@@ -193,7 +204,7 @@ mod tests {
             "cpu0   gap        64  1112ns  17.70µs  33.79µs  4.043ms  4.043ms  4.043ms  4.043ms  4.043ms\n",
             "gaps: 64, loops: 2063654, noise_ns: 21137376, run_ns: 52807209\n",
             "cpu0: cpu_available_percent 59.9726, noise_share_percent 40.0274\n",
-            "clock tsc (read 10 ns, loop floor 9 ns), TSC 2.445 GHz; kernel 6.18.44-fc-v782 preempt dynamic; idle none; clocksource tsc; virtualised (KVM): hypervisor noise no guest setting removes; boot: mitigations=auto,no_guest_host,no_guest_guest\n",
+            "clock tsc (read 10 ns, loop floor 9 ns), TSC 2.445 GHz; kernel 6.18.44-fc-v782 preempt dynamic; idle none (an idle vCPU halts, so waking an idle CPU goes through the hypervisor: an isolated, idle CPU can wake slower than a busy shared one); clocksource tsc; virtualised (KVM): hypervisor noise no guest setting removes; boot: mitigations=auto,no_guest_host,no_guest_guest\n",
         );
         assert_eq!(table(&r, "tame bench noise"), expected);
     }
@@ -229,7 +240,7 @@ mod tests {
             "task0  jitter    300  25.52µs  63.07µs  72.00µs  240.13µs  4.575ms  4.575ms  4.575ms  4.575ms\n",
             "task1  jitter    300  20.65µs  61.85µs  69.06µs  110.02µs  3.779ms  3.779ms  3.779ms  3.779ms\n",
             "all    jitter    600  20.65µs  62.46µs  71.04µs  218.50µs  4.575ms  4.575ms  4.575ms  4.575ms\n",
-            "clock monotonic (read 30 ns, loop floor 29 ns); kernel 6.18.44-fc-v782 preempt dynamic; idle none; clocksource tsc; virtualised (KVM): hypervisor noise no guest setting removes; boot: mitigations=auto,no_guest_host,no_guest_guest\n",
+            "clock monotonic (read 30 ns, loop floor 29 ns); kernel 6.18.44-fc-v782 preempt dynamic; idle none (an idle vCPU halts, so waking an idle CPU goes through the hypervisor: an isolated, idle CPU can wake slower than a busy shared one); clocksource tsc; virtualised (KVM): hypervisor noise no guest setting removes; boot: mitigations=auto,no_guest_host,no_guest_guest\n",
         );
         assert_eq!(table(&r, "tame bench sleep"), expected);
     }
