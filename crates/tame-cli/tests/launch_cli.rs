@@ -196,7 +196,8 @@ fn ps_names_a_program_gone_and_removes_its_record() {
     let dir = tempfile::tempdir().unwrap();
     let sd = dir.path().to_str().unwrap();
     let cpu = last_cpu();
-    // The program kills the `tame run` that started it (its parent), then exits.
+    // The program kills the `tame run` that started it (its parent), then exits — once
+    // `tame ps` shows it, so its record is whole (the record's directory comes first).
     let o = tame(&[
         "run",
         "--cpus",
@@ -207,8 +208,9 @@ fn ps_names_a_program_gone_and_removes_its_record() {
         "--",
         "sh",
         "-c",
-        "i=0; while [ ! -d \"$0\"/placed/$$ ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; kill -KILL $PPID",
+        "i=0; while ! \"$1\" ps --journal-dir \"$0\" 2>/dev/null | grep -qw $$ && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; kill -KILL $PPID",
         sd,
+        env!("CARGO_BIN_EXE_tame"),
     ]);
     assert_eq!(o.status.code(), None, "tame run was killed");
     let placed = dir.path().join("placed");
