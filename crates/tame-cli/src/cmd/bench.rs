@@ -146,12 +146,12 @@ pub struct FwqArgs {
     common: CommonArgs,
 }
 
-/// `--samples FILE`, the raw-sample file of cycle, sleep and fwq. A bare number is refused:
-/// it is what fwq's `--samples` meant before (a count, now `--quanta`), not a file meant.
-fn samples_file(text: &str) -> Result<PathBuf, String> {
+/// `--samples FILE`, the raw-sample file of every bench that has one. A bare number is
+/// refused: it is what fwq's `--samples` meant before (a count, now `--quanta`), not a file.
+pub(super) fn samples_file(text: &str) -> Result<PathBuf, String> {
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!(
-            "--samples takes the FILE the raw samples are written to, not a count — the number of samples is --quanta N for fwq, --loops N for cycle and sleep; to write to a file named {text}, give ./{text}"
+            "--samples takes the FILE the raw samples are written to, not a count — the number of samples is --quanta N for fwq, --loops N for cycle and sleep, --round-trips N for ipc; to write to a file named {text}, give ./{text}"
         ));
     }
     Ok(PathBuf::from(text))
@@ -352,14 +352,14 @@ mod tests {
 
     #[test]
     fn a_count_given_to_samples_is_refused_naming_the_count_flags() {
-        for bench in ["fwq", "cycle", "sleep"] {
+        for bench in ["fwq", "cycle", "sleep", "ipc"] {
             let e = parse(&[bench, "--samples", "20000"])
                 .err()
                 .expect("refused");
             assert_eq!(e.exit_code(), 2, "{bench}");
             let text = e.to_string();
             assert!(
-                text.contains("--samples takes the FILE the raw samples are written to, not a count — the number of samples is --quanta N for fwq, --loops N for cycle and sleep; to write to a file named 20000, give ./20000"),
+                text.contains("--samples takes the FILE the raw samples are written to, not a count — the number of samples is --quanta N for fwq, --loops N for cycle and sleep, --round-trips N for ipc; to write to a file named 20000, give ./20000"),
                 "{bench}: {text}"
             );
         }

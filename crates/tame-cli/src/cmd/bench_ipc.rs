@@ -50,7 +50,7 @@ pub struct IpcBenchArgs {
     #[arg(long, value_name = "FILE|-")]
     pub json: Option<String>,
     /// Every measured round trip as CSV (timestamp_ns,cpu,value_ns,group; value = round trip).
-    #[arg(long, visible_alias = "raw", value_name = "FILE")]
+    #[arg(long, visible_alias = "raw", value_name = "FILE", value_parser = super::bench::samples_file)]
     pub samples: Option<PathBuf>,
     /// Background load during the run: any of cpu,io,hdd,vm,sock,build.
     #[arg(long, value_name = "LIST")]
