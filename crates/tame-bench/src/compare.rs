@@ -505,12 +505,14 @@ mod tests {
                 name: "gap".into(),
                 unit: "ns".into(),
                 summary,
+                distribution: None,
             }],
             counters: [("gaps".to_string(), gaps)].into_iter().collect(),
             derived: [("noise_share_percent".to_string(), 2.0)]
                 .into_iter()
                 .collect(),
             spread: BTreeMap::new(),
+            timeline: None,
         }
     }
 

@@ -7,6 +7,7 @@
 
 pub mod compare;
 pub mod cycle;
+pub mod distribution;
 pub mod engine;
 pub mod error;
 pub mod fwq;
@@ -22,6 +23,7 @@ pub mod session;
 pub mod sleep;
 pub mod stats;
 pub mod target;
+pub mod timeline;
 pub mod units;
 
 pub use error::{BenchError, Result};

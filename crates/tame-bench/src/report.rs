@@ -3,10 +3,12 @@
 use std::collections::BTreeMap;
 
 use crate::cycle::CycleOutput;
+use crate::distribution::Distribution;
 use crate::fwq::FwqOutput;
 use crate::result::{GroupResult, Metric};
 use crate::sleep::SleepOutput;
 use crate::stats::Recorder;
+use crate::timeline::Timeline;
 
 /// A measuring thread's output, seen as named recorders and counters.
 pub trait GroupSource {
@@ -16,6 +18,10 @@ pub trait GroupSource {
     fn counters(&self) -> Vec<(&'static str, u64)>;
     /// Raw samples kept, if any.
     fn samples(&self) -> &crate::measure::SampleBuffer;
+    /// The primary metric over the run, where the bench keeps one.
+    fn timeline(&self) -> Option<Timeline> {
+        None
+    }
 }
 
 impl GroupSource for CycleOutput {
@@ -106,6 +112,7 @@ pub fn groups<T: GroupSource>(
                 name: name.to_string(),
                 unit: unit.to_string(),
                 summary: rec.summary(),
+                distribution: Some(Distribution::of(rec)),
             });
             match merged_recorders.get_mut(j) {
                 Some((_, _, m)) => m.merge(rec),
@@ -133,6 +140,7 @@ pub fn groups<T: GroupSource>(
             counters,
             derived: BTreeMap::new(),
             spread: BTreeMap::new(),
+            timeline: out.timeline(),
         });
     }
     let merged = GroupResult {
@@ -144,11 +152,13 @@ pub fn groups<T: GroupSource>(
                 name: name.to_string(),
                 unit: unit.to_string(),
                 summary: rec.summary(),
+                distribution: Some(Distribution::of(rec)),
             })
             .collect(),
         counters: merged_counters,
         derived: BTreeMap::new(),
         spread: BTreeMap::new(),
+        timeline: None,
     };
     (groups, merged)
 }

@@ -9,8 +9,10 @@ use serde::{Deserialize, Serialize};
 use tame_host::environment::RunEnvironment;
 use tame_rt::ClockKind;
 
+use crate::distribution::Distribution;
 use crate::load::LoadDescription;
 use crate::stats::Summary;
+use crate::timeline::Timeline;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -73,6 +75,10 @@ pub struct GroupResult {
     /// or counter name). Empty, and left out of the JSON, where the run has no repetitions.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub spread: BTreeMap<String, Spread>,
+    /// The primary metric over the run, per window (cycle, sleep, fwq; noise: the gaps);
+    /// absent in older results, in merged groups and in benches without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Timeline>,
 }
 
 /// The smallest and largest value a figure took over a run's repetitions.
@@ -110,6 +116,10 @@ pub struct Metric {
     /// "ns" or "cycles".
     pub unit: String,
     pub summary: Summary,
+    /// The whole distribution in log bins (for histograms and tail curves); absent in
+    /// results written before it was added and where no histogram was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distribution: Option<Distribution>,
 }
 
 impl GroupResult {
@@ -153,10 +163,12 @@ mod tests {
                 name: "latency".into(),
                 unit: "ns".into(),
                 summary: r.summary(),
+                distribution: Some(crate::distribution::Distribution::of(&r)),
             }],
             counters: [("missed_periods".to_string(), 2)].into_iter().collect(),
             derived: BTreeMap::new(),
             spread: BTreeMap::new(),
+            timeline: None,
         };
         BenchResult {
             schema_version: SCHEMA_VERSION,

@@ -146,6 +146,7 @@ mod tests {
                     p50,
                     ..Summary::default()
                 },
+                distribution: None,
             }],
             derived: rate
                 .map(|r| ("throughput_msgs_per_s".to_string(), r))

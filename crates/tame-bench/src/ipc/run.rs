@@ -19,6 +19,7 @@ use tame_rt::Clock;
 use super::endpoint::{self, Endpoint, STALL_TIMEOUT};
 use super::ratios::{self, Ratio};
 use super::{IpcSettings, Side, Sides, Transport, BLOCK, SCHEMA_VERSION};
+use crate::distribution::Distribution;
 use crate::engine::{self, RunControl};
 use crate::error::{invalid, io_failed};
 use crate::load::{LoadSpec, RunningLoad};
@@ -442,6 +443,7 @@ pub(super) fn build_groups(
                     name: "one_way_latency".into(),
                     unit: "ns".into(),
                     summary: latency,
+                    distribution: Some(Distribution::of(&tally.latency)),
                 }],
                 counters: [("round_trips".to_string(), tally.latency.count())]
                     .into_iter()
@@ -453,6 +455,7 @@ pub(super) fn build_groups(
                 } else {
                     BTreeMap::new()
                 },
+                timeline: None,
             };
             if let Some(floor) = floor_p50 {
                 group.derived.insert(
@@ -465,6 +468,7 @@ pub(super) fn build_groups(
                     name: "throughput_ns_per_msg".into(),
                     unit: "ns".into(),
                     summary: tally.throughput.summary(),
+                    distribution: Some(Distribution::of(&tally.throughput)),
                 });
                 group
                     .counters
