@@ -179,7 +179,7 @@ mod tests {
         r.record(1_000_000, 10);
         r.record(1_000_500, 30);
         r.record(1_003_000, 7);
-        r.missed(1_003_100, 2);
+        r.missed(1_003_050, 2);
         let t = r.timeline("latency", "ns");
         assert_eq!(t.windows.len(), 3);
         assert_eq!(
