@@ -17,6 +17,7 @@ use crate::measure::{Measured, Sample, SampleBuffer};
 use crate::output::human_ns;
 use crate::session::{self, Bench, Prepared};
 use crate::stats::Recorder;
+use crate::timeline::TimelineRecorder;
 
 pub const MIN_INTERVAL_NS: u64 = 50_000;
 pub const MAX_INTERVAL_NS: u64 = 10_000_000_000;
@@ -133,6 +134,8 @@ pub struct CycleOutput {
     pub period_deviation: Recorder,
     pub missed: u64,
     pub samples: SampleBuffer,
+    /// Latency per window over the run, missed periods included.
+    pub timeline: TimelineRecorder,
 }
 
 /// Run the cycle bench. `settings` must be validated; `sample_capacity` > 0
@@ -161,9 +164,11 @@ pub fn run(
             period_deviation: Recorder::new(),
             missed: 0,
             samples: SampleBuffer::with_capacity(sample_capacity),
+            timeline: TimelineRecorder::new(0, loops.saturating_mul(interval)),
         };
         let mut clock = clock;
         let Some(start) = gate.wait() else { return out };
+        out.timeline.restart(start);
         measure_loop(
             &mut out,
             &mut clock,
@@ -219,8 +224,10 @@ fn measure_loop(
                 t_ns: due,
                 value_ns: latency,
             });
+            out.timeline.record(due, latency);
         }
         out.missed += activations - 1;
+        out.timeline.missed(intended, activations - 1);
         k += activations;
         progress(k);
     }
@@ -289,10 +296,12 @@ mod tests {
             period_deviation: Recorder::new(),
             missed: 0,
             samples: SampleBuffer::with_capacity(1000),
+            timeline: TimelineRecorder::new(0, 20_000_000),
         };
         let interval = 1_000_000;
         let mut clock = Clock::monotonic();
         let start = tame_rt::clock::monotonic_ns();
+        out.timeline.restart(start);
         let control = RunControl::new();
         // Block the thread for 3.5 intervals once, mid-run, from a progress callback.
         measure_loop(
@@ -325,6 +334,11 @@ mod tests {
             "the first overslept deadline waited ≥ 2.5 intervals"
         );
         assert_eq!(out.samples.len(), 20);
+        // The timeline holds every activation, its peak and the missed periods.
+        let t = out.timeline.timeline("latency", "ns");
+        assert_eq!(t.windows.iter().map(|w| w.count).sum::<u64>(), 20);
+        assert_eq!(t.windows.iter().map(|w| w.missed).sum::<u64>(), out.missed);
+        assert_eq!(t.windows.iter().map(|w| w.max).max(), out.latency.max());
     }
 
     #[test]

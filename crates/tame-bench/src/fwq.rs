@@ -18,6 +18,7 @@ use crate::report;
 use crate::result::BenchResult;
 use crate::session::{Bench, Prepared};
 use crate::stats::Recorder;
+use crate::timeline::{Timeline, TimelineRecorder};
 
 pub const MAX_SAMPLES: u64 = 100_000_000;
 
@@ -136,6 +137,8 @@ pub struct FwqOutput {
     /// Sum of all excess over sum of all durations (the busy-loop noise share), ppm.
     pub noise_share_ppm: u64,
     pub samples: SampleBuffer,
+    /// Quantum duration per window over the run (time = the quanta before it, back to back).
+    pub timeline: Option<Timeline>,
 }
 
 /// The unit of work: a dependent multiply-add chain the optimiser cannot fold.
@@ -235,11 +238,16 @@ fn summarise(
         excess_cycles: (clock.kind() == ClockKind::Tsc).then(Recorder::new),
         noise_share_ppm: 0,
         samples: SampleBuffer::with_capacity(sample_capacity),
+        timeline: None,
     };
     let Some(&fastest) = raw.iter().min() else {
         return out;
     };
     let fastest_ns = clock.raw_delta_ns(fastest);
+    // Quanta run back to back, so a quantum starts when the ones before it have ended.
+    let expected = fastest_ns.saturating_mul(raw.len() as u64);
+    let mut timeline = TimelineRecorder::new(0, expected);
+    let mut elapsed = 0u64;
     let (mut total, mut stolen) = (0u128, 0u128);
     for (i, &r) in raw.iter().enumerate() {
         let ns = clock.raw_delta_ns(r);
@@ -253,10 +261,13 @@ fn summarise(
             t_ns: i as u64,
             value_ns: excess_ns,
         });
+        timeline.record(elapsed, ns);
+        elapsed = elapsed.saturating_add(ns);
         total += ns as u128;
         stolen += excess_ns as u128;
     }
     out.noise_share_ppm = (stolen * 1_000_000 / total.max(1)) as u64;
+    out.timeline = Some(timeline.timeline("duration", "ns"));
     out
 }
 

@@ -44,6 +44,9 @@ impl GroupSource for CycleOutput {
     fn samples(&self) -> &crate::measure::SampleBuffer {
         &self.samples
     }
+    fn timeline(&self) -> Option<Timeline> {
+        Some(self.timeline.timeline("latency", "ns"))
+    }
 }
 
 impl GroupSource for SleepOutput {
@@ -62,6 +65,9 @@ impl GroupSource for SleepOutput {
     }
     fn samples(&self) -> &crate::measure::SampleBuffer {
         &self.samples
+    }
+    fn timeline(&self) -> Option<Timeline> {
+        Some(self.timeline.timeline("jitter", "ns"))
     }
 }
 
@@ -87,6 +93,9 @@ impl GroupSource for FwqOutput {
     }
     fn samples(&self) -> &crate::measure::SampleBuffer {
         &self.samples
+    }
+    fn timeline(&self) -> Option<Timeline> {
+        self.timeline.clone()
     }
 }
 

@@ -13,6 +13,7 @@ use crate::measure::{Measured, Sample, SampleBuffer};
 use crate::output::human_ns;
 use crate::session::{self, Bench, Prepared};
 use crate::stats::Recorder;
+use crate::timeline::TimelineRecorder;
 
 pub const MAX_TASKS: usize = 1024;
 
@@ -124,6 +125,8 @@ pub struct SleepOutput {
     /// Sleeps cut short by a signal.
     pub interrupted_sleeps: u64,
     pub samples: SampleBuffer,
+    /// Jitter per window over the run.
+    pub timeline: TimelineRecorder,
 }
 
 pub fn run(
@@ -145,10 +148,12 @@ pub fn run(
             early: 0,
             interrupted_sleeps: 0,
             samples: SampleBuffer::with_capacity(sample_capacity),
+            timeline: TimelineRecorder::new(0, loops.saturating_mul(d)),
         };
         if gate.wait().is_none() {
             return out;
         }
+        let start_raw = clock.raw();
         let mut i = 0;
         while i < loops && !thread_control.stopped() {
             let t0 = clock.raw();
@@ -167,6 +172,8 @@ pub fn run(
                 t_ns: t0,
                 value_ns: jitter,
             });
+            out.timeline
+                .record(clock.raw_delta_ns(t0.wrapping_sub(start_raw)), jitter);
             i += 1;
             progress.set(index, i);
         }

@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::measure::{Measured, SampleBuffer};
 use crate::report::GroupSource;
 use crate::stats::Recorder;
+use crate::timeline::{Timeline, TimelineRecorder};
 
 /// A gap in the clock's raw unit (cycles or ns).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,17 +42,26 @@ pub struct DetectorOutput {
     /// Shortest and mean loop iteration, picoseconds (a TSC loop is a few ns).
     pub loop_floor_ps: u64,
     pub mean_loop_ps: u64,
+    /// The gaps over the run (filled by [`DetectorOutput::summarise`]).
+    pub timeline: Option<Timeline>,
     no_samples: SampleBuffer,
 }
 
 impl DetectorOutput {
     fn summarise(&mut self, clock: &Clock) {
         let mut noise = 0u64;
+        let run_ns = clock.raw_delta_ns(self.end_raw.saturating_sub(self.start_raw));
+        let mut timeline = TimelineRecorder::new(0, run_ns);
         for g in &self.gaps {
             let ns = clock.raw_delta_ns(g.duration);
             self.gap_ns.record(ns);
+            timeline.record(
+                clock.raw_delta_ns(g.start.saturating_sub(self.start_raw)),
+                ns,
+            );
             noise += ns;
         }
+        self.timeline = Some(timeline.timeline("gap", "ns"));
         // Dropped gaps are not in the recorder, so the noise total is a lower bound then.
         self.noise_ns = noise;
         self.run_ns = clock.raw_delta_ns(self.end_raw.saturating_sub(self.start_raw));
@@ -83,6 +93,9 @@ impl GroupSource for DetectorOutput {
     }
     fn samples(&self) -> &SampleBuffer {
         &self.no_samples
+    }
+    fn timeline(&self) -> Option<Timeline> {
+        self.timeline.clone()
     }
 }
 
@@ -189,6 +202,7 @@ pub fn run(
             run_ns: 0,
             loop_floor_ps: 0,
             mean_loop_ps: 0,
+            timeline: None,
             no_samples: SampleBuffer::with_capacity(0),
         };
         if let Some(start_ns) = gate.wait() {
