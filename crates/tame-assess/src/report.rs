@@ -97,6 +97,6 @@ impl AssessReport {
     }
 
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("the report serialises: all keys are strings")
+        tame_bench::json::pretty(self).expect("the report serialises: all keys are strings")
     }
 }

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod fwq;
 pub mod ipc;
+pub mod json;
 pub mod load;
 pub mod measure;
 pub mod noise;

@@ -130,7 +130,7 @@ impl GroupResult {
 
 impl<S: Serialize> BenchResult<S> {
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("results serialise: all keys are strings")
+        crate::json::pretty(self).expect("results serialise: all keys are strings")
     }
 }
 

@@ -19,9 +19,9 @@ pub fn print_out(text: &str) -> anyhow::Result<()> {
     }
 }
 
-/// `value` as pretty JSON on stdout.
+/// `value` as pretty JSON on stdout (innermost containers on one line).
 pub fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
-    print_out(&(serde_json::to_string_pretty(value)? + "\n"))
+    print_out(&(tame_bench::json::pretty(value)? + "\n"))
 }
 
 /// Create an output file before anything runs, so an unwritable path is bad input.
@@ -69,7 +69,7 @@ impl JsonOut {
                 Ok(())
             }
             Destination::File(mut f) => {
-                let json = serde_json::to_string_pretty(value)?;
+                let json = tame_bench::json::pretty(value)?;
                 writeln!(f, "{json}").with_context(|| format!("cannot write the {}", self.what))?;
                 print_out(human)
             }

@@ -192,7 +192,7 @@ pub struct NoiseResult {
 
 impl NoiseResult {
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("results serialise: all keys are strings")
+        crate::json::pretty(self).expect("results serialise: all keys are strings")
     }
 }
 
