@@ -57,8 +57,13 @@ fn a_clean_page_with_an_inline_chart_passes_every_check() {
     let body = format!("<h1>Report</h1><figure>{CHART}<figcaption>bars</figcaption></figure>");
     let path = page(dir.path(), "clean.html", &html("", &body));
 
+    let start = Instant::now();
     let load = browser.open(&path, Viewport::default()).unwrap();
-    eprintln!("page loaded in {:?}", load.load_time);
+    eprintln!(
+        "page loaded in {:?}, opened with its screenshot in {:?}",
+        load.load_time,
+        start.elapsed()
+    );
     assert!(load.loaded);
     assert!(load.problems().is_empty(), "{:#?}", load.problems());
     let urls: Vec<&str> = load.requests.iter().map(|r| r.url.as_str()).collect();
