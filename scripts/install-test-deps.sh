@@ -2,8 +2,8 @@
 # Install what `make unit` needs beyond scripts/install-deps.sh, only where it is missing.
 # Debian packages: chromium (the browser tests of crates/tame-testing open pages in it,
 # headless, and check their console, requests and pixels: docs/testing.md) and
-# fonts-dejavu-core (a font for the text of the pages they draw). `make run`
-# does not need it and does not install it.
+# fonts-dejavu-core (a font for the text of the pages they draw). `make run` needs
+# neither and does not install them.
 set -euo pipefail
 
 wanted=(chromium fonts-dejavu-core)
