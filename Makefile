@@ -2,11 +2,15 @@
 CARGO ?= cargo
 TAME := target/release/tame
 
-.PHONY: run test deps build lint unit fuzz
+.PHONY: run test deps test-deps build lint unit fuzz
 .DEFAULT_GOAL := run
 
 deps:
 	@scripts/install-deps.sh
+
+# What only the tests need (chromium for the browser tests): not part of `make run`.
+test-deps:
+	@scripts/install-test-deps.sh
 
 build: deps
 	$(CARGO) build --release --workspace
@@ -22,7 +26,7 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-unit: deps
+unit: deps test-deps
 	$(CARGO) test --workspace
 
 test: lint unit

@@ -9,11 +9,15 @@
 //! - [`require`]: what a test needs from the machine: skipped outside CI, failed under `CI=true`;
 //! - [`child`]: a test that runs one of its binary's tests as a child process;
 //! - [`poll`]: waiting for what another process or the kernel does;
-//! - [`fuzz`]: the runner of the fuzz tests and their case count (`TAME_FUZZ_CASES`).
+//! - [`fuzz`]: the runner of the fuzz tests and their case count (`TAME_FUZZ_CASES`);
+//! - [`browser`]: a page opened in headless chromium: console, exceptions, requests, screenshots;
+//! - [`ink`]: whether a screenshot shows something (share of non-background pixels, colours).
 
+pub mod browser;
 pub mod child;
 pub mod fixture;
 pub mod fuzz;
+pub mod ink;
 pub mod poll;
 pub mod require;
 pub mod synthetic;
