@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::kernel::{self, Preemption};
 use crate::reader::Reader;
+use crate::sched::RtBandwidth;
 use crate::{cpu, sched, virt, CpuList, Root};
 
 /// Self-characterisation of the host, captured once per run.
@@ -30,6 +31,11 @@ pub struct RunEnvironment {
     /// constant_tsc and nonstop_tsc are both present.
     pub invariant_tsc: bool,
     pub online_cpus: CpuList,
+    /// RT throttling during the run: real-time tasks get at most `runtime_us` of each
+    /// `period_us` per CPU (`runtime_us` -1: no limit). Absent in older results and where
+    /// the sysctls cannot be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rt_bandwidth: Option<RtBandwidth>,
 }
 
 /// Boot parameters that change how isolated CPUs behave.
@@ -103,6 +109,7 @@ impl RunEnvironment {
             online_cpus: r
                 .cpu_list(&format!("{}/online", cpu::SYS_CPU))
                 .unwrap_or_default(),
+            rt_bandwidth: root.rt_bandwidth().ok(),
         }
     }
 }
@@ -225,6 +232,17 @@ mod tests {
             "haltpoll\n",
         );
         let env = RunEnvironment::capture(&Root::new(dir.path()));
+        assert_eq!(env.rt_bandwidth, None, "unreadable: left out");
+        w("/proc/sys/kernel/sched_rt_runtime_us", "950000\n");
+        w("/proc/sys/kernel/sched_rt_period_us", "1000000\n");
+        let env = RunEnvironment::capture(&Root::new(dir.path()));
+        assert_eq!(
+            env.rt_bandwidth,
+            Some(RtBandwidth {
+                runtime_us: 950_000,
+                period_us: 1_000_000
+            })
+        );
         assert_eq!(env.kernel_release, "6.18.0");
         assert_eq!(env.preemption_model, "dynamic");
         assert_eq!(env.isolation_parameters, vec!["nohz_full=1"]);
