@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what tame needs to build, run and test, only where it is missing.
 # Debian packages: rt-tests (cyclictest, oslat: the reference tools), stress-ng
-# (background load), gcc (the `build` load and the C ABI examples).
+# (background load), gcc (the `build` load and the C ABI examples), man-db, zsh and fish (the
+# install test reads the generated man pages and completion scripts with them).
 set -euo pipefail
 
 if ! command -v cargo >/dev/null 2>&1; then
@@ -18,7 +19,7 @@ for component in rustfmt clippy; do
     fi
 done
 
-wanted=(rt-tests stress-ng gcc)
+wanted=(rt-tests stress-ng gcc man-db zsh fish)
 missing=()
 for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
