@@ -60,11 +60,27 @@ pub fn completion_script(shell: Shell) -> anyhow::Result<String> {
     let mut script = Vec::new();
     clap_complete::generate(
         clap_complete::Shell::from(shell),
-        &mut crate::Cli::command(),
+        &mut without_hidden_commands(crate::Cli::command()),
         BIN,
         &mut script,
     );
     Ok(String::from_utf8(script)?)
+}
+
+/// `cmd` without its hidden subcommands: clap_complete offers hidden subcommands (`man`)
+/// like any other, and clap cannot remove one, so the top level is rebuilt from the
+/// visible parts. Only what completion reads is carried over: arguments, subcommands,
+/// about and version.
+fn without_hidden_commands(cmd: clap::Command) -> clap::Command {
+    let mut visible = clap::Command::new(BIN)
+        .version(env!("CARGO_PKG_VERSION"))
+        .subcommand_required(true)
+        .args(cmd.get_arguments().cloned())
+        .subcommands(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
+    if let Some(about) = cmd.get_about() {
+        visible = visible.about(about.clone());
+    }
+    visible
 }
 
 pub fn man(_ctx: &Context, args: ManArgs) -> anyhow::Result<i32> {
@@ -131,6 +147,24 @@ mod tests {
         std::fs::write(&file, "").unwrap();
         let e = write_man_pages(&file.join("sub")).unwrap_err();
         assert!(crate::error::is_bad_input(&e), "{e}");
+    }
+
+    #[test]
+    fn no_script_offers_a_hidden_command() {
+        let offered = |shell| completion_script(shell).unwrap();
+        let bash = offered(Shell::Bash);
+        assert!(
+            bash.contains(" completions help"),
+            "the visible ones are there"
+        );
+        assert!(!bash.contains(" man "), "bash offers `man`");
+        assert!(!offered(Shell::Zsh).contains("'man:"), "zsh offers `man`");
+        assert!(
+            !offered(Shell::Fish).contains("-a \"man\""),
+            "fish offers `man`"
+        );
+        // The global option is still offered.
+        assert!(bash.contains("--root"));
     }
 
     #[test]
