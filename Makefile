@@ -2,7 +2,7 @@
 CARGO ?= cargo
 TAME := target/release/tame
 
-.PHONY: run test deps test-deps build lint unit fuzz
+.PHONY: run test deps test-deps build lint unit fuzz install install-files uninstall
 .DEFAULT_GOAL := run
 
 deps:
@@ -41,3 +41,56 @@ fuzz: deps
 	$(FUZZ_ENV) $(CARGO) test --release -p tame-partition --test fuzz -- --nocapture
 	$(FUZZ_ENV) $(CARGO) test --release -p tame-host --test fuzz_journal -- --nocapture
 	$(FUZZ_ENV) $(CARGO) test --release -p tame-ipc --test fuzz_header -- --nocapture
+
+# `make install` (PREFIX=/usr/local, DESTDIR honoured; docs/install.md says what goes where):
+# builds the `tame` binary and the tame-ipc C libraries, then `install-files` copies them with
+# the man pages and shell completions the binary generates from its own argument definitions
+# (so they cannot drift), the systemd unit, the C header and the docs. `install-files` builds
+# nothing: it takes the binary and libraries from INSTALL_BIN and INSTALL_LIBS.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+DOCDIR ?= $(DATADIR)/doc/tame
+UNITDIR ?= $(LIBDIR)/systemd/system
+RELEASE_DIR ?= $(or $(CARGO_TARGET_DIR),target)/release
+INSTALL_BIN ?= $(RELEASE_DIR)/tame
+INSTALL_LIBS ?= $(RELEASE_DIR)
+IPC_LIBS := libtame_ipc.so libtame_ipc.a
+COMPLETIONS := $(DATADIR)/bash-completion/completions/tame $(DATADIR)/zsh/site-functions/_tame \
+	$(DATADIR)/fish/vendor_completions.d/tame.fish
+
+install:
+	$(CARGO) build --release -p tame-cli -p tame-ipc
+	@$(MAKE) --no-print-directory install-files
+
+install-files:
+	@for f in $(INSTALL_BIN) $(addprefix $(INSTALL_LIBS)/,$(IPC_LIBS)); do \
+		[ -f "$$f" ] || { echo "$$f is missing: run 'make install' (it builds them first)" >&2; exit 2; }; \
+	done
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(MANDIR)/man1 \
+		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR) $(dir $(addprefix $(DESTDIR),$(COMPLETIONS)))
+	install -m 755 $(INSTALL_BIN) $(DESTDIR)$(BINDIR)/tame
+	install -m 755 $(INSTALL_LIBS)/libtame_ipc.so $(DESTDIR)$(LIBDIR)/libtame_ipc.so
+	install -m 644 $(INSTALL_LIBS)/libtame_ipc.a $(DESTDIR)$(LIBDIR)/libtame_ipc.a
+	install -m 644 crates/tame-ipc/include/tame_ipc.h $(DESTDIR)$(INCLUDEDIR)/tame_ipc.h
+	@# Generated into a scratch directory, then installed with fixed modes (not the umask's).
+	set -e; gen=$$(mktemp -d); trap 'rm -rf "$$gen"' EXIT; \
+	$(INSTALL_BIN) man --out "$$gen/man1" >/dev/null; \
+	install -m 644 "$$gen"/man1/*.1 $(DESTDIR)$(MANDIR)/man1/; \
+	for shell in bash zsh fish; do $(INSTALL_BIN) completions $$shell > "$$gen/$$shell"; done; \
+	install -m 644 "$$gen/bash" $(DESTDIR)$(DATADIR)/bash-completion/completions/tame; \
+	install -m 644 "$$gen/zsh" $(DESTDIR)$(DATADIR)/zsh/site-functions/_tame; \
+	install -m 644 "$$gen/fish" $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/tame.fish; \
+	sed -e 's|/usr/local/bin/tame|$(BINDIR)/tame|g' -e 's|file:///usr/share/doc/tame|file://$(DOCDIR)|g' \
+		contrib/systemd/tame-serve.service > "$$gen/unit"; \
+	install -m 644 "$$gen/unit" $(DESTDIR)$(UNITDIR)/tame-serve.service
+	install -m 644 docs/*.md contrib/serve.toml $(DESTDIR)$(DOCDIR)/
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/tame $(addprefix $(DESTDIR)$(LIBDIR)/,$(IPC_LIBS)) \
+		$(DESTDIR)$(INCLUDEDIR)/tame_ipc.h $(DESTDIR)$(UNITDIR)/tame-serve.service \
+		$(DESTDIR)$(MANDIR)/man1/tame.1 $(DESTDIR)$(MANDIR)/man1/tame-*.1 $(addprefix $(DESTDIR),$(COMPLETIONS))
+	rm -rf $(DESTDIR)$(DOCDIR)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what tame needs to build, run and test, only where it is missing.
 # Debian packages: rt-tests (cyclictest, oslat: the reference tools), stress-ng
-# (background load), gcc (the `build` load and the C ABI examples).
+# (background load), gcc (the `build` load and the C ABI examples). What only the tests
+# need is in scripts/install-test-deps.sh.
 set -euo pipefail
 
 if ! command -v cargo >/dev/null 2>&1; then

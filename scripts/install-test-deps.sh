@@ -2,11 +2,12 @@
 # Install what `make unit` needs beyond scripts/install-deps.sh, only where it is missing.
 # Debian packages: chromium (the browser tests of crates/tame-testing open pages in it,
 # headless, and check their console, requests and pixels: docs/testing.md) and
-# fonts-dejavu-core (a font for the text of the pages they draw). `make run` needs
-# neither and does not install them.
+# fonts-dejavu-core (a font for the text of the pages they draw); man-db, zsh and fish
+# (the install test renders each man page and has each shell parse and run its
+# completions). `make run` needs none of them and does not install them.
 set -euo pipefail
 
-wanted=(chromium fonts-dejavu-core)
+wanted=(chromium fonts-dejavu-core man-db zsh fish)
 missing=()
 for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

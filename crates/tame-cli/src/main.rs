@@ -69,6 +69,11 @@ enum Command {
     Reserve(cmd::reserve::ReserveArgs),
     /// The scheduling server behind `tame reserve --backend server`.
     Serve(cmd::serve::ServeArgs),
+    /// Print a shell completion script (bash, zsh or fish) to stdout.
+    Completions(cmd::generate::CompletionsArgs),
+    /// Write one manual page per command into a directory (`make install` runs it).
+    #[command(hide = true)]
+    Man(cmd::generate::ManArgs),
 }
 
 fn main() {
@@ -92,6 +97,8 @@ fn main() {
         Command::Compare(a) => cmd::compare::run(&ctx, a),
         Command::Reserve(a) => cmd::reserve::run(&ctx, a),
         Command::Serve(a) => cmd::serve::run(&ctx, a),
+        Command::Completions(a) => cmd::generate::completions(&ctx, a),
+        Command::Man(a) => cmd::generate::man(&ctx, a),
     };
     std::process::exit(error::exit_code(result));
 }

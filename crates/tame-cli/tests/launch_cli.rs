@@ -342,9 +342,10 @@ fn detach_then_attach_restores_every_thread_exactly() {
     assert_eq!(status_field(pid, born[0], "Cpus_allowed_list:"), cpu);
 
     let ps = tame(&["ps", "--json", "--journal-dir", sd]);
-    let rows: serde_json::Value = serde_json::from_slice(&ps.stdout).unwrap();
+    let listing: serde_json::Value = serde_json::from_slice(&ps.stdout).unwrap();
+    assert_eq!(listing["schema"], "tame.ps/1");
     assert_eq!(
-        rows.as_array().unwrap().len(),
+        listing["threads"].as_array().unwrap().len(),
         5,
         "ps lists every thread of the detached process"
     );

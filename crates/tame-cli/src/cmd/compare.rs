@@ -19,6 +19,16 @@ pub struct CompareArgs {
     json: Option<String>,
 }
 
+/// Version of the comparison as JSON (docs/results.md, at its end).
+const SCHEMA: &str = "tame.compare/1";
+
+#[derive(serde::Serialize)]
+struct Versioned<'a> {
+    schema: &'static str,
+    #[serde(flatten)]
+    comparison: &'a Comparison,
+}
+
 /// A result file, refused as bad input when it cannot be read or is not a result.
 fn read(path: &Path) -> anyhow::Result<Compared> {
     let text = std::fs::read_to_string(path).map_err(|e| {
@@ -50,6 +60,10 @@ pub fn run(_ctx: &Context, args: CompareArgs) -> anyhow::Result<i32> {
         &b,
     )?;
     let json = JsonOut::open(args.json.as_deref(), "comparison")?;
-    json.emit(&comparison, &compare::table(&comparison))?;
+    let versioned = Versioned {
+        schema: SCHEMA,
+        comparison: &comparison,
+    };
+    json.emit(&versioned, &compare::table(&comparison))?;
     Ok(0)
 }

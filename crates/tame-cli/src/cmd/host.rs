@@ -1,7 +1,20 @@
 //! `tame host …`: host-layer utilities.
 use std::path::PathBuf;
 
+use crate::output::print_json;
 use crate::Context;
+
+/// Version of the `host capture --json` document.
+const CAPTURE_SCHEMA: &str = "tame.host.capture/1";
+
+/// What a capture copied, where: the files and directories counted and those it could not read.
+#[derive(serde::Serialize)]
+struct CaptureView<'a> {
+    schema: &'static str,
+    dir: String,
+    #[serde(flatten)]
+    report: &'a tame_host::capture::CaptureReport,
+}
 
 #[derive(clap::Subcommand)]
 pub enum HostCommand {
@@ -9,16 +22,19 @@ pub enum HostCommand {
     Capture {
         /// An empty or not yet existing directory.
         dir: PathBuf,
+        /// Print what was copied as JSON (schema tame.host.capture/1).
+        #[arg(long)]
+        json: bool,
     },
 }
 
 pub fn run(ctx: &Context, cmd: HostCommand) -> anyhow::Result<i32> {
     match cmd {
-        HostCommand::Capture { dir } => capture(ctx, &dir),
+        HostCommand::Capture { dir, json } => capture(ctx, &dir, json),
     }
 }
 
-fn capture(ctx: &Context, dir: &std::path::Path) -> anyhow::Result<i32> {
+fn capture(ctx: &Context, dir: &std::path::Path, json: bool) -> anyhow::Result<i32> {
     ctx.require_root_dir()?;
     if dir.exists() {
         let empty = std::fs::read_dir(dir)
@@ -32,6 +48,14 @@ fn capture(ctx: &Context, dir: &std::path::Path) -> anyhow::Result<i32> {
         }
     }
     let report = tame_host::capture::capture(&ctx.root, dir)?;
+    if json {
+        print_json(&CaptureView {
+            schema: CAPTURE_SCHEMA,
+            dir: dir.display().to_string(),
+            report: &report,
+        })?;
+        return Ok(0);
+    }
     println!(
         "captured {} files and {} directories into {}",
         report.files,

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod bench_ipc;
 pub mod check;
 pub mod compare;
+pub mod generate;
 pub mod host;
 pub mod ipc;
 pub mod launch;

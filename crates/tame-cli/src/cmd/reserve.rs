@@ -53,7 +53,7 @@ pub struct ReserveArgs {
     /// Where cgroup reservations keep their journals.
     #[arg(long, default_value = DEFAULT_JOURNAL_DIR)]
     state_dir: PathBuf,
-    /// Print the result as JSON (the reservation made, the list, or the analysis).
+    /// Print the result as JSON (the reservation made or released, the list, or the analysis).
     #[arg(long)]
     json: bool,
     /// Run this program with the reservation; released when it exits.
@@ -78,7 +78,13 @@ pub fn run(ctx: &Context, args: ReserveArgs) -> anyhow::Result<i32> {
             .iter()
             .map(Backend::to_string)
             .collect();
-        eprintln!("released process {pid} ({})", released.join(", "));
+        if args.json {
+            print_json(&serde_json::json!({
+                "schema": RELEASE_SCHEMA, "pid": pid, "released": released,
+            }))?;
+        } else {
+            eprintln!("released process {pid} ({})", released.join(", "));
+        }
         return Ok(0);
     }
     let backend = backend::open(args.backend.parse().map_err(bad_input)?, &at);
@@ -115,7 +121,10 @@ pub fn run(ctx: &Context, args: ReserveArgs) -> anyhow::Result<i32> {
 
 fn print_made(made: &Made, json: bool) -> anyhow::Result<()> {
     if json {
-        return print_json(made);
+        return print_json(&MadeView {
+            schema: MADE_SCHEMA,
+            made,
+        });
     }
     eprint!("{}", made_text(made));
     Ok(())
@@ -148,7 +157,11 @@ fn unreserved_text(split: &CpuSplit, pid: u32, backend: Backend) -> String {
 fn list(at: &Places, json: bool) -> anyhow::Result<i32> {
     let listing = reservation::list(at);
     if json {
-        print_json(&listing.reservations)?;
+        print_json(&ListView {
+            schema: LIST_SCHEMA,
+            reservations: &listing.reservations,
+            notes: &listing.notes,
+        })?;
         return Ok(0);
     }
     print!("{}", list_text(&listing.reservations));
@@ -156,6 +169,28 @@ fn list(at: &Places, json: bool) -> anyhow::Result<i32> {
         eprintln!("note: {n}");
     }
     Ok(0)
+}
+
+/// Versions of the `--json` documents of a reservation made and released.
+const MADE_SCHEMA: &str = "tame.reserve/1";
+const RELEASE_SCHEMA: &str = "tame.reserve.release/1";
+
+#[derive(serde::Serialize)]
+struct MadeView<'a> {
+    schema: &'static str,
+    #[serde(flatten)]
+    made: &'a Made,
+}
+
+/// Version of the `--list --json` document.
+const LIST_SCHEMA: &str = "tame.reserve.list/1";
+
+/// `--list --json`: the reservations, and what could not be looked at (the text form's notes).
+#[derive(serde::Serialize)]
+struct ListView<'a> {
+    schema: &'static str,
+    reservations: &'a [backend::Reservation],
+    notes: &'a [String],
 }
 
 /// The `--list` table; "none" when nothing is reserved.

@@ -2,6 +2,7 @@
 //! isolated CPUs and put them back. Each command is a `tame_launch` call; [`view`]
 //! renders what detach and ps report.
 
+mod json;
 mod view;
 
 use std::ffi::OsString;
@@ -74,19 +75,28 @@ pub struct DetachArgs {
     /// Which threads: all, main, or thread ids (1234,1240).
     #[arg(long, default_value = "all")]
     threads: String,
+    /// Print what was moved, and each thread's state before, as JSON (schema tame.detach/1).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
 pub struct AttachArgs {
     pid: u32,
+    /// Where the placement journals are (as given to `tame detach`).
     #[arg(long, default_value = DEFAULT_JOURNAL_DIR)]
     journal_dir: PathBuf,
+    /// Print what was restored as JSON (schema tame.attach/1).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
 pub struct PsArgs {
+    /// Print the placed threads as JSON (schema tame.ps/1).
     #[arg(long)]
     json: bool,
+    /// Where the placement journals are (as given to `tame run` and `tame detach`).
     #[arg(long, default_value = DEFAULT_JOURNAL_DIR)]
     journal_dir: PathBuf,
 }
@@ -155,13 +165,22 @@ pub fn run_detach(ctx: &Context, a: DetachArgs) -> anyhow::Result<i32> {
     let req = target.detach_request(a.pid, threads);
     let store = Store::new(&a.target.journal_dir);
     let record = detach::detach(&ctx.root, &store, &req, caller.uid)?;
-    print_out(&view::detached(&record, req.sched))?;
+    if a.json {
+        print_json(&json::detached(&record, req.sched))?;
+    } else {
+        print_out(&view::detached(&record, req.sched))?;
+    }
     Ok(0)
 }
 
 pub fn run_attach(ctx: &Context, a: AttachArgs) -> anyhow::Result<i32> {
     let store = Store::new(&a.journal_dir);
     let report = detach::attach(&ctx.root, &store, a.pid, Caller::current().uid)?;
+    let code = if report.failed.is_empty() { 0 } else { 1 };
+    if a.json {
+        print_json(&json::attached(&report, a.pid))?;
+        return Ok(code);
+    }
     if report.exited {
         println!(
             "process {} has exited; its placement journal was removed",
@@ -178,17 +197,17 @@ pub fn run_attach(ctx: &Context, a: AttachArgs) -> anyhow::Result<i32> {
     for (tid, why) in &report.failed {
         eprintln!("  thread {tid} not restored: {why}");
     }
-    Ok(if report.failed.is_empty() { 0 } else { 1 })
+    Ok(code)
 }
 
 pub fn run_ps(ctx: &Context, a: PsArgs) -> anyhow::Result<i32> {
     let found = ps::ps(&ctx.root, &Store::new(&a.journal_dir));
-    // On stderr in both forms: the JSON stays the list of running threads.
+    // On stderr in both forms (the JSON lists them as `gone` too).
     for g in &found.gone {
         eprintln!("{}", view::gone(g));
     }
     if a.json {
-        print_json(&found.rows)?;
+        print_json(&json::ps(&found))?;
     } else {
         print_out(&view::ps(&found.rows))?;
     }

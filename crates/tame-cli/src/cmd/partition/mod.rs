@@ -41,16 +41,20 @@ pub struct ApplyArgs {
 
 #[derive(clap::Args)]
 pub struct StatusArgs {
+    /// Where the journal of changes lives (default /var/lib/tame below --root).
     #[arg(long, value_name = "DIR")]
     pub journal_dir: Option<PathBuf>,
+    /// Print the status as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(clap::Args)]
 pub struct RevertArgs {
+    /// Where the journal of changes lives (default /var/lib/tame below --root).
     #[arg(long, value_name = "DIR")]
     pub journal_dir: Option<PathBuf>,
+    /// Print what was undone as JSON.
     #[arg(long)]
     pub json: bool,
 }
