@@ -209,7 +209,7 @@ fn noise(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
                 .iter()
                 .map(|s| {
                     (
-                        format!("{} {}", s.class.as_str(), s.source),
+                        source_name(s.class.as_str(), &s.source),
                         s.tally.total_ns as f64 * 100.0 / run,
                     )
                 })
@@ -396,6 +396,15 @@ fn ipc(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
         blocks,
     });
     Ok(())
+}
+
+/// A source's name for a legend: `irq 36 virtio0`, `tick: local_timer`.
+fn source_name(class: &str, source: &str) -> String {
+    if source.starts_with(class) {
+        source.to_string()
+    } else {
+        format!("{class}: {source}")
+    }
 }
 
 /// A label as part of an id: letters, digits and `-`.

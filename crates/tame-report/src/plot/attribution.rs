@@ -52,16 +52,21 @@ pub fn figure(
         .map(|b| b.segments.iter().map(|(_, v)| v).sum::<f64>())
         .fold(0.0, f64::max);
     let y1 = (top * 1.15).max(0.01);
+    // A discrete range holds both its ends: 0..n - 1 has n slots.
     let n = bars.len();
     let x_label = "CPU (and configuration)".to_string();
     let y_label = "share of the run time (%)".to_string();
+    // The legend gets its own column: stacked bars fill the plot, a legend inside would hide them.
+    let legend: Vec<String> = names.clone();
     let svg = svg((WIDTH, HEIGHT), |root| {
-        let mut chart = ChartBuilder::on(root)
+        let (plot, side) = root.split_horizontally(WIDTH - 250);
+        let mut chart = ChartBuilder::on(&plot)
             .caption(title, title_style())
             .margin(12)
+            .margin_right(32)
             .x_label_area_size(48)
             .y_label_area_size(72)
-            .build_cartesian_2d((0..n).into_segmented(), 0.0..y1)?;
+            .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..y1)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
@@ -76,35 +81,33 @@ pub fn figure(
             })
             .y_label_formatter(&|v| super::tick(*v))
             .draw()?;
-        let mut labelled: Vec<String> = Vec::new();
         for (i, b) in bars.iter().enumerate() {
             let mut base = 0.0;
             for (name, v) in &b.segments {
-                let c = colour_of(name);
-                let rect = Rectangle::new(
+                let mut rect = Rectangle::new(
                     [
                         (SegmentValue::Exact(i), base),
                         (SegmentValue::Exact(i + 1), base + v),
                     ],
-                    c.filled(),
+                    colour_of(name).filled(),
                 );
-                let drawn = chart.draw_series(std::iter::once(rect))?;
-                if !labelled.contains(name) {
-                    labelled.push(name.clone());
-                    drawn.label(name.clone()).legend(move |(x, y)| {
-                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled())
-                    });
-                }
+                rect.set_margin(0, 0, 12, 12);
+                chart.draw_series(std::iter::once(rect))?;
                 base += v;
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font(label_style())
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
+        for (k, name) in legend.iter().enumerate() {
+            let y = 60 + 22 * k as i32;
+            side.draw(&Rectangle::new(
+                [(8, y - 6), (22, y + 6)],
+                colour_of(name).filled(),
+            ))?;
+            side.draw(&Text::new(
+                name.clone(),
+                (30, y - 7),
+                (super::FONT, 13).into_font(),
+            ))?;
+        }
         Ok(())
     })?;
     Ok(Some(Figure {

@@ -54,6 +54,7 @@ pub fn figure(
         let mut chart = ChartBuilder::on(root)
             .caption(title, title_style())
             .margin(12)
+            .margin_right(32)
             .x_label_area_size(48)
             .y_label_area_size(72)
             .build_cartesian_2d((x0..x1).log_scale(), (FLOOR..y1).log_scale())?;

@@ -98,6 +98,7 @@ pub fn figure(
         let mut chart = ChartBuilder::on(root)
             .caption(title, title_style())
             .margin(12)
+            .margin_right(32)
             .x_label_area_size(48)
             .y_label_area_size(72)
             .build_cartesian_2d((1.0..x1).log_scale(), (y0..y1).log_scale())?;

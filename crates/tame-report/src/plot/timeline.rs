@@ -60,6 +60,7 @@ pub fn figure(
         let mut chart = ChartBuilder::on(root)
             .caption(title, title_style())
             .margin(12)
+            .margin_right(32)
             .x_label_area_size(48)
             .y_label_area_size(72)
             .build_cartesian_2d(0.0..x1, (y0..y1).log_scale())?;
@@ -137,7 +138,7 @@ pub fn figure(
                     .label(format!(
                         "{}: missed periods ({} in all)",
                         s.label,
-                        s.missed.max(t.windows.iter().map(|w| w.missed).sum())
+                        t.windows.iter().map(|w| w.missed).sum::<u64>()
                     ))
                     .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 6, c.filled()));
             }
