@@ -47,12 +47,22 @@ impl Doc {
     /// What it is, in words: `a cycle result`, `an assess report`.
     pub fn what(&self) -> String {
         match self {
-            Doc::Bench(c) => format!("a {} result", c.result.bench),
+            Doc::Bench(c) => a_result(&c.result.bench),
             Doc::Compare(c) => format!("a comparison of {} results", c.bench),
             Doc::Assess(_) => "an assess report".into(),
             Doc::Reserve(_) => "a reserve study report".into(),
         }
     }
+}
+
+/// `a cycle result`, `an ipc result`.
+pub fn a_result(bench: &str) -> String {
+    let article = if bench.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {bench} result")
 }
 
 /// `tame compare --json` as written by `tame_bench::compare::Comparison`.
@@ -130,7 +140,7 @@ pub fn recognise(file: &str, value: Value) -> Result<Doc> {
                 versions.iter().map(u32::to_string).collect::<Vec<_>>().join(" and ")
             )));
         }
-        let what = format!("a {bench} result");
+        let what = a_result(bench);
         return Compared::from_value(value.clone())
             .map(|c| Doc::Bench(Box::new(c)))
             .map_err(|e| not_valid(&what, e));
@@ -204,11 +214,11 @@ pub fn check_together(inputs: &[Input]) -> Result<()> {
     let b0 = bench(first);
     if let Some(other) = inputs.iter().find(|i| bench(i) != b0) {
         return Err(invalid(format!(
-            "{} is a {} result and {} a {} result — results are overlaid only when they come from the same bench: make one report per bench",
+            "{} is {} and {} {} — results are overlaid only when they come from the same bench: make one report per bench",
             first.file,
-            b0,
+            a_result(&b0),
             other.file,
-            bench(other)
+            a_result(&bench(other))
         )));
     }
     Ok(())

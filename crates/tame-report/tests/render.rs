@@ -383,7 +383,7 @@ fn bad_input_is_refused_with_the_reason() {
         fixtures().join("ipc.json"),
     ]);
     assert!(
-        m.contains("a cycle result") && m.contains("a ipc result") && m.contains("same bench"),
+        m.contains("a cycle result") && m.contains("an ipc result") && m.contains("same bench"),
         "{m}"
     );
     let m = refused(&[
