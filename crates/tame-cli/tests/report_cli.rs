@@ -131,6 +131,15 @@ fn bad_input_exits_2_with_the_reason_and_writes_nothing() {
         );
         assert!(!out.exists(), "{args:?}: nothing written");
     }
+    // An output directory that cannot be made (below a file): exit 2, another -o to choose.
+    let below_a_file = format!("{}/out", s(&not_json));
+    let run = tame(&["report", &fixture("ipc.json"), "-o", &below_a_file]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot write") && stderr.contains("-o DIR"),
+        "{stderr}"
+    );
     // No input at all: the usage error, exit 2 as well.
     assert_eq!(tame(&["report"]).status.code(), Some(2));
 }

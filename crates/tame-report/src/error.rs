@@ -12,15 +12,16 @@ pub enum ReportError {
     /// A figure could not be drawn (a plotting error: a fault of tame's, not the input's).
     #[error("cannot draw a figure: {0}")]
     Draw(String),
-    /// Writing the report failed.
-    #[error("cannot write {path}: {source}")]
+    /// The output directory cannot be written: the user picks another (`-o DIR`).
+    #[error("cannot write {path}: {source} — choose a directory you can write with -o DIR")]
     Write { path: PathBuf, source: io::Error },
 }
 
 impl ReportError {
-    /// True when the command has to change (the CLI exits 2).
+    /// True when the command has to change (the CLI exits 2): an input, or an output
+    /// directory that cannot be written (as for every other output file of tame).
     pub fn is_bad_input(&self) -> bool {
-        matches!(self, ReportError::Invalid(_))
+        matches!(self, ReportError::Invalid(_) | ReportError::Write { .. })
     }
 }
 

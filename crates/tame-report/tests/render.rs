@@ -347,6 +347,21 @@ fn a_reserve_study_is_its_tables_and_says_it_has_no_windows() {
         .contains("not measured: deadline: SCHED_DEADLINE refused"));
 }
 
+#[test]
+fn an_ipc_result_of_schema_version_1_renders_like_version_2() {
+    // Version 1: `merged` labelled `goals`, each goal a ratio (derived) and a verdict (counter).
+    let mut v = json(&fixtures().join("ipc.json"));
+    v["schema_version"] = json!(1);
+    v["merged"]["label"] = json!("goals");
+    v["merged"]["counters"] = json!({ "goal_latency_met": 1 });
+    v["merged"]["derived"] = json!({ "goal_latency_ratio": 1.25 });
+    let dir = tempfile::tempdir().unwrap();
+    let f = write_json(dir.path(), "ipc-v1.json", &v);
+    let (inputs, r) = render(std::slice::from_ref(&f));
+    check_expected(&inputs, std::slice::from_ref(&v), &r);
+    assert_cell(&r.html, "goal_latency_ratio", "goal_latency_ratio", "1.25");
+}
+
 fn refused(paths: &[PathBuf]) -> String {
     match tame_report::read(paths) {
         Ok(_) => panic!("{paths:?} should be refused"),
