@@ -238,9 +238,9 @@ fn assess_with_results() -> Value {
     let mut v = json(&crate_file("tame-assess/tests/fixtures/dev-vm-1ms.json"));
     let mut part = json(&fixtures().join("cycle-other.json"));
     part["partition"] = json!("rt");
-    v["shared"]["results"] =
-        json!({ "cycle": json(&fixtures().join("cycle-fifo.json")), "noise": null });
-    v["partitioned"]["results"] = json!({ "cycle": part, "noise": null });
+    let noise = |name: &str| json(&crate_file(&format!("tame-bench/testdata/compare/{name}")));
+    v["shared"]["results"] = json!({ "cycle": json(&fixtures().join("cycle-fifo.json")), "noise": noise("a-noise.json") });
+    v["partitioned"]["results"] = json!({ "cycle": part, "noise": noise("b-noise.json") });
     v
 }
 
@@ -272,6 +272,19 @@ fn an_assess_report_puts_its_verdict_first_and_overlays_its_phases() {
     assert!(tail.contexts[1]
         .environment
         .contains("measured in partition rt"));
+    // The busy loop of both phases: attribution per CPU, labelled by phase.
+    let attribution = r
+        .figures()
+        .find(|f| f.id == "assess-noise-attribution")
+        .expect("noise attribution");
+    assert!(
+        attribution.svg.contains("shared cpu0") && attribution.svg.contains("partitioned cpu1")
+    );
+    assert_summary(
+        &r.html,
+        "shared",
+        &v["shared"]["results"]["noise"]["merged"]["metrics"][0]["summary"],
+    );
 }
 
 #[test]

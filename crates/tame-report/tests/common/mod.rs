@@ -275,6 +275,15 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
                 }
             }
             assert!(has_figure(r, "assess-cycle-tail"));
+            let noise = ["shared", "partitioned"].iter().any(|p| {
+                v[p].get("results")
+                    .is_some_and(|r| r.get("noise").is_some_and(|n| !n.is_null()))
+            });
+            assert_eq!(
+                has_figure(r, "assess-noise-attribution"),
+                noise,
+                "noise figures iff a phase has its noise result"
+            );
         }
         Doc::Reserve(_) => {
             let v = &raw[0];
