@@ -65,6 +65,8 @@ enum Command {
     Revert(cmd::partition::RevertArgs),
     /// Compare two results of the same bench: per-metric and per-source differences and ratios.
     Compare(cmd::compare::CompareArgs),
+    /// Draw results as one self-contained HTML page of figures (and each figure as SVG).
+    Report(cmd::report::ReportArgs),
     /// Guarantee a process a CPU share per period (scheduling server, SCHED_DEADLINE or cgroup).
     Reserve(cmd::reserve::ReserveArgs),
     /// The scheduling server behind `tame reserve --backend server`.
@@ -95,6 +97,7 @@ fn main() {
         Command::Status(a) => cmd::partition::run_status(&ctx, a),
         Command::Revert(a) => cmd::partition::run_revert(&ctx, a),
         Command::Compare(a) => cmd::compare::run(&ctx, a),
+        Command::Report(a) => cmd::report::run(&ctx, a),
         Command::Reserve(a) => cmd::reserve::run(&ctx, a),
         Command::Serve(a) => cmd::serve::run(&ctx, a),
         Command::Completions(a) => cmd::generate::completions(&ctx, a),

@@ -13,6 +13,7 @@ pub mod launch;
 pub mod measuring;
 pub mod noise;
 pub mod partition;
+pub mod report;
 pub mod reserve;
 pub mod serve;
 pub mod topology;

@@ -1,0 +1,193 @@
+//! The reserve study (bench/reserve.sh): its tables as HTML tables, and the client's CPU
+//! share against background load — the per-step means it records. It records no
+//! per-window series, so no share over time is drawn, and the page says so.
+
+use tame_reserve::bench::Report;
+
+use crate::error::Result;
+use crate::model::Context;
+use crate::page::{Block, Cell, Page, Section, Table};
+use crate::plot::lines::{self, Axes};
+
+/// What the page says in place of the share over time.
+pub const NO_WINDOWS: &str = "the reserve study report holds no per-window data (only each series' mean rate, coefficient of variation and mean share per load step): no share over time is drawn — the study would have to record its windows for that";
+
+fn f(v: f64, digits: usize) -> String {
+    format!("{v:.digits$}")
+}
+
+pub fn add(page: &mut Page, file: &str, r: &Report) -> Result<()> {
+    page.key_figures.push(Table {
+        id: "reserve-key-figures".into(),
+        caption: "reserve study: the machine and G (kernel rounds per second alone on the CPU)"
+            .into(),
+        head: [
+            "kernel",
+            "CPUs online",
+            "client CPU",
+            "period (ns)",
+            "G before",
+            "G after",
+            "ordinary process alone",
+            "floor S",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: vec![vec![
+            Cell::text(r.kernel.clone()),
+            Cell::stat("online_cpus", r.online_cpus.to_string()),
+            Cell::stat("cpu", r.cpu.to_string()),
+            Cell::stat("period_ns", r.period_ns.to_string()),
+            Cell::stat("g_before", format!("{}", r.g_before)),
+            Cell::stat("g_after", format!("{}", r.g_after)),
+            Cell::stat("shared_rate_before", format!("{}", r.shared_rate_before)),
+            Cell::stat("floor_cv", format!("{}", r.floor_cv)),
+        ]],
+    });
+    page.notes.push(format!("{file}: {NO_WINDOWS}"));
+    for s in &r.skipped {
+        page.warnings.push(format!("{file}: not measured: {s}"));
+    }
+    let mut blocks = vec![Block::Note(NO_WINDOWS.to_string())];
+    let mut backends: Vec<String> = r.overhead.iter().map(|x| x.backend.to_string()).collect();
+    backends.dedup();
+    for b in &backends {
+        blocks.push(Block::Table(Table {
+            id: format!("reserve-overhead-{b}"),
+            caption: format!("Table 1 ({b}): overhead per CPU share"),
+            head: [
+                "CPU share",
+                "G",
+                "client rate (rounds/s)",
+                "client CPU (%)",
+                "O_I",
+                "rest rate (rounds/s)",
+                "rest CPU (%)",
+                "O_E",
+                "O_E vs shared CPU",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: r
+                .overhead
+                .iter()
+                .filter(|x| &x.backend.to_string() == b)
+                .map(|x| {
+                    vec![
+                        Cell::text(format!("{} %", f(x.share_ppm as f64 / 10_000.0, 1))),
+                        Cell::stat("g", f(x.g, 0)),
+                        Cell::stat("client_rate", f(x.client_rate, 0)),
+                        Cell::stat("client_cpu", f(x.client_cpu * 100.0, 2)),
+                        Cell::stat("o_i", f(x.o_i, 3)),
+                        Cell::stat("rest_rate", f(x.rest_rate, 0)),
+                        Cell::stat("rest_cpu", f(x.rest_cpu * 100.0, 2)),
+                        Cell::stat("o_e", f(x.o_e, 3)),
+                        Cell::stat("o_e_shared", f(x.o_e_shared, 3)),
+                    ]
+                })
+                .collect(),
+        }));
+    }
+    blocks.push(Block::Table(Table {
+        id: "reserve-stability".into(),
+        caption: format!(
+            "Table 2: stability S (coefficient of variation of the client's rate over {} ms windows); floor (the kernel alone at SCHED_FIFO 1): {} over {} windows",
+            r.stability_window_ns / 1_000_000,
+            f(r.floor_cv, 4),
+            r.floor_windows
+        ),
+        head: ["backend", "CPU share", "load", "windows", "mean rate (rounds/s)", "S"].map(String::from).to_vec(),
+        rows: r
+            .stability
+            .iter()
+            .map(|x| {
+                vec![
+                    Cell::text(x.backend.to_string()),
+                    Cell::text(format!("{} %", f(x.share_ppm as f64 / 10_000.0, 1))),
+                    Cell::text(x.load.clone()),
+                    Cell::stat("windows", x.windows.to_string()),
+                    Cell::stat("mean_rate", f(x.mean_rate, 0)),
+                    Cell::stat("cv", f(x.cv, 4)),
+                ]
+            })
+            .collect(),
+    }));
+    if !r.periodic.is_empty() {
+        blocks.push(Block::Table(Table {
+            id: "reserve-periodic".into(),
+            caption: format!(
+                "periodic client: a frame due every 100 ms needing {} ms of CPU; frame distance (ms)",
+                r.frame_cpu_ns / 1_000_000
+            ),
+            head: ["reservation", "background processes", "frames", "min", "avg", "max"].map(String::from).to_vec(),
+            rows: r
+                .periodic
+                .iter()
+                .map(|x| {
+                    vec![
+                        Cell::text(x.config.clone()),
+                        Cell::stat("background", x.background.to_string()),
+                        Cell::stat("frames", x.frames.to_string()),
+                        Cell::stat("min_ms", f(x.min_ms, 1)),
+                        Cell::stat("avg_ms", f(x.avg_ms, 1)),
+                        Cell::stat("max_ms", f(x.max_ms, 1)),
+                    ]
+                })
+                .collect(),
+        }));
+    }
+    let steps: Vec<lines::Line> = r
+        .stability
+        .iter()
+        .filter(|x| x.load != "none" && !x.step_cpu.is_empty())
+        .map(|x| {
+            (
+                format!(
+                    "{} {} % under {} load",
+                    x.backend,
+                    f(x.share_ppm as f64 / 10_000.0, 1),
+                    x.load
+                ),
+                x.step_cpu
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (i as f64, v * 100.0))
+                    .collect(),
+            )
+        })
+        .collect();
+    let context = Context {
+        label: "reserve study".into(),
+        file: file.into(),
+        environment: format!(
+            "kernel {}, {} CPUs online, client on CPU {}, period {} ms; load average before / after: {} / {}",
+            r.kernel,
+            r.online_cpus,
+            r.cpu,
+            r.period_ns / 1_000_000,
+            r.loadavg_before,
+            r.loadavg_after
+        ),
+        command: "not recorded in the report (bench/reserve.sh prints it beside its tables)".into(),
+    };
+    if let Some(fig) = lines::figure(
+        "reserve-load-steps",
+        "reserve: the client's CPU share against background load",
+        Axes {
+            kind: "shares",
+            x_label: "background processes on the client's CPU",
+            y_label: "client CPU share (%)",
+        },
+        &steps,
+        "The reserved client's mean CPU share at each step of background load (0, 1, … processes of computational or disk-I/O load): a flat line at the reserved share is a reservation that holds.".into(),
+        vec![context],
+    )? {
+        blocks.push(Block::Figure(Box::new(fig)));
+    }
+    page.sections.push(Section {
+        id: "reserve".into(),
+        heading: "reserve: the scheduling-server study".into(),
+        blocks,
+    });
+    Ok(())
+}

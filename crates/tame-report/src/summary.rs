@@ -1,0 +1,135 @@
+//! The summary at the top: key figures per configuration exactly as the results hold them
+//! (integer ns), their ratios between configurations, and every warning a result carries.
+
+use crate::model::{Config, Series};
+use crate::page::{ratio, Cell, Table};
+
+/// The key figures of each series (rows) as the JSON holds them.
+pub fn key_figures(id: &str, caption: &str, series: &[Series]) -> Table {
+    let unit = series.first().map_or("ns", |s| s.unit.as_str());
+    let with_missed = series.iter().any(|s| s.metric == "latency");
+    let mut head = vec!["configuration".to_string(), "count".to_string()];
+    for p in ["p50", "p99", "p99.9", "p99.999", "max"] {
+        head.push(format!("{p} ({unit})"));
+    }
+    if with_missed {
+        head.push("missed periods".into());
+    }
+    let rows = series
+        .iter()
+        .map(|s| {
+            let m = &s.summary;
+            let mut row = vec![
+                Cell::text(s.label.clone()),
+                Cell::stat("count", m.count.to_string()),
+                Cell::stat("p50", m.p50.to_string()),
+                Cell::stat("p99", m.p99.to_string()),
+                Cell::stat("p99.9", m.p99_9.to_string()),
+                Cell::stat("p99.999", m.p99_999.to_string()),
+                Cell::stat("max", m.max.to_string()),
+            ];
+            if with_missed {
+                row.push(Cell::stat("missed_periods", s.missed.to_string()));
+            }
+            row
+        })
+        .collect();
+    Table {
+        id: id.to_string(),
+        caption: caption.to_string(),
+        head,
+        rows,
+    }
+}
+
+/// Each configuration's figures over the first's (`partitioned / shared`); `None` for one.
+pub fn ratios(id: &str, caption: &str, series: &[Series]) -> Option<Table> {
+    let (base, rest) = series.split_first()?;
+    if rest.is_empty() {
+        return None;
+    }
+    let head = ["ratio", "p50", "p99", "p99.9", "max"]
+        .map(String::from)
+        .to_vec();
+    let b = &base.summary;
+    let rows = rest
+        .iter()
+        .map(|s| {
+            let m = &s.summary;
+            let r = |x: u64, y: u64| ratio(x as f64, y as f64);
+            vec![
+                Cell::text(format!("{} / {}", s.label, base.label)),
+                Cell::stat("p50", r(m.p50, b.p50)),
+                Cell::stat("p99", r(m.p99, b.p99)),
+                Cell::stat("p99.9", r(m.p99_9, b.p99_9)),
+                Cell::stat("max", r(m.max, b.max)),
+            ]
+        })
+        .collect();
+    Some(Table {
+        id: id.to_string(),
+        caption: caption.to_string(),
+        head,
+        rows,
+    })
+}
+
+/// What a result warns of: the hypervisor, a run cut short, missed periods, raw samples
+/// not kept, and for noise results lost trace events, gaps not kept and attribution that
+/// did not run.
+pub fn warnings(c: &Config) -> Vec<String> {
+    let r = &c.result;
+    let who = format!("{} ({})", c.label, c.file);
+    let mut w = Vec::new();
+    if let Some(h) = &r.environment.hypervisor {
+        w.push(format!(
+            "{who}: ran under the hypervisor {h} — the host can stop the guest in ways no guest setting removes; latencies include them"
+        ));
+    }
+    if r.interrupted {
+        w.push(format!(
+            "{who}: interrupted (Ctrl-C) — the figures cover only what was measured"
+        ));
+    }
+    let missed = c.counter("missed_periods");
+    if missed > 0 {
+        w.push(format!(
+            "{who}: {missed} missed periods — the thread could not run for whole periods"
+        ));
+    }
+    let dropped = c.counter("samples_dropped");
+    if dropped > 0 {
+        w.push(format!(
+            "{who}: {dropped} raw samples dropped from the --samples file (its buffer was full); the statistics count every sample"
+        ));
+    }
+    if let Some(n) = &c.noise {
+        if !n.attribution.available {
+            w.push(format!(
+                "{who}: noise not attributed to its sources — {}",
+                n.attribution
+                    .reason
+                    .as_deref()
+                    .unwrap_or("the result does not say why")
+            ));
+        }
+        for cpu in &n.cpus {
+            if cpu.events_lost > 0 {
+                w.push(format!(
+                    "{who}: CPU {}: {} trace events lost (events_lost) — some gaps' attribution is incomplete",
+                    cpu.cpu, cpu.events_lost
+                ));
+            }
+            if cpu.gaps_dropped > 0 {
+                w.push(format!(
+                    "{who}: CPU {}: {} gaps counted but not kept (gaps_dropped) — their sizes are in the totals, not attributed",
+                    cpu.cpu, cpu.gaps_dropped
+                ));
+            }
+        }
+        for p in &n.attribution.restore_problems {
+            w.push(format!("{who}: tracing setting not restored: {p}"));
+        }
+    }
+    w
+}

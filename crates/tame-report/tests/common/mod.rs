@@ -1,0 +1,338 @@
+//! What the report tests share: the fixtures, rendering files, and the structure every
+//! page must have (figures with ids, captions and labelled axes, nothing fetched, no
+//! script, summary numbers equal to the JSON's).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use tame_report::html::escape;
+use tame_report::{Doc, Input, Rendered};
+
+/// This crate's fixtures: results of short runs of tame. The lead adds recorded results
+/// below `recorded/`; [`render_every_file`] picks them up with no change here.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// A file of another crate's test data (`tame-bench/testdata/compare/a-noise.json`).
+pub fn crate_file(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
+}
+
+pub fn read(paths: &[PathBuf]) -> Vec<Input> {
+    tame_report::read(paths).unwrap_or_else(|e| panic!("{paths:?} should be read: {e}"))
+}
+
+pub fn render(paths: &[PathBuf]) -> (Vec<Input>, Rendered) {
+    let inputs = read(paths);
+    let r = tame_report::render(&inputs).unwrap_or_else(|e| panic!("{paths:?} should render: {e}"));
+    check_page(&r);
+    (inputs, r)
+}
+
+pub fn json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Write `value` to `dir/name` and return the path.
+pub fn write_json(dir: &Path, name: &str, value: &Value) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_string_pretty(value).unwrap()).unwrap();
+    p
+}
+
+/// The `<figure>` element of figure `id` in the page.
+pub fn figure_block<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html
+        .find(&format!("<figure id=\"fig-{id}\" data-figure=\"{id}\""))
+        .unwrap_or_else(|| panic!("figure {id} on the page"));
+    let end = start + html[start..].find("</figure>").expect("figure closed");
+    &html[start..end]
+}
+
+/// What every page must be: self-contained (no script, nothing a browser would fetch),
+/// every figure with its id, caption, title, labelled axes, environment and command line,
+/// and unique ids.
+pub fn check_page(r: &Rendered) {
+    let html = &r.html;
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    let lower = html.to_lowercase();
+    for fetch in [
+        "<script", "http://", "https://", "url(", "@import", " src=", "<link", "<img", "<iframe",
+    ] {
+        assert!(
+            !lower.contains(fetch),
+            "the page must not contain {fetch:?}"
+        );
+    }
+    let mut ids: Vec<&str> = r.figures().map(|f| f.id.as_str()).collect();
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "figure ids are unique");
+    for f in r.figures() {
+        let block = figure_block(html, &f.id);
+        assert!(
+            block.contains(&format!("<svg data-figure=\"{}\"", f.id)),
+            "{}: inline svg",
+            f.id
+        );
+        assert!(block.contains("<figcaption>"), "{}: caption", f.id);
+        assert!(
+            block.contains(&escape(&f.title)),
+            "{}: title in the caption",
+            f.id
+        );
+        assert!(
+            !f.x_label.is_empty() && !f.y_label.is_empty(),
+            "{}: axes labelled",
+            f.id
+        );
+        for text in [&f.title, &f.x_label, &f.y_label] {
+            assert!(
+                f.svg.contains(&svg_text(text)),
+                "{}: {text:?} drawn in the SVG",
+                f.id
+            );
+        }
+        assert!(
+            f.svg.starts_with("<svg") && f.svg.contains("xmlns=\"http://www.w3.org/2000/svg\""),
+            "{}: a standalone SVG",
+            f.id
+        );
+        assert!(
+            !f.contexts.is_empty(),
+            "{}: environment and command line beside it",
+            f.id
+        );
+        for c in &f.contexts {
+            assert!(
+                block.contains(&escape(&c.environment)),
+                "{}: environment",
+                f.id
+            );
+            assert!(
+                block.contains(&escape(&c.command)),
+                "{}: command line",
+                f.id
+            );
+        }
+    }
+}
+
+/// Text as plotters writes it into an SVG.
+pub fn svg_text(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&apos;")
+}
+
+pub fn has_figure(r: &Rendered, id: &str) -> bool {
+    r.figures().any(|f| f.id == id)
+}
+
+/// The summary's cell of `stat` in the row labelled `row` holds exactly `text`.
+pub fn assert_cell(html: &str, row: &str, stat: &str, text: &str) {
+    let needle = format!(
+        "<td data-row=\"{}\" data-stat=\"{}\">{}</td>",
+        escape(row),
+        escape(stat),
+        escape(text)
+    );
+    assert!(html.contains(&needle), "expected {needle} on the page");
+}
+
+/// The key figures of `label` equal the summary `s` of the JSON.
+pub fn assert_summary(html: &str, label: &str, s: &Value) {
+    for (stat, key) in [
+        ("count", "count"),
+        ("p50", "p50"),
+        ("p99", "p99"),
+        ("p99.9", "p99_9"),
+        ("p99.999", "p99_999"),
+        ("max", "max"),
+    ] {
+        let v = s[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("summary has {key}"));
+        assert_cell(html, label, stat, &v.to_string());
+    }
+}
+
+/// The figures a document must give, and its numbers on the page equal to its JSON.
+pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
+    let html = &r.html;
+    match &inputs[0].doc {
+        Doc::Bench(c) => {
+            let bench = c.result.bench.as_str();
+            let results: Vec<(&str, &tame_bench::BenchResult)> = inputs
+                .iter()
+                .map(|i| match &i.doc {
+                    Doc::Bench(c) => (i.file.as_str(), &c.result),
+                    _ => unreachable!("one bench"),
+                })
+                .collect();
+            let labels = tame_report::model::labels(&results);
+            match bench {
+                "ipc" => {
+                    for (i, v) in inputs.iter().zip(raw) {
+                        for g in v["groups"].as_array().unwrap() {
+                            let (transport, size) =
+                                g["label"].as_str().unwrap().split_once('/').unwrap();
+                            let m = g["metrics"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .find(|m| m["name"] == "one_way_latency")
+                                .unwrap();
+                            let row = if inputs.len() > 1 {
+                                format!("{}: {transport}", labels[0])
+                            } else {
+                                transport.to_string()
+                            };
+                            assert_summary(html, &row, &m["summary"]);
+                            assert!(
+                                has_figure(r, &format!("ipc-{}-tail", size.to_lowercase())),
+                                "{}: tail of {size}",
+                                i.file
+                            );
+                        }
+                        for (k, d) in v["merged"]["derived"].as_object().unwrap() {
+                            assert_cell(html, k, k, &format!("{}", d.as_f64().unwrap()));
+                        }
+                    }
+                }
+                _ => {
+                    for (label, v) in labels.iter().zip(raw) {
+                        assert_summary(html, label, &v["merged"]["metrics"][0]["summary"]);
+                    }
+                    assert!(has_figure(r, &format!("{bench}-tail")));
+                    let any_distribution = raw
+                        .iter()
+                        .any(|v| v["merged"]["metrics"][0].get("distribution").is_some());
+                    assert_eq!(
+                        has_figure(r, &format!("{bench}-histogram")),
+                        any_distribution,
+                        "histogram iff a distribution"
+                    );
+                    let any_timeline = raw.iter().any(|v| {
+                        v["groups"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .any(|g| g.get("timeline").is_some())
+                    });
+                    assert_eq!(
+                        has_figure(r, &format!("{bench}-timeline")),
+                        any_timeline,
+                        "time line iff one was kept"
+                    );
+                    if bench == "noise" {
+                        assert!(has_figure(r, "noise-attribution"));
+                    }
+                }
+            }
+        }
+        Doc::Compare(_) => {
+            let v = &raw[0];
+            for row in v["rows"].as_array().unwrap() {
+                let name = format!(
+                    "{} {}",
+                    row["group"].as_str().unwrap(),
+                    row["name"].as_str().unwrap()
+                );
+                if let Some(ratio) = row["ratio"].as_f64() {
+                    assert_cell(html, &name, "ratio", &format!("{ratio}"));
+                }
+            }
+            assert!(has_figure(r, "compare-ratios"));
+        }
+        Doc::Assess(_) => {
+            let v = &raw[0];
+            assert!(html.contains(&format!(
+                "data-outcome=\"{}\"",
+                v["verdict"]["outcome"].as_str().unwrap()
+            )));
+            for phase in ["shared", "partitioned"] {
+                if let Some(h) = v["verdict"].get(phase).filter(|h| !h.is_null()) {
+                    assert_cell(html, phase, "response_ns", &h["response_ns"].to_string());
+                    assert_cell(html, phase, "margin_ns", &h["margin_ns"].to_string());
+                }
+                let p = &v[phase];
+                let summary = match p
+                    .get("results")
+                    .and_then(|r| r.get("cycle"))
+                    .filter(|c| !c.is_null())
+                {
+                    Some(c) => &c["merged"]["metrics"][0]["summary"],
+                    None => &p["cycle"]["latency"],
+                };
+                if !summary.is_null() {
+                    assert_summary(html, phase, summary);
+                }
+            }
+            assert!(has_figure(r, "assess-cycle-tail"));
+            let noise = ["shared", "partitioned"].iter().any(|p| {
+                v[p].get("results")
+                    .is_some_and(|r| r.get("noise").is_some_and(|n| !n.is_null()))
+            });
+            assert_eq!(
+                has_figure(r, "assess-noise-attribution"),
+                noise,
+                "noise figures iff a phase has its noise result"
+            );
+        }
+        Doc::Reserve(_) => {
+            let v = &raw[0];
+            assert_cell(
+                html,
+                v["kernel"].as_str().unwrap(),
+                "g_before",
+                &format!("{}", v["g_before"].as_f64().unwrap()),
+            );
+            assert!(html.contains(&escape(tame_report::reserve::NO_WINDOWS)));
+        }
+    }
+}
+
+/// The JSON files directly in `dir`, sorted.
+pub fn json_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// Render every JSON file of `dir` by itself, then the bench results of each bench
+/// together (overlaid), checking each page; returns the number of pages.
+pub fn render_every_file(dir: &Path) -> usize {
+    let files = json_files(dir);
+    let mut pages = 0;
+    let mut by_bench: Vec<(String, Vec<PathBuf>)> = Vec::new();
+    for f in &files {
+        let (inputs, r) = render(std::slice::from_ref(f));
+        check_expected(&inputs, &[json(f)], &r);
+        pages += 1;
+        if let Doc::Bench(c) = &inputs[0].doc {
+            match by_bench.iter_mut().find(|(b, _)| *b == c.result.bench) {
+                Some((_, v)) => v.push(f.clone()),
+                None => by_bench.push((c.result.bench.clone(), vec![f.clone()])),
+            }
+        }
+    }
+    for (_, group) in by_bench.iter().filter(|(_, g)| g.len() > 1) {
+        let (inputs, r) = render(group);
+        let raw: Vec<Value> = group.iter().map(|f| json(f)).collect();
+        check_expected(&inputs, &raw, &r);
+        pages += 1;
+    }
+    pages
+}

@@ -1,0 +1,487 @@
+//! Reports of real results: every expected figure present with its caption and labelled
+//! axes, summary numbers equal to the JSON's, nothing fetched; older results render with
+//! a note of what they lack; bad input is refused with the reason.
+
+mod common;
+use common::*;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use tame_bench::timeline::TimelineRecorder;
+use tame_report::bench::{NO_DISTRIBUTION, NO_TIMELINE};
+
+#[test]
+fn every_fixture_renders_alone_and_overlaid() {
+    let pages = render_every_file(&fixtures());
+    // 6 files alone, cycle and sleep overlaid.
+    assert!(pages >= 8, "{pages}");
+    // Recorded results (the lead's, below recorded/) when there are any.
+    let recorded = fixtures().join("recorded");
+    if recorded.is_dir() {
+        assert!(
+            render_every_file(&recorded) > 0,
+            "recorded/ holds no JSON result"
+        );
+    }
+}
+
+#[test]
+fn two_cycle_results_are_overlaid_with_their_warnings_and_ratios() {
+    let files = [
+        fixtures().join("cycle-fifo.json"),
+        fixtures().join("cycle-other.json"),
+    ];
+    let (inputs, r) = render(&files);
+    check_expected(&inputs, &[json(&files[0]), json(&files[1])], &r);
+    let html = &r.html;
+    // Labelled by what differs: neither ran in a partition nor under load, so their names.
+    let hist = r.figures().find(|f| f.id == "cycle-histogram").unwrap();
+    assert!(
+        hist.svg.contains("cycle-fifo (n = 2000)") && hist.svg.contains("cycle-other (n = 2000)")
+    );
+    for v in files.iter().map(|f| json(f)) {
+        let missed = v["merged"]["counters"]["missed_periods"].as_u64().unwrap();
+        let label = v["command_line"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w == "other");
+        let name = if label { "cycle-other" } else { "cycle-fifo" };
+        if missed > 0 {
+            assert!(html.contains(&format!(
+                "{name} ({}): {missed} missed periods",
+                files[usize::from(label)].display()
+            )));
+        }
+        if let Some(h) = v["environment"]["hypervisor"].as_str() {
+            assert!(html.contains(&format!("ran under the hypervisor {h}")));
+        }
+    }
+    // Ratios to the first: p99 of the second over the first's, three digits.
+    let p99 = |v: &Value| {
+        v["merged"]["metrics"][0]["summary"]["p99"]
+            .as_u64()
+            .unwrap() as f64
+    };
+    let ratio = tame_report::page::ratio(p99(&json(&files[1])), p99(&json(&files[0])));
+    assert_cell(html, "cycle-other / cycle-fifo", "p99", &ratio);
+    // Every mark of the histogram is named in its SVG.
+    let svg = &r.figures().find(|f| f.id == "cycle-histogram").unwrap().svg;
+    for mark in ["p50", "p99"] {
+        assert!(svg.contains(&format!(">\n{mark}")), "mark {mark}");
+    }
+    // No time line was kept by these runs: the page says so.
+    assert!(html.contains(NO_TIMELINE));
+}
+
+/// A result as written before distributions and time lines existed.
+fn strip(mut v: Value) -> Value {
+    let strip_group = |g: &mut Value| {
+        g.as_object_mut().unwrap().remove("timeline");
+        for m in g["metrics"].as_array_mut().unwrap() {
+            m.as_object_mut().unwrap().remove("distribution");
+        }
+    };
+    for g in v["groups"].as_array_mut().unwrap() {
+        strip_group(g);
+    }
+    strip_group(&mut v["merged"]);
+    v
+}
+
+#[test]
+fn an_old_result_renders_from_its_percentiles_and_says_what_it_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = write_json(
+        dir.path(),
+        "old-cycle.json",
+        &strip(json(&fixtures().join("cycle-fifo.json"))),
+    );
+    let (inputs, r) = render(std::slice::from_ref(&old));
+    check_expected(&inputs, &[json(&old)], &r);
+    assert!(!has_figure(&r, "cycle-histogram"));
+    assert!(has_figure(&r, "cycle-tail"));
+    let tail = r.figures().find(|f| f.id == "cycle-tail").unwrap();
+    assert!(
+        tail.svg.contains("from the summary"),
+        "the legend says where the curve comes from"
+    );
+    assert!(r.html.contains(NO_DISTRIBUTION));
+    assert!(r.html.contains(&format!(
+        "{}: no histogram of latency — {NO_DISTRIBUTION}",
+        "shared, no load (".to_string() + &old.display().to_string() + ")"
+    )));
+    // Overlaid with a new one: the new one's histogram is drawn, the old one is named as missing.
+    let new = fixtures().join("cycle-other.json");
+    let (_, r) = render(&[old.clone(), new]);
+    let hist = r
+        .figures()
+        .find(|f| f.id == "cycle-histogram")
+        .expect("the new result's histogram");
+    assert!(
+        hist.caption.contains("Not drawn: old-cycle"),
+        "{}",
+        hist.caption
+    );
+}
+
+#[test]
+fn a_time_line_is_drawn_with_its_peaks_and_missed_periods() {
+    let mut v = json(&fixtures().join("cycle-fifo.json"));
+    let mut rec = TimelineRecorder::new(0, 2_000_000_000);
+    for k in 0..2_000u64 {
+        rec.record(
+            k * 1_000_000,
+            if k == 1_234 { 7_654_321 } else { 40_000 + k },
+        );
+    }
+    rec.missed(500_000_000, 3);
+    let t = rec.timeline("latency", "ns");
+    let peak_window = t.windows.iter().max_by_key(|w| w.max).unwrap().max;
+    assert_eq!(peak_window, 7_654_321);
+    v["groups"][0]["timeline"] = serde_json::to_value(&t).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let f = write_json(dir.path(), "with-timeline.json", &v);
+    let (inputs, r) = render(std::slice::from_ref(&f));
+    check_expected(&inputs, std::slice::from_ref(&v), &r);
+    let fig = r
+        .figures()
+        .find(|f| f.id == "cycle-timeline")
+        .expect("the time line");
+    assert_eq!(fig.kind, "timeline");
+    assert!(
+        fig.svg
+            .contains("shared, no load: missed periods (3 in all)"),
+        "missed periods in the legend"
+    );
+    assert!(fig
+        .caption
+        .contains(&format!("{} windows of", t.windows.len())));
+    assert!(!r.html.contains(NO_TIMELINE));
+}
+
+#[test]
+fn sleep_jitter_is_drawn_against_the_number_of_tasks() {
+    let files = [
+        fixtures().join("sleep-1task.json"),
+        fixtures().join("sleep-4tasks.json"),
+    ];
+    let (_, r) = render(&files);
+    let f = r
+        .figures()
+        .find(|f| f.id == "sleep-tasks")
+        .expect("jitter against tasks");
+    assert_eq!(f.x_label, "sleeping tasks running at once");
+    // Labelled by what differs between them: the number of tasks.
+    assert_cell(
+        &r.html,
+        "1 tasks",
+        "p99",
+        &json(&files[0])["merged"]["metrics"][0]["summary"]["p99"].to_string(),
+    );
+    assert_cell(
+        &r.html,
+        "4 tasks",
+        "max",
+        &json(&files[1])["merged"]["metrics"][0]["summary"]["max"].to_string(),
+    );
+}
+
+#[test]
+fn noise_results_show_attribution_per_source_and_what_they_lack() {
+    let files = [
+        crate_file("tame-bench/testdata/compare/a-noise.json"),
+        crate_file("tame-bench/testdata/compare/b-noise.json"),
+    ];
+    let raw: Vec<Value> = files.iter().map(|f| json(f)).collect();
+    let (inputs, r) = render(&files);
+    check_expected(&inputs, &raw, &r);
+    let f = r.figures().find(|f| f.id == "noise-attribution").unwrap();
+    // The largest source of the first result is named in the legend.
+    let top = &raw[0]["noise"]["cpus"][0]["sources"][0];
+    assert!(
+        f.svg.contains(top["source"].as_str().unwrap()),
+        "{}",
+        top["source"]
+    );
+    assert!(f.svg.contains("not attributed"));
+    assert!(r.html.contains(
+        "noise not attributed to its sources — attribution was not asked for (--no-trace)"
+    ));
+    // Old noise results: no distributions.
+    assert!(r.html.contains(NO_DISTRIBUTION));
+    let share = raw[0]["noise"]["cpus"][0]["noise_share_percent"]
+        .as_f64()
+        .unwrap();
+    assert_cell(
+        &r.html,
+        "a-noise cpu0",
+        "noise_share_percent",
+        &format!("{share}"),
+    );
+}
+
+#[test]
+fn a_comparison_is_a_table_and_bars_of_its_ratios() {
+    for name in ["noise.json", "sleep.json"] {
+        let f = crate_file(&format!("tame-bench/testdata/compare/{name}"));
+        let (inputs, r) = render(std::slice::from_ref(&f));
+        check_expected(&inputs, &[json(&f)], &r);
+        assert!(r.html.contains("id=\"compare-rows\""));
+    }
+}
+
+/// The assess fixture with each phase's cycle result embedded, as assess writes it now.
+fn assess_with_results() -> Value {
+    let mut v = json(&crate_file("tame-assess/tests/fixtures/dev-vm-1ms.json"));
+    let mut part = json(&fixtures().join("cycle-other.json"));
+    part["partition"] = json!("rt");
+    let noise = |name: &str| json(&crate_file(&format!("tame-bench/testdata/compare/{name}")));
+    v["shared"]["results"] = json!({ "cycle": json(&fixtures().join("cycle-fifo.json")), "noise": noise("a-noise.json") });
+    v["partitioned"]["results"] = json!({ "cycle": part, "noise": noise("b-noise.json") });
+    v
+}
+
+#[test]
+fn an_assess_report_puts_its_verdict_first_and_overlays_its_phases() {
+    // Written before assess embedded its results: drawn from the phases' histograms.
+    let old = crate_file("tame-assess/tests/fixtures/dev-vm-1ms.json");
+    let (inputs, r) = render(std::slice::from_ref(&old));
+    check_expected(&inputs, &[json(&old)], &r);
+    let html = &r.html;
+    let verdict = html.find("id=\"verdict\"").expect("verdict");
+    let first_figure = html.find("<figure").expect("figures");
+    assert!(verdict < first_figure, "the verdict comes first");
+    assert!(
+        has_figure(&r, "assess-cycle-histogram"),
+        "from the phase's own histogram"
+    );
+    assert!(html.contains("RT throttling on: 50 ms of every 1000 ms reserved for non-RT tasks"));
+    assert!(html.contains("no full results (written before assess embedded them)"));
+    // With the results embedded: shared vs partitioned from them.
+    let dir = tempfile::tempdir().unwrap();
+    let v = assess_with_results();
+    let f = write_json(dir.path(), "assess.json", &v);
+    let (inputs, r) = render(std::slice::from_ref(&f));
+    check_expected(&inputs, std::slice::from_ref(&v), &r);
+    assert!(!r.html.contains("no full results"));
+    let tail = r.figures().find(|f| f.id == "assess-cycle-tail").unwrap();
+    assert!(tail.svg.contains("shared (n = 2000)") && tail.svg.contains("partitioned (n = 2000)"));
+    assert!(tail.contexts[1]
+        .environment
+        .contains("measured in partition rt"));
+    // The busy loop of both phases: attribution per CPU, labelled by phase.
+    let attribution = r
+        .figures()
+        .find(|f| f.id == "assess-noise-attribution")
+        .expect("noise attribution");
+    assert!(
+        attribution.svg.contains("shared cpu0") && attribution.svg.contains("partitioned cpu1")
+    );
+    assert_summary(
+        &r.html,
+        "shared",
+        &v["shared"]["results"]["noise"]["merged"]["metrics"][0]["summary"],
+    );
+}
+
+#[test]
+fn a_reserve_study_is_its_tables_and_says_it_has_no_windows() {
+    use tame_reserve::bench::{FrameRow, OverheadRow, Report, StabilityRow, REPORT_SCHEMA};
+    use tame_reserve::Backend;
+    let report = Report {
+        schema: REPORT_SCHEMA,
+        kernel: "6.1.0-rt".into(),
+        online_cpus: 4,
+        cpu: 3,
+        period_ns: 10_000_000,
+        stability_window_ns: 100_000_000,
+        loadavg_before: "0.10 0.20 0.30 1/200 1234".into(),
+        loadavg_after: "1.10 0.90 0.40 2/210 1300".into(),
+        g_before: 1_234_567.4,
+        g_after: 1_230_000.6,
+        shared_rate_before: 987_654.3,
+        floor_cv: 0.00123,
+        floor_windows: 50,
+        overhead: vec![OverheadRow {
+            backend: Backend::Server,
+            share_ppm: 100_000,
+            g: 1_234_567.0,
+            g_shared: 1_200_000.0,
+            client_rate: 120_000.0,
+            rest_rate: 1_000_000.0,
+            client_cpu: 0.0972,
+            rest_cpu: 0.81,
+            o_i: 0.028,
+            o_e: 0.1,
+            o_e_shared: 0.07,
+        }],
+        stability: vec![StabilityRow {
+            backend: Backend::Server,
+            share_ppm: 200_000,
+            load: "cpu".into(),
+            windows: 110,
+            mean_rate: 250_000.0,
+            cv: 0.0234,
+            step_cpu: vec![0.2, 0.19876, 0.205],
+        }],
+        frame_cpu_ns: 20_000_000,
+        periodic: vec![FrameRow {
+            config: "none".into(),
+            background: 5,
+            frames: 49,
+            min_ms: 99.9,
+            avg_ms: 100.0,
+            max_ms: 480.25,
+        }],
+        skipped: vec!["deadline: SCHED_DEADLINE refused".into()],
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let f = write_json(
+        dir.path(),
+        "reserve.json",
+        &serde_json::to_value(&report).unwrap(),
+    );
+    let (inputs, r) = render(std::slice::from_ref(&f));
+    check_expected(&inputs, &[json(&f)], &r);
+    assert!(has_figure(&r, "reserve-load-steps"));
+    for id in [
+        "reserve-overhead-server",
+        "reserve-stability",
+        "reserve-periodic",
+    ] {
+        assert!(r.html.contains(&format!("<table id=\"{id}\"")), "{id}");
+    }
+    assert_cell(&r.html, "server", "cv", "0.0234");
+    assert!(r
+        .html
+        .contains("not measured: deadline: SCHED_DEADLINE refused"));
+}
+
+#[test]
+fn an_ipc_result_of_schema_version_1_renders_like_version_2() {
+    // Version 1: `merged` labelled `goals`, each goal a ratio (derived) and a verdict (counter).
+    let mut v = json(&fixtures().join("ipc.json"));
+    v["schema_version"] = json!(1);
+    v["merged"]["label"] = json!("goals");
+    v["merged"]["counters"] = json!({ "goal_latency_met": 1 });
+    v["merged"]["derived"] = json!({ "goal_latency_ratio": 1.25 });
+    let dir = tempfile::tempdir().unwrap();
+    let f = write_json(dir.path(), "ipc-v1.json", &v);
+    let (inputs, r) = render(std::slice::from_ref(&f));
+    check_expected(&inputs, std::slice::from_ref(&v), &r);
+    assert_cell(&r.html, "goal_latency_ratio", "goal_latency_ratio", "1.25");
+}
+
+fn refused(paths: &[PathBuf]) -> String {
+    match tame_report::read(paths) {
+        Ok(_) => panic!("{paths:?} should be refused"),
+        Err(e) => {
+            assert!(e.is_bad_input(), "{e}");
+            e.to_string()
+        }
+    }
+}
+
+#[test]
+fn bad_input_is_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let not_json = d.join("notes.txt");
+    std::fs::write(&not_json, "latency was fine\n").unwrap();
+    assert!(refused(&[not_json]).contains("is not JSON"));
+    let other = write_json(
+        d,
+        "package.json",
+        &json!({ "name": "left-pad", "version": "1.3.0" }),
+    );
+    assert!(refused(&[other]).contains("is not a tame result"));
+    let mut future = json(&fixtures().join("cycle-fifo.json"));
+    future["schema_version"] = json!(99);
+    let future = write_json(d, "future.json", &future);
+    let m = refused(&[future]);
+    assert!(
+        m.contains("schema_version 99") && m.contains("it reads 1"),
+        "{m}"
+    );
+    let m = refused(&[
+        fixtures().join("cycle-fifo.json"),
+        fixtures().join("ipc.json"),
+    ]);
+    assert!(
+        m.contains("a cycle result") && m.contains("an ipc result") && m.contains("same bench"),
+        "{m}"
+    );
+    let m = refused(&[
+        crate_file("tame-assess/tests/fixtures/dev-vm-1ms.json"),
+        fixtures().join("cycle-fifo.json"),
+    ]);
+    assert!(
+        m.contains("an assess report, which is drawn by itself"),
+        "{m}"
+    );
+    let m = refused(&[d.join("missing.json")]);
+    assert!(m.contains("cannot read"), "{m}");
+    let mut assess = json(&crate_file("tame-assess/tests/fixtures/dev-vm-1ms.json"));
+    assess["schema"] = json!("tame.assess/9");
+    let assess = write_json(d, "assess9.json", &assess);
+    assert!(refused(&[assess]).contains("schema tame.assess/9"));
+    let mut broken = json(&fixtures().join("cycle-fifo.json"));
+    broken.as_object_mut().unwrap().remove("merged");
+    let broken = write_json(d, "broken.json", &broken);
+    assert!(refused(&[broken]).contains("does not read as one"));
+    assert!(refused(&[]).contains("no input"));
+}
+
+#[test]
+fn ten_million_samples_render_in_well_under_a_second_per_figure() {
+    // A cycle result of 10 M samples over 10 s, made the way the bench makes it.
+    let mut rec = tame_bench::Recorder::new();
+    let mut tl = TimelineRecorder::new(0, 10_000_000_000);
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for k in 0..10_000_000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let v = 20_000
+            + x % 5_000
+            + if x.is_multiple_of(100_003) {
+                x % 3_000_000
+            } else {
+                0
+            };
+        rec.record(v);
+        tl.record(k * 1_000, v);
+    }
+    let mut v = json(&fixtures().join("cycle-fifo.json"));
+    let summary = serde_json::to_value(rec.summary()).unwrap();
+    let dist = serde_json::to_value(tame_bench::distribution::Distribution::of(&rec)).unwrap();
+    for g in ["groups", "merged"] {
+        let g = if g == "groups" {
+            &mut v["groups"][0]
+        } else {
+            &mut v["merged"]
+        };
+        g["metrics"][0]["summary"] = summary.clone();
+        g["metrics"][0]["distribution"] = dist.clone();
+    }
+    v["groups"][0]["timeline"] = serde_json::to_value(tl.timeline("latency", "ns")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let f = write_json(dir.path(), "ten-million.json", &v);
+    let start = Instant::now();
+    let inputs = read(std::slice::from_ref(&f));
+    let r = tame_report::render(&inputs).unwrap();
+    let written = tame_report::write(&r, &dir.path().join("out")).unwrap();
+    let took = start.elapsed();
+    eprintln!(
+        "10 M samples: read, rendered and written in {took:?}; page {} bytes",
+        r.html.len()
+    );
+    check_expected(&inputs, &[v], &r);
+    assert_eq!(written.len(), 1 + r.figures().count());
+    assert!(took.as_secs() < 10, "{took:?}");
+    // Small as well as fast: the time line is at most 1024 windows.
+    assert!(r.html.len() < 2_000_000, "{}", r.html.len());
+}
