@@ -7,6 +7,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+/// Version of a comparison as JSON, its `schema` (docs/results.md, at its end). Comparisons
+/// written before it have no `schema`.
+pub const COMPARE_SCHEMA: &str = "tame.compare/1";
+
 use serde::Serialize;
 
 use crate::error::{invalid, Result};

@@ -210,9 +210,17 @@ fn assess_measures_both_phases_and_leaves_the_machine_as_found() {
         "shared-noise.json",
         "partitioned-cycle.json",
         "partitioned-noise.json",
+        "report/index.html",
+        "report/assess-cycle-histogram.svg",
     ] {
         assert!(out.join(file).is_file(), "{file} not written");
     }
+    // The page is tame report's of assess.json: the verdict first, both phases overlaid.
+    let page = std::fs::read_to_string(out.join("report/index.html")).unwrap();
+    assert!(
+        page.contains("id=\"verdict\"") && page.contains("id=\"fig-assess-cycle-histogram\""),
+        "the page holds the verdict and the phases' histogram"
+    );
     // The raw results are what `tame compare` reads.
     let compared = tame(&[
         "compare",

@@ -102,7 +102,8 @@ fn verdict(r: &AssessReport) -> Verdict {
             Cell::stat("holds", if h.holds { "yes" } else { "no" }),
             Cell::stat("activations", h.activations.to_string()),
             Cell::stat("late", h.late.to_string()),
-            Cell::stat("late_fraction", format!("{}", h.late_fraction)),
+            // A share of activations reads as a percentage; the JSON keeps the fraction.
+            Cell::stat("late_fraction", format!("{:.4} %", h.late_fraction * 100.0)),
             Cell::stat("response_ns", h.response_ns.to_string()),
             Cell::stat("margin_ns", h.margin_ns.to_string()),
         ])
@@ -115,7 +116,7 @@ fn verdict(r: &AssessReport) -> Verdict {
         id: "verdict-figures".into(),
         caption: format!(
             "the requirement ({}) in each configuration",
-            serde_json::to_string(&r.requirement).unwrap_or_default()
+            r.requirement.describe()
         ),
         head: [
             "configuration",

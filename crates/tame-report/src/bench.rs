@@ -15,7 +15,8 @@ use crate::summary;
 pub const NO_DISTRIBUTION: &str =
     "written before distributions were recorded: rerun with this tame for histograms";
 /// The note on a result without a time line.
-pub const NO_TIMELINE: &str = "has no time line (results written before time lines were recorded, and runs of benches that keep none, have none): no value over time is drawn";
+pub const NO_TIMELINE: &str =
+    "written before time lines were recorded: rerun with this tame to see the value over time";
 
 /// Add the sections of results of one bench (`configs` all of it) to the page; `prefix`
 /// keeps the figure ids of several such sections apart.

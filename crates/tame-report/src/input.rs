@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tame_assess::report::ASSESS_SCHEMA;
 use tame_assess::AssessReport;
-use tame_bench::compare::Compared;
+use tame_bench::compare::{Compared, COMPARE_SCHEMA};
 use tame_reserve::bench::{Report as ReserveReport, REPORT_SCHEMA};
 
 use crate::error::{invalid, Result};
@@ -166,6 +166,16 @@ pub fn recognise(file: &str, value: Value) -> Result<Doc> {
                 .map(|r| Doc::Reserve(Box::new(r)))
                 .map_err(|e| not_valid("a reserve study report", e));
         }
+        Some(Value::String(s)) if s.starts_with("tame.compare/") => {
+            if s != COMPARE_SCHEMA {
+                return Err(invalid(format!(
+                    "{file}: a comparison of schema {s}, which this tame does not read (it reads {COMPARE_SCHEMA}) — render it with the tame that wrote it"
+                )));
+            }
+            return serde_json::from_value(value.clone())
+                .map(|c| Doc::Compare(Box::new(c)))
+                .map_err(|e| not_valid("a comparison (tame compare --json)", e));
+        }
         Some(other) => {
             return Err(invalid(format!(
                 "{file} is not a tame result: its schema {other} is none of tame's — {WHAT_TO_GIVE}"
@@ -173,6 +183,7 @@ pub fn recognise(file: &str, value: Value) -> Result<Doc> {
         }
         None => {}
     }
+    // A comparison written before comparisons named their schema.
     if ["bench", "a", "b", "rows"]
         .iter()
         .all(|k| obj.contains_key(*k))

@@ -74,9 +74,9 @@ pub fn ratios(id: &str, caption: &str, series: &[Series]) -> Option<Table> {
     })
 }
 
-/// What a result warns of: the hypervisor, a run cut short, missed periods, raw samples
-/// not kept, and for noise results lost trace events, gaps not kept and attribution that
-/// did not run.
+/// What a result warns of: the hypervisor, RT throttling, a run cut short, missed periods,
+/// raw samples not kept, and for noise results lost trace events, gaps not kept and
+/// attribution that did not run.
 pub fn warnings(c: &Config) -> Vec<String> {
     let r = &c.result;
     let who = format!("{} ({})", c.label, c.file);
@@ -85,6 +85,14 @@ pub fn warnings(c: &Config) -> Vec<String> {
         w.push(format!(
             "{who}: ran under the hypervisor {h} — the host can stop the guest in ways no guest setting removes; latencies include them"
         ));
+    }
+    if let Some(b) = r.environment.rt_bandwidth {
+        if b.runtime_us >= 0 && (b.runtime_us as u64) < b.period_us {
+            w.push(format!(
+                "{who}: RT throttling was on (sched_rt_runtime_us {} of sched_rt_period_us {}) — a real-time thread that keeps its CPU longer in a period is stopped for the rest of it: a busy real-time loop (fwq, noise) shows that as noise",
+                b.runtime_us, b.period_us
+            ));
+        }
     }
     if r.interrupted {
         w.push(format!(

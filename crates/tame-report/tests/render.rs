@@ -72,8 +72,28 @@ fn two_cycle_results_are_overlaid_with_their_warnings_and_ratios() {
     for mark in ["p50", "p99"] {
         assert!(svg.contains(&format!(">\n{mark}")), "mark {mark}");
     }
-    // No time line was kept by these runs: the page says so.
+    // These two were written before time lines were recorded: the page says so.
     assert!(html.contains(NO_TIMELINE));
+}
+
+#[test]
+fn rt_throttling_is_a_warning_only_where_it_capped_real_time_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut v = json(&fixtures().join("fwq.json"));
+    let warning = "RT throttling was on (sched_rt_runtime_us 950000 of sched_rt_period_us 1000000)";
+    for (runtime, warned) in [(950_000i64, true), (-1, false), (1_000_000, false)] {
+        v["environment"]["rt_bandwidth"] = json!({"runtime_us": runtime, "period_us": 1_000_000});
+        let f = write_json(dir.path(), "fwq-throttled.json", &v);
+        let (_, r) = render(std::slice::from_ref(&f));
+        assert_eq!(
+            r.html.contains("RT throttling was on"),
+            warned,
+            "runtime {runtime}"
+        );
+        if warned {
+            assert!(r.html.contains(warning), "the warning names both values");
+        }
+    }
 }
 
 /// A result as written before distributions and time lines existed.
@@ -428,6 +448,12 @@ fn bad_input_is_refused_with_the_reason() {
     assess["schema"] = json!("tame.assess/9");
     let assess = write_json(d, "assess9.json", &assess);
     assert!(refused(&[assess]).contains("schema tame.assess/9"));
+    let mut comparison = json(&fixtures().join("recorded/compare-cycle.json"));
+    assert_eq!(comparison["schema"], tame_bench::compare::COMPARE_SCHEMA);
+    comparison["schema"] = json!("tame.compare/9");
+    let comparison = write_json(d, "compare9.json", &comparison);
+    let m = refused(&[comparison]);
+    assert!(m.contains("a comparison of schema tame.compare/9"), "{m}");
     let mut broken = json(&fixtures().join("cycle-fifo.json"));
     broken.as_object_mut().unwrap().remove("merged");
     let broken = write_json(d, "broken.json", &broken);

@@ -19,9 +19,6 @@ pub struct CompareArgs {
     json: Option<String>,
 }
 
-/// Version of the comparison as JSON (docs/results.md, at its end).
-const SCHEMA: &str = "tame.compare/1";
-
 #[derive(serde::Serialize)]
 struct Versioned<'a> {
     schema: &'static str,
@@ -61,7 +58,7 @@ pub fn run(_ctx: &Context, args: CompareArgs) -> anyhow::Result<i32> {
     )?;
     let json = JsonOut::open(args.json.as_deref(), "comparison")?;
     let versioned = Versioned {
-        schema: SCHEMA,
+        schema: compare::COMPARE_SCHEMA,
         comparison: &comparison,
     };
     json.emit(&versioned, &compare::table(&comparison))?;

@@ -1,5 +1,5 @@
 //! A metric over the run from its time line: per window the highest value (solid) and the
-//! mean (dashed) of every thread, and the windows with missed periods marked. The time
+//! mean (thin, pale) of every thread, and the windows with missed periods marked. The time
 //! line already holds each window's extremes, so a run of millions of samples draws at
 //! most a few thousand points and no peak is lost.
 
@@ -108,16 +108,13 @@ pub fn figure(
                             PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
                         });
                 }
-                let b = chart.draw_series(DashedLineSeries::new(
-                    mean,
-                    5,
-                    3,
-                    c.mix(0.8).stroke_width(1),
-                ))?;
+                // Thin and pale rather than dashed: plotters writes each dash as an SVG
+                // element of its own, which made a time line of 1024 windows half a megabyte.
+                let b = chart.draw_series(LineSeries::new(mean, c.mix(0.45).stroke_width(1)))?;
                 if n == 0 {
                     b.label(format!("{}: mean per window", s.label))
                         .legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 20, y)], c.mix(0.8).stroke_width(1))
+                            PathElement::new(vec![(x, y), (x + 20, y)], c.mix(0.45).stroke_width(1))
                         });
                 }
             }
@@ -165,7 +162,7 @@ pub fn figure(
         })
         .collect();
     let caption = format!(
-        "The {metric} over the run, per window ({}): the highest value of any thread in the window (solid), their mean (dashed); a gap is a window with no value; triangles at the top mark windows in which periods were missed. Every window keeps its maximum, so no peak is lost however long the run.",
+        "The {metric} over the run, per window ({}): the highest value of any thread in the window (solid), their mean (thin, pale line); a gap is a window with no value; triangles at the top mark windows in which periods were missed. Every window keeps its maximum, so no peak is lost however long the run.",
         windows.join("; ")
     );
     Ok(Some(Figure {

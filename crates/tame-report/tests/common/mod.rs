@@ -259,6 +259,8 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
             for phase in ["shared", "partitioned"] {
                 if let Some(h) = v["verdict"].get(phase).filter(|h| !h.is_null()) {
                     assert_cell(html, phase, "response_ns", &h["response_ns"].to_string());
+                    let late = h["late_fraction"].as_f64().unwrap() * 100.0;
+                    assert_cell(html, phase, "late_fraction", &format!("{late:.4} %"));
                     assert_cell(html, phase, "margin_ns", &h["margin_ns"].to_string());
                 }
                 let p = &v[phase];

@@ -4,7 +4,7 @@
 mod view;
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use tame_assess::requirement::{parse_miss_rate, Requirement};
 use tame_assess::run::{Observer, Options};
@@ -122,9 +122,29 @@ pub fn run(ctx: &Context, a: AssessArgs) -> anyhow::Result<i32> {
     let mut progress = Progress::new();
     let report = tame_assess::assess(&ctx.root, &options, &control, &mut progress)?;
     progress.finish();
-    json.emit(&report, &view::summary(&report, &a.out))?;
+    let page = write_report_page(&a.out);
+    json.emit(&report, &view::summary(&report, &a.out, page.as_deref()))?;
     Ok(finished(report.interrupted))
 }
+
+/// `tame report`'s page of the assessment, from the assess.json just written, into
+/// `OUT/report/`. A page that cannot be drawn costs the user a picture, not the verdict:
+/// the reason goes to stderr and the command goes on.
+fn write_report_page(out: &Path) -> Option<PathBuf> {
+    let drawn = tame_report::read(&[out.join("assess.json")])
+        .and_then(|inputs| tame_report::render(&inputs))
+        .and_then(|rendered| tame_report::write(&rendered, &out.join(REPORT_DIR)));
+    match drawn {
+        Ok(_) => Some(out.join(REPORT_DIR).join(tame_report::INDEX)),
+        Err(e) => {
+            eprintln!("tame assess: no report page: {e}");
+            None
+        }
+    }
+}
+
+/// Where in `--out` the report page goes.
+pub const REPORT_DIR: &str = "report";
 
 /// Phases and their progress on stderr: a bar on a terminal, one line per phase otherwise.
 struct Progress {

@@ -10,7 +10,7 @@ use tame_assess::verdict::{self, Outcome};
 use tame_bench::output::human_ns;
 use tame_check::Severity;
 
-pub fn summary(r: &AssessReport, out_dir: &Path) -> String {
+pub fn summary(r: &AssessReport, out_dir: &Path, page: Option<&Path>) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "tame assess — {}", r.requirement.describe());
     machine(&mut s, r);
@@ -35,6 +35,13 @@ pub fn summary(r: &AssessReport, out_dir: &Path) -> String {
         out_dir.display(),
         if r.interrupted { " (interrupted)" } else { "" }
     );
+    if let Some(page) = page {
+        let _ = writeln!(
+            s,
+            "figures: {} (open it in a browser; each figure is also an SVG file beside it)",
+            page.display()
+        );
+    }
     s
 }
 
