@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-/// `value` as JSON, indented, with every innermost array or object on one line.
+/// `value` as JSON, indented, with every innermost array or object inside it on one line.
 pub fn pretty<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
     Ok(fold_leaves(&serde_json::to_string_pretty(value)?))
 }
@@ -40,7 +40,8 @@ fn fold_leaves(text: &str) -> String {
                 open.push((out.len(), false));
             }
             ']' | '}' => {
-                if let Some((start, false)) = open.pop() {
+                // The document itself stays unfolded, however flat it is.
+                if let (Some((start, false)), false) = (open.pop(), open.is_empty()) {
                     let folded = fold_region(&out[start..]);
                     out.truncate(start);
                     out.push_str(&folded);
@@ -116,6 +117,15 @@ mod tests {
             "{text}"
         );
         assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), v);
+    }
+
+    #[test]
+    fn a_flat_document_stays_unfolded() {
+        assert_eq!(
+            pretty(&json!({"bench": "cycle"})).unwrap(),
+            "{\n  \"bench\": \"cycle\"\n}"
+        );
+        assert_eq!(pretty(&json!([1, 2])).unwrap(), "[\n  1,\n  2\n]");
     }
 
     #[test]
