@@ -35,6 +35,18 @@ pub fn skip(why: impl Display) {
     eprintln!("skipped: {why}");
 }
 
+/// This test cannot run on this machine because the platform itself forbids what it
+/// tests, as a probe at run time established — not for want of root, a program, a
+/// package or a setting the project could install or make: those go through [`skip`]
+/// and fail under CI. Prints `unsupported here: why` and does not fail, under CI either,
+/// since no set-up of the project's can change it (e.g. a cgroup v1 hierarchy that the
+/// VM's own init holds open, so no switch to cgroup v2 can happen). The caller returns
+/// right after. Use it only with the probe's evidence in `why`.
+#[track_caller]
+pub fn unsupported(why: impl Display) {
+    eprintln!("unsupported here: {why}");
+}
+
 /// `condition`, or [`skip`] with "needs `what`" and `false`:
 /// `if !require(have_program("gcc"), "gcc") { return; }`.
 #[must_use]

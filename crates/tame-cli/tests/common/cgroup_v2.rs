@@ -42,6 +42,23 @@ pub enum Refusal {
     /// Something failed midway; everything that was changed has been restored as far
     /// as the message says.
     Failed(String),
+    /// The platform forbids the switch: a v1 hierarchy is held open by a process this
+    /// test can neither see nor stop (everything was restored).
+    Unsupported(String),
+}
+
+/// Why [`CgroupV2Switch::switch`] stopped.
+enum SwitchError {
+    /// A fault: an unexpected error, to be reported as a failure.
+    Fault(String),
+    /// A v1 hierarchy cannot be unmounted because a process out of this test's reach holds it.
+    OutOfReach(String),
+}
+
+impl From<String> for SwitchError {
+    fn from(m: String) -> Self {
+        SwitchError::Fault(m)
+    }
 }
 
 impl fmt::Display for Refusal {
@@ -50,6 +67,10 @@ impl fmt::Display for Refusal {
             Refusal::NotRoot => write!(f, "switching cgroup controllers to v2 needs root"),
             Refusal::Precondition(m) => write!(f, "cannot switch to cgroup v2: {m}"),
             Refusal::Failed(m) => write!(f, "switching to cgroup v2 failed: {m}"),
+            Refusal::Unsupported(m) => write!(
+                f,
+                "a live switch to cgroup v2 is impossible on this machine: {m} (everything restored)"
+            ),
         }
     }
 }
@@ -90,6 +111,10 @@ impl CgroupV2Switch {
         match Self::engage(free, enable, leftovers) {
             Ok(s) => Some(s),
             Err(e @ Refusal::Failed(_)) => panic!("{e}"),
+            Err(e @ Refusal::Unsupported(_)) => {
+                tame_testing::require::unsupported(e);
+                None
+            }
             Err(e) => {
                 super::skip(e);
                 None
@@ -128,24 +153,34 @@ impl CgroupV2Switch {
         // From here on every change is undone on error, the state file first.
         if let Err(e) = switch.switch(free, enable) {
             let undone = switch.restore_now();
-            return Err(Refusal::Failed(match undone {
-                Ok(()) => format!("{e} (everything restored)"),
-                Err(errs) => format!(
-                    "{e}; restoring failed too ({STATE_FILE} kept for the next run): {}",
-                    errs.join("; ")
-                ),
-            }));
+            return Err(match (e, undone) {
+                (SwitchError::OutOfReach(why), Ok(())) => Refusal::Unsupported(why),
+                (SwitchError::Fault(e), Ok(())) => {
+                    Refusal::Failed(format!("{e} (everything restored)"))
+                }
+                (SwitchError::Fault(e) | SwitchError::OutOfReach(e), Err(errs)) => {
+                    Refusal::Failed(format!(
+                        "{e}; restoring failed too ({STATE_FILE} kept for the next run): {}",
+                        errs.join("; ")
+                    ))
+                }
+            });
         }
         Ok(switch)
     }
 
-    fn switch(&mut self, free: &[&str], enable: &[&str]) -> Result<(), String> {
+    fn switch(&mut self, free: &[&str], enable: &[&str]) -> Result<(), SwitchError> {
         save_state(&self.prior)?;
         let lines = self.prior.unmounted.clone();
         for line in &lines {
             let target = mount_target(line);
             let values = root_values(&target);
-            umount(&target)?;
+            if let Err(e) = umount(&target) {
+                return Err(match held_out_of_reach(&target, &e) {
+                    Some(why) => SwitchError::OutOfReach(why),
+                    None => SwitchError::Fault(e.to_string()),
+                });
+            }
             eprintln!("cgroup-v2 switch: unmounted {line}");
             self.prior.root_values.insert(target.clone(), values);
             self.prior
@@ -162,7 +197,8 @@ impl CgroupV2Switch {
             return Err(format!(
                 "after the unmount, {v2}/cgroup.controllers still lacks some of {free:?} (it lists {:?})",
                 words(&format!("{v2}/cgroup.controllers"))
-            ));
+            )
+            .into());
         }
         for c in enable {
             if !words(&format!("{v2}/cgroup.subtree_control"))
@@ -662,16 +698,76 @@ fn cstr(s: &str) -> CString {
     CString::new(s).expect("no NUL in mount arguments")
 }
 
-fn umount(target: &str) -> Result<(), String> {
+/// A failed unmount: the target and the kernel's error.
+struct UmountError {
+    target: String,
+    error: std::io::Error,
+}
+
+impl fmt::Display for UmountError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "umount {}: {}", self.target, self.error)
+    }
+}
+
+fn umount(target: &str) -> Result<(), UmountError> {
     let t = cstr(target);
     // SAFETY: a valid NUL-terminated path; no flags.
     if unsafe { libc::umount2(t.as_ptr(), 0) } != 0 {
-        return Err(format!(
-            "umount {target}: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(UmountError {
+            target: target.to_string(),
+            error: std::io::Error::last_os_error(),
+        });
     }
     Ok(())
+}
+
+/// Why `target` is busy when no process this test can inspect holds it: the processes
+/// whose open files it may not read (e.g. a VM's init), named. `None` when the error is
+/// not EBUSY, or when a visible process holds the hierarchy (a fault to report: a
+/// leftover of ours, say), or when every process could be inspected.
+fn held_out_of_reach(target: &str, e: &UmountError) -> Option<String> {
+    if e.error.raw_os_error() != Some(libc::EBUSY) {
+        return None;
+    }
+    let mut hidden = Vec::new();
+    for entry in fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let dir = entry.path();
+        let comm = fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        // Its open files, working directory and root; a link root may not read counts as hidden.
+        let mut links = vec![dir.join("cwd"), dir.join("root")];
+        let mut denied = false;
+        match fs::read_dir(dir.join("fd")) {
+            Ok(fds) => links.extend(fds.flatten().map(|fd| fd.path())),
+            Err(err) => denied |= err.kind() == std::io::ErrorKind::PermissionDenied,
+        }
+        for link in links {
+            match fs::read_link(&link) {
+                Ok(p) if p.starts_with(target) => {
+                    eprintln!(
+                        "cgroup-v2 switch: PID {name} ({}) holds {target}",
+                        comm.trim()
+                    );
+                    return None;
+                }
+                Ok(_) => {}
+                Err(err) => denied |= err.kind() == std::io::ErrorKind::PermissionDenied,
+            }
+        }
+        if denied {
+            hidden.push(format!("PID {name} ({})", comm.trim()));
+        }
+    }
+    (!hidden.is_empty()).then(|| {
+        format!(
+            "{e}: no process this test can inspect holds it, and root may not read the open files of {} — a process outside the test's reach keeps the v1 hierarchy mounted, so its controllers can never move to v2 here",
+            hidden.join(", ")
+        )
+    })
 }
 
 /// Mount from a /proc/mounts line: flag words become mount flags, the rest (the
