@@ -302,7 +302,8 @@ fn every_command_with_a_json_flag_has_a_row() {
     for page in std::fs::read_dir(dir.path()).unwrap() {
         let page = page.unwrap().path();
         let roff = std::fs::read_to_string(&page).unwrap();
-        if !roff.contains("\\-\\-json") {
+        // An option of its own, not `--json` named in another option's help text.
+        if !roff.lines().any(|l| l.starts_with("\\fB\\-\\-json\\fR")) {
             continue;
         }
         let words = page
