@@ -69,6 +69,36 @@ fn lacks(page: &mut Page, configs: &[Config], series: &[Series], section: &mut V
     }
 }
 
+/// Everything about one metric over the configurations: what the series lack, the key
+/// figures and their ratios to the first (in the summary), and the three figures.
+fn metric_figures(
+    page: &mut Page,
+    configs: &[Config],
+    series: &[Series],
+    prefix: &str,
+    what: &str,
+    ctx: &[Context],
+    blocks: &mut Vec<Block>,
+) -> Result<()> {
+    let Some(s0) = series.first() else {
+        return Ok(());
+    };
+    lacks(page, configs, series, blocks);
+    page.key_figures.push(summary::key_figures(
+        &format!("{prefix}-key-figures"),
+        &format!("{what}: key figures (from each result's merged group)"),
+        series,
+    ));
+    if let Some(t) = summary::ratios(
+        &format!("{prefix}-ratios"),
+        &format!("{what}: ratios to {}", s0.label),
+        series,
+    ) {
+        page.key_figures.push(t);
+    }
+    distribution_figures(blocks, prefix, what, series, ctx)
+}
+
 /// The three figures of a metric: histogram, tail curve, value over time.
 fn distribution_figures(
     blocks: &mut Vec<Block>,
@@ -116,20 +146,7 @@ fn timed(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
     let what = describe(&bench, &s0.metric);
     let ctx = contexts(configs);
     let mut blocks = Vec::new();
-    lacks(page, configs, &series, &mut blocks);
-    page.key_figures.push(summary::key_figures(
-        &format!("{prefix}-key-figures"),
-        &format!("{what}: key figures (from each result's merged group)"),
-        &series,
-    ));
-    if let Some(t) = summary::ratios(
-        &format!("{prefix}-ratios"),
-        &format!("{what}: ratios to {}", s0.label),
-        &series,
-    ) {
-        page.key_figures.push(t);
-    }
-    distribution_figures(&mut blocks, prefix, &what, &series, &ctx)?;
+    metric_figures(page, configs, &series, prefix, &what, &ctx, &mut blocks)?;
     if bench == "sleep" {
         if let Some(f) = sleep_scaling(prefix, configs, &series, &ctx)? {
             blocks.push(Block::Figure(Box::new(f)));
@@ -277,20 +294,7 @@ fn noise(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
     let series: Vec<Series> = configs.iter().filter_map(Config::primary_series).collect();
     if let Some(s0) = series.first() {
         let what = describe("noise", &s0.metric);
-        lacks(page, configs, &series, &mut blocks);
-        page.key_figures.push(summary::key_figures(
-            &format!("{prefix}-key-figures"),
-            &format!("{what}: key figures (from each result's merged group)"),
-            &series,
-        ));
-        if let Some(t) = summary::ratios(
-            &format!("{prefix}-ratios"),
-            &format!("{what}: ratios to {}", s0.label),
-            &series,
-        ) {
-            page.key_figures.push(t);
-        }
-        distribution_figures(&mut blocks, prefix, &what, &series, &ctx)?;
+        metric_figures(page, configs, &series, prefix, &what, &ctx, &mut blocks)?;
     }
     page.sections.push(Section {
         id: prefix.to_string(),

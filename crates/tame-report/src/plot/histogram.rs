@@ -119,14 +119,7 @@ pub fn figure(
                 )))?;
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font(label_style())
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        Ok(())
+        super::legend(&mut chart, SeriesLabelPosition::UpperRight)
     })?;
     let missing: Vec<&str> = series
         .iter()

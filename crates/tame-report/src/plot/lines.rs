@@ -66,14 +66,7 @@ pub fn figure(
                 });
             chart.draw_series(p.iter().map(|&q| Circle::new(q, 4, c.filled())))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font(label_style())
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        Ok(())
+        super::legend(&mut chart, SeriesLabelPosition::UpperLeft)
     })?;
     Ok(Some(Figure {
         id: id.to_string(),

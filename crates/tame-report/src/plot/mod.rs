@@ -154,6 +154,21 @@ pub fn title_style() -> TextStyle<'static> {
     (FONT, 20).into_font().into()
 }
 
+/// The legend every figure draws: the series' labels at `position`, on a pale box.
+pub fn legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    position: SeriesLabelPosition,
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .label_font(label_style())
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
 /// Style of axis descriptions and tick labels.
 pub fn label_style() -> TextStyle<'static> {
     (FONT, 14).into_font().into()

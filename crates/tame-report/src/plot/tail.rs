@@ -155,14 +155,7 @@ pub fn figure(
                 )));
             chart.draw_series(dots.map(|p| Circle::new(p, 4, c.filled())))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font(label_style())
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        Ok(())
+        super::legend(&mut chart, SeriesLabelPosition::UpperLeft)
     })?;
     let caption = format!(
         "Each {} against how rarely it is exceeded: at 10⁻² one value in a hundred is higher (p99), at 10⁻³ one in a thousand (p99.9), at 10⁻⁵ one in 100 000 (p99.999); the curve ends at the maximum (1 − quantile = 1/n). Lower and flatter is better; where two curves part is where the configurations differ. Dots are the summary's percentiles; a dashed curve is drawn from them alone (the result has no distribution).",

@@ -140,14 +140,7 @@ pub fn figure(
                     .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 6, c.filled()));
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font(label_style())
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        Ok(())
+        super::legend(&mut chart, SeriesLabelPosition::LowerRight)
     })?;
     let windows: Vec<String> = drawn
         .iter()
