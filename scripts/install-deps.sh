@@ -19,18 +19,4 @@ for component in rustfmt clippy; do
     fi
 done
 
-wanted=(rt-tests stress-ng gcc)
-missing=()
-for pkg in "${wanted[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "missing Debian packages: ${missing[*]}; run 'sudo apt-get install ${missing[*]}' and make again" >&2
-        exit 2
-    fi
-    echo "installing Debian packages: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+"$(dirname "$0")/install-debian-packages.sh" "" rt-tests stress-ng gcc
