@@ -54,36 +54,22 @@ fn fold_leaves(text: &str) -> String {
     out
 }
 
-/// One leaf container (without its closing bracket) on one line.
+/// One leaf container (without its closing bracket) on one line. Every raw newline is
+/// structural (a string holds `\n` escaped), so no string needs tracking here.
 fn fold_region(region: &str) -> String {
     let mut folded = String::with_capacity(region.len());
     let mut chars = region.chars().peekable();
-    let mut in_string = false;
-    let mut escaped = false;
     while let Some(c) = chars.next() {
-        if in_string {
+        if c != '\n' {
             folded.push(c);
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_string = false,
-                _ => {}
-            }
             continue;
         }
-        if c == '\n' {
-            while chars.peek() == Some(&' ') {
-                chars.next();
-            }
-            if folded.ends_with(',') {
-                folded.push(' ');
-            }
-            continue;
+        while chars.peek() == Some(&' ') {
+            chars.next();
         }
-        if c == '"' {
-            in_string = true;
+        if folded.ends_with(',') {
+            folded.push(' ');
         }
-        folded.push(c);
     }
     folded
 }

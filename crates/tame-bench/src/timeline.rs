@@ -105,11 +105,12 @@ impl TimelineRecorder {
         }
     }
 
-    /// Restart at `start_ns` (the measuring loop's own start), keeping the memory.
+    /// Restart at `start_ns` (the measuring loop's own start), keeping the memory. Only
+    /// the windows used so far are cleared: a fresh recorder restarts in no time.
     pub fn restart(&mut self, start_ns: u64) {
         self.start_ns = start_ns;
+        self.windows[..self.used].fill(EMPTY);
         self.used = 0;
-        self.windows.fill(EMPTY);
     }
 
     #[inline(always)]
@@ -225,6 +226,23 @@ mod tests {
             assert_eq!(w.max, 5_000_000 + at / 1000, "peak at {at} kept");
         }
         assert_eq!(t.windows.iter().map(|w| w.min).min(), Some(1_000));
+    }
+
+    #[test]
+    fn a_restart_forgets_what_was_recorded() {
+        let mut r = TimelineRecorder::new(0, 1 << 20);
+        r.record(5_000, 9);
+        r.missed(700_000, 1);
+        r.restart(10_000);
+        assert_eq!(r.timeline("x", "ns").windows, Vec::<Window>::new());
+        r.record(700_000 + 10_000, 3);
+        let t = r.timeline("x", "ns");
+        assert_eq!(t.windows.iter().map(|w| w.count).sum::<u64>(), 1);
+        assert_eq!(
+            t.windows.iter().map(|w| w.missed).sum::<u64>(),
+            0,
+            "the old miss is gone"
+        );
     }
 
     #[test]
