@@ -23,6 +23,7 @@ pub mod result;
 pub mod session;
 pub mod sleep;
 pub mod stats;
+pub mod sweep;
 pub mod target;
 pub mod timeline;
 pub mod units;

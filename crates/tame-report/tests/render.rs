@@ -210,6 +210,47 @@ fn sleep_jitter_is_drawn_against_the_number_of_tasks() {
 }
 
 #[test]
+fn a_sweep_is_read_as_its_steps_and_drawn_against_the_number_of_tasks() {
+    let file = fixtures().join("recorded/sleep-sweep.json");
+    let (inputs, r) = render(std::slice::from_ref(&file));
+    let sweep = json(&file);
+    assert_eq!(inputs.len(), sweep["values"].as_array().unwrap().len());
+    assert!(
+        inputs[1].file.ends_with("sleep-sweep.json [tasks=2]"),
+        "{}",
+        inputs[1].file
+    );
+    let f = r
+        .figures()
+        .find(|f| f.id == "sleep-tasks")
+        .expect("jitter against tasks from one sweep file");
+    assert_eq!(f.x_label, "sleeping tasks running at once");
+    for (i, tasks) in [1, 2, 4].iter().enumerate() {
+        assert_cell(
+            &r.html,
+            &format!("{tasks} tasks"),
+            "p99",
+            &sweep["results"][i]["merged"]["metrics"][0]["summary"]["p99"].to_string(),
+        );
+    }
+    // A sweep of an unknown version, or without a step, is refused with the reason.
+    let dir = tempfile::tempdir().unwrap();
+    let mut newer = sweep.clone();
+    newer["schema"] = json!("tame.sweep/9");
+    let e = refused(&[write_json(dir.path(), "newer.json", &newer)]);
+    assert!(
+        e.contains(
+            "a sweep of schema tame.sweep/9, which this tame does not read (it reads tame.sweep/1)"
+        ),
+        "{e}"
+    );
+    let mut empty = sweep;
+    empty["results"] = json!([]);
+    let e = refused(&[write_json(dir.path(), "empty.json", &empty)]);
+    assert!(e.contains("a sweep without a single measured step"), "{e}");
+}
+
+#[test]
 fn noise_results_show_attribution_per_source_and_what_they_lack() {
     let files = [
         crate_file("tame-bench/testdata/compare/a-noise.json"),
