@@ -126,7 +126,8 @@ pub fn parse_metrics(yaml: &str) -> Vec<Throughput> {
     out
 }
 
-fn find_in_path(program: &str) -> Option<PathBuf> {
+/// Where `program` is on the PATH, if it is.
+pub fn find_in_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))

@@ -71,7 +71,19 @@ fn bad_input_exits_2_with_what_why_and_what_to_do() {
     );
     expect_bad_input(
         &["bench", "sleep", "--tasks", "0"],
-        "--tasks 0 is out of range",
+        "--tasks \"0\": 0 is out of range",
+    );
+    expect_bad_input(
+        &["bench", "reserve", "--backends", "server,edf"],
+        "--backends: unknown backend \"edf\" — give any of server, deadline, cgroup",
+    );
+    expect_bad_input(
+        &["bench", "reserve", "--cpu", "4096"],
+        "--cpu 4096 is not online",
+    );
+    expect_bad_input(
+        &["reserve-kit", "spawn-at", "1", "true"],
+        "not meant to be run by hand",
     );
     expect_bad_input(&["bench", "fwq", "--quantum", "10s"], "quantum");
     expect_bad_input(

@@ -11,6 +11,7 @@ use tame_assess::report::ASSESS_SCHEMA;
 use tame_assess::AssessReport;
 use tame_bench::compare::{Compared, COMPARE_SCHEMA};
 use tame_bench::sweep::{Sweep, SWEEP_SCHEMA};
+use tame_reserve::bench::result::ReserveResult;
 use tame_reserve::bench::{Report as ReserveReport, REPORT_SCHEMA};
 
 use crate::error::{invalid, Result};
@@ -22,6 +23,7 @@ const BENCH_VERSIONS: &[(&str, &[u32])] = &[
     ("fwq", &[1]),
     ("noise", &[1]),
     ("ipc", &[1, 2]),
+    ("reserve", &[1]),
 ];
 
 /// One input file, recognised.
@@ -40,8 +42,17 @@ pub enum Doc {
     Compare(Box<CompareDoc>),
     /// `tame assess` (its `assess.json`).
     Assess(Box<AssessReport>),
-    /// The reserve study (`bench/reserve.sh`, `tame-reserve-kit bench --json`).
-    Reserve(Box<ReserveReport>),
+    /// The reserve study: `tame bench reserve --json`, or the report an older
+    /// `tame-reserve-kit bench --json` wrote.
+    Reserve(Box<ReserveDoc>),
+}
+
+/// The reserve study's tables, and the result of the common schema around them where it
+/// came from `tame bench reserve` (per-window shares, frame distances, command line).
+#[derive(Clone, Debug)]
+pub struct ReserveDoc {
+    pub report: ReserveReport,
+    pub result: Option<tame_bench::BenchResult>,
 }
 
 impl Doc {
@@ -185,6 +196,15 @@ pub fn recognise(file: &str, value: Value) -> Result<Doc> {
             )));
         }
         let what = a_result(bench);
+        if bench == "reserve" {
+            let r: ReserveResult =
+                serde_json::from_value(value.clone()).map_err(|e| not_valid(&what, e))?;
+            let result = serde_json::from_value(value.clone()).map_err(|e| not_valid(&what, e))?;
+            return Ok(Doc::Reserve(Box::new(ReserveDoc {
+                report: r.reserve,
+                result: Some(result),
+            })));
+        }
         return Compared::from_value(value.clone())
             .map(|c| Doc::Bench(Box::new(c)))
             .map_err(|e| not_valid(&what, e));
@@ -207,7 +227,12 @@ pub fn recognise(file: &str, value: Value) -> Result<Doc> {
                 )));
             }
             return serde_json::from_value(value.clone())
-                .map(|r| Doc::Reserve(Box::new(r)))
+                .map(|report| {
+                    Doc::Reserve(Box::new(ReserveDoc {
+                        report,
+                        result: None,
+                    }))
+                })
                 .map_err(|e| not_valid("a reserve study report", e));
         }
         Some(Value::String(s)) if s.starts_with("tame.compare/") => {

@@ -289,13 +289,35 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
         }
         Doc::Reserve(_) => {
             let v = &raw[0];
+            // `tame bench reserve` wraps the study's tables in a result of the common schema.
+            let study = v.get("reserve").unwrap_or(v);
             assert_cell(
                 html,
-                v["kernel"].as_str().unwrap(),
+                study["kernel"].as_str().unwrap(),
                 "g_before",
-                &format!("{}", v["g_before"].as_f64().unwrap()),
+                &format!("{}", study["g_before"].as_f64().unwrap()),
             );
-            assert!(html.contains(&escape(tame_report::reserve::NO_WINDOWS)));
+            let windows = study["stability"].as_array().unwrap().iter().any(|s| {
+                s.get("window_rates")
+                    .is_some_and(|w| !w.as_array().unwrap().is_empty())
+            });
+            assert_eq!(has_figure(r, "reserve-shares-over-time"), windows);
+            assert_eq!(
+                html.contains(&escape(tame_report::reserve::NO_WINDOWS)),
+                !windows
+            );
+            if let Some(cmd) = v.get("command_line") {
+                let cmd: Vec<&str> = cmd
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.as_str().unwrap())
+                    .collect();
+                assert!(
+                    html.contains(&escape(&cmd.join(" "))),
+                    "the command line is shown"
+                );
+            }
         }
     }
 }

@@ -6,6 +6,9 @@ use crate::spec::Backend;
 /// The report as markdown tables laid out like the paper's.
 pub fn markdown(r: &Report, command: &str) -> String {
     let mut s = circumstances(r, command);
+    if r.interrupted {
+        s.push_str("Interrupted (Ctrl-C): the tables hold what was measured before.\n\n");
+    }
     s.push_str(&overhead_tables(r));
     s.push_str(&stability_table(r));
     s.push_str(&load_steps_table(r));
@@ -151,6 +154,7 @@ mod tests {
             mean_rate: 250_000.0,
             cv,
             step_cpu: vec![0.2, 0.19876, 0.205],
+            window_rates: vec![250_000.0; 3],
         }
     }
 
@@ -162,6 +166,7 @@ mod tests {
             min_ms: 99.94,
             avg_ms: 100.0,
             max_ms,
+            distances_ns: vec![100_000_000; 3],
         }
     }
 
@@ -182,6 +187,7 @@ mod tests {
             shared_rate_before: 987_654.3,
             floor_cv: 0.00123,
             floor_windows: 50,
+            interrupted: false,
             overhead: vec![
                 overhead_row(Backend::Server, 100_000, 0.287),
                 overhead_row(Backend::Server, 500_000, 0.0123),
