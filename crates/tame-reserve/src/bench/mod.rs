@@ -604,21 +604,30 @@ fn stability(
     })
 }
 
-/// Frame distances of a periodic client, without and with server reservations, beside
-/// 0, 5 and 10 computational background processes on its CPU.
+/// Frame distances of a periodic client, without and with server reservations (the
+/// paper's Tables 3–6), beside 0, 5 and 10 computational background processes on its CPU.
 fn periodic(o: &Options, g: f64, progress: &mut impl FnMut(&str)) -> Result<Vec<FrameRow>> {
     let server = ServerProcess::start(&o.kit, &o.scratch.join("periodic.sock"))?;
     let rounds = ((o.frame_cpu_ns as f64 * g / 1e9).round() as u64).max(1);
-    // (label, share, period): high/low phases as in the paper.
-    let configs: [(&str, Option<(u64, u64)>); 4] = [
-        ("none", None),
-        ("server 10/40 ms", Some((200_000, 50_000_000))),
-        ("server 10/30 ms", Some((250_000, 40_000_000))),
-        ("server 20/20 ms", Some((500_000, 40_000_000))),
+    // (label, (share, period), background processes): high/low phases as in the paper —
+    // Tables 3, 5 and 6 (none and the short periods, 0/5/10 background processes) and
+    // Table 4 (a 100 ms server period, unloaded).
+    const LOADS: &[usize] = &[0, 5, 10];
+    const UNLOADED: &[usize] = &[0];
+    let configs: [(&str, Option<(u64, u64)>, &[usize]); 9] = [
+        ("none", None, LOADS),
+        ("server 10/40 ms", Some((200_000, 50_000_000)), LOADS),
+        ("server 10/30 ms", Some((250_000, 40_000_000)), LOADS),
+        ("server 20/20 ms", Some((500_000, 40_000_000)), LOADS),
+        ("server 10/90 ms", Some((100_000, 100_000_000)), UNLOADED),
+        ("server 20/80 ms", Some((200_000, 100_000_000)), UNLOADED),
+        ("server 30/70 ms", Some((300_000, 100_000_000)), UNLOADED),
+        ("server 40/60 ms", Some((400_000, 100_000_000)), UNLOADED),
+        ("server 50/50 ms", Some((500_000, 100_000_000)), UNLOADED),
     ];
     let mut rows = Vec::new();
-    for (label, reservation) in configs {
-        for background in [0usize, 5, 10] {
+    for (label, reservation, backgrounds) in configs {
+        for &background in backgrounds {
             if o.stopped() {
                 return Ok(rows);
             }
