@@ -30,7 +30,7 @@ def us(ns):
     """ns as µs (or ms above 10 ms), for tables."""
     if ns is None:
         return "—"
-    if ns >= 10_000_000:
+    if ns >= 1_000_000:
         return f"{ns / 1e6:.2f} ms"
     if ns >= 10_000:
         return f"{ns / 1e3:.1f} µs"
@@ -52,7 +52,13 @@ def metric(group, name):
 
 
 def command(result):
-    return " ".join(result.get("command_line", ["?"]))
+    """The command line, its output and journal paths (temporary) written as placeholders."""
+    argv = list(result.get("command_line", ["?"]))
+    for flag, placeholder in (("--json", "FILE"), ("--journal-dir", "DIR"), ("--md", "FILE")):
+        if flag in argv[:-1]:
+            argv[argv.index(flag) + 1] = placeholder
+    argv[0] = "tame"
+    return " ".join(argv)
 
 
 def environment(result):
@@ -77,7 +83,7 @@ def len_cpus(text):
 
 def commands(*results):
     lines = [f"    {command(r)}" for r in results if r]
-    return "Measured " + environment(next(r for r in results if r)) + " with:\n\n" + "\n".join(lines) + "\n"
+    return "Measured " + environment(next(r for r in results if r)) + ", with:\n\n" + "\n".join(lines) + "\n"
 
 
 def summary_table(shared, partitioned, name, label):
@@ -237,6 +243,7 @@ def block_reserve(out, exp):
 
 BLOCKS = {
     "drops-cycle": lambda out: block_timed(out, "drops-cycle", "latency", "wakeup latency", cycle_extra),
+    "detach-loop": lambda out: block_timed(out, "detach-loop", "period_deviation", "|period − 1 ms|", cycle_extra),
     "detach-fwq": lambda out: block_timed(out, "detach-fwq", "excess", "excess over the fastest quantum", fwq_extra),
     "detach-noise": lambda out: block_timed(out, "detach-noise", "gap", "gap", noise_extra),
     "baremetal-ipc": lambda out: block_ipc(out, "baremetal-ipc"),
