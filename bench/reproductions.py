@@ -53,7 +53,9 @@ def metric(group, name):
 
 def command(result):
     """The command line, its output and journal paths (temporary) written as placeholders."""
-    argv = list(result.get("command_line", ["?"]))
+    argv = list(result.get("command_line") or [])
+    if not argv:
+        return "(the result does not record its command line)"
     for flag, placeholder in (("--json", "FILE"), ("--journal-dir", "DIR"), ("--md", "FILE")):
         if flag in argv[:-1]:
             argv[argv.index(flag) + 1] = placeholder
