@@ -471,6 +471,7 @@ fn child_assess_killed_at_a_phase() {
         journal_dir: journal.into(),
         out_dir: None,
         attribute: true,
+        cost_probe: true,
         command_line: vec!["assess-kill-test".into()],
     };
     let mut observer = KillIn {

@@ -89,36 +89,34 @@ pub fn table(result: &BenchResult<CostSettings>) -> String {
         }
         out.push('\n');
     }
-    let both = s.configurations.len() > 1;
-    let _ = writeln!(
-        out,
-        "{:<9} {:<11} {:>26} {:>10} {:>26} {:>10}{}",
-        "workload",
-        "unit",
-        "shared [min–max]",
-        "per CPU",
-        "partitioned [min–max]",
-        "per CPU",
-        if both {
-            format!(" {:>7} {:>8} {:>12}", "ratio", "cost", "cost per CPU")
-        } else {
-            String::new()
-        }
-    );
-    for w in &s.workloads {
-        let shared = find(&result.groups, ConfigKind::Shared, w.name()).and_then(Figures::of);
-        let part_group = find(&result.groups, ConfigKind::Partitioned, w.name());
-        let part = part_group.and_then(Figures::of);
-        let (st, sp) = cell(shared.as_ref());
-        let (pt, pp) = cell(part.as_ref());
+    let kinds: Vec<ConfigKind> = s.configurations.iter().map(|c| c.kind).collect();
+    let both = kinds.len() > 1;
+    let _ = write!(out, "{:<9} {:<11}", "workload", "unit");
+    for k in &kinds {
         let _ = write!(
             out,
-            "{:<9} {:<11} {st:>26} {sp:>10} {pt:>26} {pp:>10}",
-            w.name(),
-            w.unit()
+            " {:>26} {:>10}",
+            format!("{} [min–max]", k.name()),
+            "per CPU"
         );
+    }
+    if both {
+        let _ = write!(out, " {:>7} {:>8} {:>12}", "ratio", "cost", "cost per CPU");
+    }
+    out.push('\n');
+    for w in &s.workloads {
+        let _ = write!(out, "{:<9} {:<11}", w.name(), w.unit());
+        for k in &kinds {
+            let (t, p) = cell(
+                find(&result.groups, *k, w.name())
+                    .and_then(Figures::of)
+                    .as_ref(),
+            );
+            let _ = write!(out, " {t:>26} {p:>10}");
+        }
         if both {
-            let d = |k: &str| part_group.and_then(|g| g.derived.get(k)).copied();
+            let part = find(&result.groups, ConfigKind::Partitioned, w.name());
+            let d = |k: &str| part.and_then(|g| g.derived.get(k)).copied();
             let pct = |v: Option<f64>| v.map_or("—".into(), |v| format!("{v:.1}%"));
             let _ = write!(
                 out,
