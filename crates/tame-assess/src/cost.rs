@@ -58,8 +58,13 @@ pub struct CostOptions {
 
 /// The real-time load: stress-ng's cyclic stressor, one SCHED_FIFO thread per isolated CPU
 /// waking every 100 µs (a periodic real-time task, as the work a partition is made for).
+/// `setpriv --pdeathsig TERM` (util-linux) ends it with tame even after `kill -9`; its own
+/// `--timeout` bounds it besides.
 fn rt_load_argv(cpus: &CpuList, seconds: u64) -> Vec<String> {
     [
+        "setpriv",
+        "--pdeathsig",
+        "TERM",
         "stress-ng",
         "--cyclic",
         &cpus.len().to_string(),
@@ -103,7 +108,7 @@ pub fn bench_cost(
     };
     let rt_seconds = |s: &CostSettings| {
         // The whole partitioned round, and a margin: the load is stopped after it anyway.
-        s.duration_ns / 1_000_000_000 * s.workloads.len() as u64 + 60
+        s.duration_ns / 1_000_000_000 * s.workloads.len() as u64 + 10
     };
     if options.rt_load && matches!(options.partition, CostPartition::None) {
         return Err(invalid(
@@ -114,6 +119,9 @@ pub fn bench_cost(
         cost::check_tools(&[Workload::Cpu]).map_err(|_| {
             invalid("stress-ng not found in PATH — --rt-load runs stress-ng's cyclic stressor; install it with `apt-get install stress-ng`")
         })?;
+        if !tame_bench::load::in_path("setpriv") {
+            return Err(invalid("setpriv not found in PATH — --rt-load starts its load through it (so the load ends with tame); install it with `apt-get install util-linux`"));
+        }
     }
     match &options.partition {
         CostPartition::None => {
@@ -382,7 +390,7 @@ mod tests {
         let argv = rt_load_argv(&CpuList::parse("2-3").unwrap(), 70);
         assert_eq!(
             argv.join(" "),
-            "stress-ng --cyclic 2 --cyclic-policy fifo --cyclic-prio 80 --cyclic-sleep 100000 --taskset 2-3 --timeout 70s"
+            "setpriv --pdeathsig TERM stress-ng --cyclic 2 --cyclic-policy fifo --cyclic-prio 80 --cyclic-sleep 100000 --taskset 2-3 --timeout 70s"
         );
     }
 

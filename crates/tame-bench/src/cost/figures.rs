@@ -17,6 +17,9 @@ use crate::stats::Recorder;
 
 use super::{ConfigKind, Sample, Workload};
 
+/// The merged group's cost over all workloads (from the geometric mean of the ratios).
+pub const GEOMEAN: &str = "cost_percent_geomean";
+
 /// `1 − partitioned / shared`, in percent: the share of the throughput partitioning costs.
 pub fn cost_percent(shared: f64, partitioned: f64) -> Option<f64> {
     (shared > 0.0 && partitioned.is_finite()).then(|| (1.0 - partitioned / shared) * 100.0)
@@ -117,9 +120,7 @@ pub fn groups(workloads: &[Workload], samples: &[Sample]) -> (Vec<GroupResult>, 
     }
     if !log_ratios.is_empty() {
         let ratio = mean(&log_ratios).exp();
-        merged
-            .derived
-            .insert("cost_percent_geomean".into(), (1.0 - ratio) * 100.0);
+        merged.derived.insert(GEOMEAN.into(), (1.0 - ratio) * 100.0);
     }
     (groups, merged)
 }

@@ -128,7 +128,7 @@ pub fn table(result: &BenchResult<CostSettings>) -> String {
         }
         out.push('\n');
     }
-    if let Some(g) = result.merged.derived.get("cost_percent_geomean") {
+    if let Some(g) = result.merged.derived.get(super::figures::GEOMEAN) {
         let _ = writeln!(
             out,
             "over all workloads (geometric mean of the ratios): partitioning costs {g:.1}% of the throughput"
