@@ -34,7 +34,7 @@ use crate::verdict::{self, Machine};
 const CYCLE_SHARE_PERCENT: u64 = 65;
 
 /// How long each phase's cost probe runs (stress-ng cpu): the whole assessment grows by
-/// twice this and stress-ng's start (about 4.2 s).
+/// twice this and stress-ng's start (about 4.1 s; docs/assess.md).
 pub const COST_PROBE_SECONDS: u64 = 2;
 
 /// What to assess and how.
