@@ -442,3 +442,113 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod run_tests {
+    use super::*;
+
+    /// Counts enter/leave; stops the run from inside the first partitioned round when asked.
+    struct Fake<'a> {
+        calls: Vec<&'static str>,
+        stop: Option<&'a RunControl>,
+        fail_enter: bool,
+    }
+
+    impl Partitioning for Fake<'_> {
+        fn enter(&mut self) -> Result<()> {
+            self.calls.push("enter");
+            if self.fail_enter {
+                return Err(invalid("cannot apply"));
+            }
+            if let Some(c) = self.stop {
+                c.request_stop();
+            }
+            Ok(())
+        }
+        fn leave(&mut self) -> Result<()> {
+            self.calls.push("leave");
+            Ok(())
+        }
+    }
+
+    fn settings(rounds: u32) -> CostSettings {
+        let cpu0 = CpuList::parse("0").unwrap();
+        CostSettings::new(
+            vec![Workload::Build],
+            1_000_000_000,
+            rounds,
+            vec![
+                Configuration {
+                    kind: ConfigKind::Shared,
+                    cpus: cpu0.clone(),
+                },
+                Configuration {
+                    kind: ConfigKind::Partitioned,
+                    cpus: cpu0,
+                },
+            ],
+            None,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn every_partitioned_round_is_left_even_when_stopped_inside_it() {
+        if !tame_testing::require::require(find_in_path("gcc").is_some(), "gcc") {
+            return;
+        }
+        let root = Root::system();
+        let mut steps = Vec::new();
+        let mut fake = Fake {
+            calls: vec![],
+            stop: None,
+            fail_enter: false,
+        };
+        let control = RunControl::new();
+        let r = run(
+            &root,
+            settings(2),
+            &mut fake,
+            &control,
+            &mut |s| steps.push(format!("{} {}", s.round, s.config.kind.name())),
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(fake.calls, ["enter", "leave", "enter", "leave"]);
+        assert_eq!(
+            steps,
+            ["0 shared", "0 partitioned", "1 shared", "1 partitioned"]
+        );
+        assert_eq!(r.groups.len(), 2);
+        assert!(r.merged.derived.contains_key("cost_percent_build"));
+        assert!(!r.interrupted);
+        // Ctrl-C inside the first partitioned round: nothing more runs, the round is left.
+        let control = RunControl::new();
+        let mut fake = Fake {
+            calls: vec![],
+            stop: Some(&control),
+            fail_enter: false,
+        };
+        let r = run(&root, settings(3), &mut fake, &control, &mut |_| {}, vec![]).unwrap();
+        assert_eq!(fake.calls, ["enter", "leave"]);
+        assert!(r.interrupted);
+        assert_eq!(r.groups.len(), 1, "the shared round before it is kept");
+        // A failed enter is the run's error (the caller undoes what enter did).
+        let mut fake = Fake {
+            calls: vec![],
+            stop: None,
+            fail_enter: true,
+        };
+        let e = run(
+            &root,
+            settings(1),
+            &mut fake,
+            &RunControl::new(),
+            &mut |_| {},
+            vec![],
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "cannot apply");
+        assert_eq!(fake.calls, ["enter"]);
+    }
+}

@@ -149,3 +149,110 @@ pub fn table(result: &BenchResult<CostSettings>) -> String {
     out.push('\n');
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::{figures, Configuration, Sample, Workload};
+    use tame_host::environment::RunEnvironment;
+    use tame_host::CpuList;
+
+    fn result(samples: &[Sample], configs: Vec<Configuration>) -> BenchResult<CostSettings> {
+        let workloads = vec![Workload::Cpu, Workload::Build];
+        let (groups, merged) = figures::groups(&workloads, samples);
+        BenchResult {
+            schema_version: 1,
+            bench: "cost".into(),
+            tool_version: "0".into(),
+            command_line: vec![],
+            started_unix_ns: 0,
+            elapsed_ns: 0,
+            interrupted: false,
+            environment: RunEnvironment {
+                kernel_release: "6.18".into(),
+                preemption_model: "dynamic".into(),
+                ..RunEnvironment::default()
+            },
+            calibration: Default::default(),
+            load: None,
+            partition: None,
+            settings: CostSettings {
+                workloads,
+                duration_ns: 2_000_000_000,
+                rounds: 1,
+                configurations: configs,
+                partition: None,
+            },
+            groups,
+            merged,
+        }
+    }
+
+    fn config(kind: ConfigKind, cpus: &str) -> Configuration {
+        Configuration {
+            kind,
+            cpus: CpuList::parse(cpus).unwrap(),
+        }
+    }
+
+    fn sample(config: ConfigKind, workload: Workload, cpus: usize, t: f64) -> Sample {
+        Sample {
+            config,
+            workload,
+            round: 0,
+            cpus,
+            throughput: t,
+        }
+    }
+
+    #[test]
+    fn both_configurations_side_by_side_with_ratio_and_cost() {
+        use ConfigKind::*;
+        let samples = [
+            sample(Shared, Workload::Cpu, 2, 992.0),
+            sample(Partitioned, Workload::Cpu, 1, 481.0),
+            sample(Shared, Workload::Build, 2, 1.62),
+        ];
+        let t = table(&result(
+            &samples,
+            vec![config(Shared, "0-1"), config(Partitioned, "1")],
+        ));
+        assert!(
+            t.contains("shared: the machine as it is, CPUs 0-1 (2)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("partitioned: the system partition, CPU 1 (1)"),
+            "{t}"
+        );
+        let cpu = t.lines().find(|l| l.starts_with("cpu ")).unwrap();
+        let cols: Vec<&str> = cpu.split_whitespace().collect();
+        assert_eq!(
+            cols,
+            [
+                "cpu",
+                "bogo-ops/s",
+                "992",
+                "496",
+                "481",
+                "481",
+                "0.485",
+                "51.5%",
+                "3.0%"
+            ]
+        );
+        // Build measured shared only: dashes, no cost.
+        let build = t.lines().find(|l| l.starts_with("build")).unwrap();
+        assert!(
+            build.contains("1.62") && build.matches('—').count() == 5,
+            "{build}"
+        );
+        assert!(
+            t.contains("partitioning costs 51.5% of the throughput"),
+            "{t}"
+        );
+        // Shared only: no partitioned, ratio or cost columns at all.
+        let t = table(&result(&samples[..1], vec![config(Shared, "0-1")]));
+        assert!(!t.contains("partitioned [") && !t.contains("cost per CPU"), "{t}");
+    }
+}
