@@ -365,12 +365,8 @@ impl Partitioning for PerRound<'_> {
                 "the revert failed: {e} — the partition may still be applied; see `tame status` and run `tame revert`"
             ))
         })?;
-        if !report.not_restored.is_empty() {
-            let what: Vec<String> = report
-                .not_restored
-                .iter()
-                .map(|n| format!("{}: {}", n.what, n.reason))
-                .collect();
+        let what = report.not_restored_lines();
+        if !what.is_empty() {
             return Err(failure(format!(
                 "reverting the partition left {} change(s) unrestored ({}) — see `tame status` and run `tame revert`",
                 what.len(),

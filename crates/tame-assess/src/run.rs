@@ -413,11 +413,7 @@ impl MeasurementPlan {
         match applied.revert() {
             Ok(reverted) => {
                 restoration.changes_reverted = reverted.entries;
-                restoration.not_restored = reverted
-                    .not_restored
-                    .iter()
-                    .map(|n| format!("{}: {}", n.what, n.reason))
-                    .collect();
+                restoration.not_restored = reverted.not_restored_lines();
             }
             Err(e) => restoration.not_restored.push(format!(
                 "the revert failed: {e} — the partition is still applied; see tame status and run tame revert"

@@ -7,47 +7,23 @@
 //! two CPUs, stress-ng and gcc).
 
 mod common;
-use common::{have_program, is_root, require, tame, Killed};
+use common::partitioned::{
+    assert_restored, exclusive, machine_fits, state, wait_for_journal, RevertOnDrop,
+};
+use common::{have_program, require, Killed};
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tame_host::cgroup::CgroupVersion;
 use tame_host::{HostModel, Root};
-use tame_partition::{plan, Spec, Step};
 
-fn machine_fits() -> bool {
-    let host = HostModel::read(&Root::system());
-    require(is_root(), "root to apply a partition")
-        && require(
-            host.cgroups.cpuset.as_ref().map(|c| c.version) == Some(CgroupVersion::V1),
-            "the cgroup v1 cpuset hierarchy (this machine's)",
-        )
-        && require(host.cpus.online.len() >= 2, "two online CPUs")
+/// What the partition tests need, and the workloads' tools.
+fn fits() -> bool {
+    machine_fits()
         && require(have_program("stress-ng"), "stress-ng")
         && require(have_program("gcc"), "gcc")
-}
-
-/// Every file the partition of `--isolate 1` writes, with its content now.
-fn state() -> BTreeMap<String, Vec<u8>> {
-    let root = Root::system();
-    let host = HostModel::read(&root);
-    let layout = tame_assess::layout::choose(&host, 1).unwrap();
-    let spec = Spec::parse("cost", &layout.spec_text).unwrap();
-    plan(&spec, &host)
-        .unwrap()
-        .runtime
-        .iter()
-        .filter_map(|s| match s {
-            Step::Write {
-                path, old: Some(_), ..
-            } => Some(path.clone()),
-            _ => None,
-        })
-        .filter_map(|p| root.read_bytes(&p).ok().map(|b| (p, b)))
-        .collect()
 }
 
 /// Nothing of tame's is left: no tame cgroup, no journal, no workload, no real-time load.
@@ -58,37 +34,12 @@ fn assert_as_found(before: &BTreeMap<String, Vec<u8>>, journal: &Path) {
             .output()
             .is_ok_and(|o| o.status.success())
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while ours() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(!ours(), "a workload or the real-time load outlived the run");
-    assert_eq!(
-        &state(),
+    assert_restored(
         before,
-        "a value the partition wrote was not restored"
+        journal,
+        &ours,
+        "a workload or the real-time load outlived the run",
     );
-    let cgroups: Vec<String> = std::fs::read_dir("/sys/fs/cgroup/cpuset")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("tame-"))
-                .collect()
-        })
-        .unwrap_or_default();
-    assert_eq!(cgroups, Vec::<String>::new());
-    assert!(!journal.join("journal").exists(), "the journal is left");
-}
-
-/// Reverts what a test left applied when it ends early.
-struct RevertOnDrop<'a>(&'a Path);
-
-impl Drop for RevertOnDrop<'_> {
-    fn drop(&mut self) {
-        if self.0.join("journal").exists() {
-            let _ = tame(&["revert", "--journal-dir", self.0.to_str().unwrap_or("")]);
-        }
-    }
 }
 
 fn cost(journal: &Path, duration: &str, rounds: &str) -> Command {
@@ -111,16 +62,10 @@ fn cost(journal: &Path, duration: &str, rounds: &str) -> Command {
     c
 }
 
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn exclusive() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 #[test]
 fn both_configurations_are_measured_and_the_machine_is_left_as_found() {
     let _one = exclusive();
-    if !machine_fits() {
+    if !fits() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -175,28 +120,32 @@ fn both_configurations_are_measured_and_the_machine_is_left_as_found() {
     assert_as_found(&before, &journal);
 }
 
+/// Start a run of three rounds (its output piped, or dropped); return once it is inside its
+/// first partitioned round.
+fn start_then_wait_until_partitioned(journal: &Path, piped: bool) -> std::process::Child {
+    let out = || if piped { Stdio::piped() } else { Stdio::null() };
+    let child = cost(journal, "3s", "3")
+        .args(["--json", "-"])
+        .stdout(out())
+        .stderr(out())
+        .spawn()
+        .unwrap();
+    wait_for_journal(journal, Duration::from_secs(120));
+    std::thread::sleep(Duration::from_millis(1500));
+    child
+}
+
 #[test]
 fn ctrl_c_reverts_and_reports_what_was_measured() {
     let _one = exclusive();
-    if !machine_fits() {
+    if !fits() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("j");
     let _revert = RevertOnDrop(&journal);
     let before = state();
-    let child = cost(&journal, "3s", "3")
-        .args(["--json", "-"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !journal.join("journal").exists() {
-        assert!(Instant::now() < deadline, "the partition was never applied");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(1500));
+    let child = start_then_wait_until_partitioned(&journal, true);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let o = child.wait_with_output().unwrap();
@@ -214,26 +163,14 @@ fn ctrl_c_reverts_and_reports_what_was_measured() {
 #[test]
 fn after_kill_9_the_next_run_reverts_first() {
     let _one = exclusive();
-    if !machine_fits() {
+    if !fits() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("j");
     let _revert = RevertOnDrop(&journal);
     let before = state();
-    let child = Killed(
-        cost(&journal, "3s", "3")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !journal.join("journal").exists() {
-        assert!(Instant::now() < deadline, "the partition was never applied");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(1500));
+    let child = Killed(start_then_wait_until_partitioned(&journal, false));
     drop(child); // SIGKILL, reaped
     assert!(
         journal.join("journal").exists(),

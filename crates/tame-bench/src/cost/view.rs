@@ -253,6 +253,9 @@ mod tests {
         );
         // Shared only: no partitioned, ratio or cost columns at all.
         let t = table(&result(&samples[..1], vec![config(Shared, "0-1")]));
-        assert!(!t.contains("partitioned [") && !t.contains("cost per CPU"), "{t}");
+        assert!(
+            !t.contains("partitioned [") && !t.contains("cost per CPU"),
+            "{t}"
+        );
     }
 }
