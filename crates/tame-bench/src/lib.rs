@@ -25,6 +25,7 @@ pub mod session;
 pub mod sleep;
 pub mod stats;
 pub mod stress_ng;
+pub mod sweep;
 pub mod target;
 pub mod timeline;
 pub mod units;

@@ -112,12 +112,8 @@ pub fn parse_metrics(yaml: &str) -> Vec<Throughput> {
         .collect()
 }
 
-/// Whether `program` is an executable file in a directory of PATH.
-pub fn in_path(program: &str) -> bool {
-    find_in_path(program).is_some()
-}
-
-pub(crate) fn find_in_path(program: &str) -> Option<PathBuf> {
+/// Where `program` is on the PATH, if it is.
+pub fn find_in_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))

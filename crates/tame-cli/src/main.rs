@@ -76,6 +76,9 @@ enum Command {
     /// Write one manual page per command into a directory (`make install` runs it).
     #[command(hide = true)]
     Man(cmd::generate::ManArgs),
+    /// The helpers `tame bench reserve` starts (work kernels, a scheduling server).
+    #[command(hide = true, name = "reserve-kit")]
+    ReserveKit(cmd::bench_reserve::KitArgs),
 }
 
 fn main() {
@@ -102,6 +105,7 @@ fn main() {
         Command::Serve(a) => cmd::serve::run(&ctx, a),
         Command::Completions(a) => cmd::generate::completions(&ctx, a),
         Command::Man(a) => cmd::generate::man(&ctx, a),
+        Command::ReserveKit(a) => cmd::bench_reserve::run_kit(a),
     };
     std::process::exit(error::exit_code(result));
 }

@@ -71,7 +71,19 @@ fn bad_input_exits_2_with_what_why_and_what_to_do() {
     );
     expect_bad_input(
         &["bench", "sleep", "--tasks", "0"],
-        "--tasks 0 is out of range",
+        "--tasks \"0\": 0 is out of range",
+    );
+    expect_bad_input(
+        &["bench", "reserve", "--backends", "server,edf"],
+        "--backends: unknown backend \"edf\" — give any of server, deadline, cgroup",
+    );
+    expect_bad_input(
+        &["bench", "reserve", "--cpu", "4096"],
+        "--cpu 4096 is not online",
+    );
+    expect_bad_input(
+        &["reserve-kit", "spawn-at", "1", "true"],
+        "not meant to be run by hand",
     );
     expect_bad_input(&["bench", "fwq", "--quantum", "10s"], "quantum");
     expect_bad_input(
@@ -226,6 +238,50 @@ fn sleep_runs_more_tasks_than_cpus() {
     assert_eq!(groups.len(), 4);
     assert_eq!(v["merged"]["metrics"][0]["summary"]["count"], 400);
     assert_eq!(v["merged"]["counters"]["early_wakeups"], 0);
+}
+
+#[test]
+fn a_tasks_range_sweeps_one_run_per_value_into_one_document() {
+    let out = tame(&[
+        "bench", "sleep", "--tasks", "1..2", "--loops", "50", "--sleep", "500us", "--policy",
+        "other", "--json", "-",
+    ]);
+    let v = json_of(&out);
+    assert_eq!(v["schema"], "tame.sweep/1");
+    assert_eq!(
+        (v["parameter"].as_str(), v["interrupted"].as_bool()),
+        (Some("tasks"), Some(false))
+    );
+    assert_eq!(v["values"], serde_json::json!([1, 2]));
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    for (r, tasks) in results.iter().zip([1u64, 2]) {
+        assert_eq!(
+            (r["bench"].as_str(), r["settings"]["tasks"].as_u64()),
+            (Some("sleep"), Some(tasks))
+        );
+        assert_eq!(r["groups"].as_array().unwrap().len() as u64, tasks);
+        assert_eq!(r["merged"]["metrics"][0]["summary"]["count"], 50 * tasks);
+    }
+    // The table (stderr with --json -) is the jitter against the number of tasks.
+    let table = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        table.contains("sleep sweep over tasks: jitter of all tasks merged"),
+        "{table}"
+    );
+    expect_bad_input(
+        &["bench", "sleep", "--tasks", "4..1"],
+        "the range runs backwards",
+    );
+    expect_bad_input(
+        &["bench", "sleep", "--tasks", "1,2", "--histogram", "/tmp/h"],
+        "give one --tasks value with them",
+    );
+    // Every step is validated before the first runs.
+    expect_bad_input(
+        &["bench", "sleep", "--tasks", "1,2", "--sleep", "20s"],
+        "out of range",
+    );
 }
 
 #[test]

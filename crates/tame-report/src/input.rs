@@ -10,6 +10,8 @@ use serde_json::Value;
 use tame_assess::report::ASSESS_SCHEMA;
 use tame_assess::AssessReport;
 use tame_bench::compare::{Compared, COMPARE_SCHEMA};
+use tame_bench::sweep::{Sweep, SWEEP_SCHEMA};
+use tame_reserve::bench::result::ReserveResult;
 use tame_reserve::bench::{Report as ReserveReport, REPORT_SCHEMA};
 
 use crate::error::{invalid, Result};
@@ -22,6 +24,7 @@ const BENCH_VERSIONS: &[(&str, &[u32])] = &[
     ("noise", &[1]),
     ("ipc", &[1, 2]),
     ("cost", &[1]),
+    ("reserve", &[1]),
 ];
 
 /// One input file, recognised.
@@ -40,8 +43,17 @@ pub enum Doc {
     Compare(Box<CompareDoc>),
     /// `tame assess` (its `assess.json`).
     Assess(Box<AssessReport>),
-    /// The reserve study (`bench/reserve.sh`, `tame-reserve-kit bench --json`).
-    Reserve(Box<ReserveReport>),
+    /// The reserve study: `tame bench reserve --json`, or the report an older
+    /// `tame-reserve-kit bench --json` wrote.
+    Reserve(Box<ReserveDoc>),
+}
+
+/// The reserve study's tables, and the result of the common schema around them where it
+/// came from `tame bench reserve` (per-window shares, frame distances, command line).
+#[derive(Clone, Debug)]
+pub struct ReserveDoc {
+    pub report: ReserveReport,
+    pub result: Option<tame_bench::BenchResult>,
 }
 
 impl Doc {
@@ -91,17 +103,60 @@ pub struct CompareRow {
     pub beyond_spread: Option<bool>,
 }
 
-const WHAT_TO_GIVE: &str = "give a result written with `tame bench … --json FILE`, `tame compare --json FILE`, an assess report (`assess.json`) or a reserve study report";
+const WHAT_TO_GIVE: &str = "give a result written with `tame bench … --json FILE` (a sweep too), `tame compare --json FILE`, an assess report (`assess.json`) or a reserve study report";
 
 /// Read and recognise one file.
-pub fn read(path: &Path) -> Result<Input> {
+pub fn read(path: &Path) -> Result<Vec<Input>> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .map_err(|e| invalid(format!("cannot read {file}: {e} — {WHAT_TO_GIVE}")))?;
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| invalid(format!("{file} is not JSON ({e}) — {WHAT_TO_GIVE}")))?;
+    if let Some(steps) = sweep_steps(&file, &value)? {
+        return Ok(steps);
+    }
     let doc = recognise(&file, value)?;
-    Ok(Input { file, doc })
+    Ok(vec![Input { file, doc }])
+}
+
+/// A sweep (`tame bench sleep --tasks 1..12`) is read as its steps, each an input of its
+/// own named after the step (`sweep.json [tasks=4]`); `None` when `value` is no sweep.
+fn sweep_steps(file: &str, value: &Value) -> Result<Option<Vec<Input>>> {
+    let Some(schema) = value.get("schema").and_then(Value::as_str) else {
+        return Ok(None);
+    };
+    if !schema.starts_with("tame.sweep/") {
+        return Ok(None);
+    }
+    if schema != SWEEP_SCHEMA {
+        return Err(invalid(format!(
+            "{file}: a sweep of schema {schema}, which this tame does not read (it reads {SWEEP_SCHEMA}) — render it with the tame that wrote it"
+        )));
+    }
+    let sweep: Sweep = serde_json::from_value(value.clone()).map_err(|e| {
+        invalid(format!(
+            "{file} looks like a sweep but does not read as one ({e}) — it may be damaged or edited; write it again with this tame"
+        ))
+    })?;
+    if sweep.results.is_empty() {
+        return Err(invalid(format!(
+            "{file}: a sweep without a single measured step — run it again and let the first step finish"
+        )));
+    }
+    sweep
+        .results
+        .iter()
+        .zip(&sweep.values)
+        .map(|(result, v)| {
+            let step = format!("{file} [{}={v}]", sweep.parameter);
+            let value = serde_json::to_value(result).map_err(|e| invalid(e.to_string()))?;
+            Ok(Input {
+                doc: recognise(&step, value)?,
+                file: step,
+            })
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
 }
 
 /// What the JSON document is, refused when it is none of tame's or of a version this tame
@@ -142,6 +197,15 @@ pub fn recognise(file: &str, value: Value) -> Result<Doc> {
             )));
         }
         let what = a_result(bench);
+        if bench == "reserve" {
+            let r: ReserveResult =
+                serde_json::from_value(value.clone()).map_err(|e| not_valid(&what, e))?;
+            let result = serde_json::from_value(value.clone()).map_err(|e| not_valid(&what, e))?;
+            return Ok(Doc::Reserve(Box::new(ReserveDoc {
+                report: r.reserve,
+                result: Some(result),
+            })));
+        }
         return Compared::from_value(value.clone())
             .map(|c| Doc::Bench(Box::new(c)))
             .map_err(|e| not_valid(&what, e));
@@ -164,7 +228,12 @@ pub fn recognise(file: &str, value: Value) -> Result<Doc> {
                 )));
             }
             return serde_json::from_value(value.clone())
-                .map(|r| Doc::Reserve(Box::new(r)))
+                .map(|report| {
+                    Doc::Reserve(Box::new(ReserveDoc {
+                        report,
+                        result: None,
+                    }))
+                })
                 .map_err(|e| not_valid("a reserve study report", e));
         }
         Some(Value::String(s)) if s.starts_with("tame.compare/") => {

@@ -47,10 +47,13 @@ impl Rendered {
 /// Read and recognise the inputs, refused (nothing written) when one is not a tame result
 /// of a version this tame reads, or when they do not belong on one page.
 pub fn read(paths: &[PathBuf]) -> Result<Vec<Input>> {
-    let inputs = paths
+    let inputs: Vec<Input> = paths
         .iter()
         .map(|p| input::read(p))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
     input::check_together(&inputs)?;
     Ok(inputs)
 }

@@ -1,8 +1,11 @@
-//! The reserve study (bench/reserve.sh): its tables as HTML tables, and the client's CPU
-//! share against background load — the per-step means it records. It records no
-//! per-window series, so no share over time is drawn, and the page says so.
+//! The reserve study (`tame bench reserve`): its tables as HTML tables, the client's CPU
+//! share against background load (the per-step means) and over time (each window's
+//! share). Reports an older study wrote hold no windows: no share over time is drawn for
+//! them, and the page says so.
 
 use tame_reserve::bench::Report;
+
+use crate::input::ReserveDoc;
 
 use crate::error::Result;
 use crate::model::Context;
@@ -10,13 +13,14 @@ use crate::page::{Block, Cell, Page, Section, Table};
 use crate::plot::lines::{self, Axes};
 
 /// What the page says in place of the share over time.
-pub const NO_WINDOWS: &str = "the reserve study report holds no per-window data (only each series' mean rate, coefficient of variation and mean share per load step): no share over time is drawn — the study would have to record its windows for that";
+pub const NO_WINDOWS: &str = "the reserve study report holds no per-window data (only each series' mean rate, coefficient of variation and mean share per load step): no share over time is drawn — run `tame bench reserve`, which records each window, for that";
 
 fn f(v: f64, digits: usize) -> String {
     format!("{v:.digits$}")
 }
 
-pub fn add(page: &mut Page, file: &str, r: &Report) -> Result<()> {
+pub fn add(page: &mut Page, file: &str, doc: &ReserveDoc) -> Result<()> {
+    let r = &doc.report;
     page.key_figures.push(Table {
         id: "reserve-key-figures".into(),
         caption: "reserve study: the machine and G (kernel rounds per second alone on the CPU)"
@@ -44,11 +48,20 @@ pub fn add(page: &mut Page, file: &str, r: &Report) -> Result<()> {
             Cell::stat("floor_cv", format!("{}", r.floor_cv)),
         ]],
     });
-    page.notes.push(format!("{file}: {NO_WINDOWS}"));
+    let has_windows = r.stability.iter().any(|x| !x.window_rates.is_empty());
+    let mut blocks = Vec::new();
+    if !has_windows {
+        page.notes.push(format!("{file}: {NO_WINDOWS}"));
+        blocks.push(Block::Note(NO_WINDOWS.to_string()));
+    }
     for s in &r.skipped {
         page.warnings.push(format!("{file}: not measured: {s}"));
     }
-    let mut blocks = vec![Block::Note(NO_WINDOWS.to_string())];
+    if r.interrupted {
+        page.warnings.push(format!(
+            "{file}: interrupted (Ctrl-C): the tables hold what was measured before"
+        ));
+    }
     let mut backends: Vec<String> = r.overhead.iter().map(|x| x.backend.to_string()).collect();
     backends.dedup();
     for b in &backends {
@@ -168,8 +181,16 @@ pub fn add(page: &mut Page, file: &str, r: &Report) -> Result<()> {
             r.loadavg_before,
             r.loadavg_after
         ),
-        command: "not recorded in the report (bench/reserve.sh prints it beside its tables)".into(),
+        command: doc.result.as_ref().map_or_else(
+            || "not recorded in the report (bench/reserve.sh printed it beside its tables)".into(),
+            |res| res.command_line.join(" "),
+        ),
     };
+    if has_windows {
+        if let Some(fig) = shares_over_time(r, context.clone())? {
+            blocks.push(Block::Figure(Box::new(fig)));
+        }
+    }
     if let Some(fig) = lines::figure(
         "reserve-load-steps",
         "reserve: the client's CPU share against background load",
@@ -190,4 +211,39 @@ pub fn add(page: &mut Page, file: &str, r: &Report) -> Result<()> {
         blocks,
     });
     Ok(())
+}
+
+/// Each stability series' share of G per window, one window after the other.
+fn shares_over_time(r: &Report, context: Context) -> Result<Option<crate::plot::Figure>> {
+    let window_s = r.stability_window_ns as f64 / 1e9;
+    let series: Vec<lines::Line> = r
+        .stability
+        .iter()
+        .filter(|x| !x.window_rates.is_empty() && r.g_before > 0.0)
+        .map(|x| {
+            (
+                format!("{} {} load", x.backend, x.load),
+                x.window_rates
+                    .iter()
+                    .enumerate()
+                    .map(|(i, rate)| ((i as f64 + 0.5) * window_s, 100.0 * rate / r.g_before))
+                    .collect(),
+            )
+        })
+        .collect();
+    lines::figure(
+        "reserve-shares-over-time",
+        "reserve: the client's CPU share in each window",
+        Axes {
+            kind: "timeline",
+            x_label: "time since the series began (s)",
+            y_label: "client CPU share of G (%)",
+        },
+        &series,
+        format!(
+            "The reserved client's share of the CPU in each {} ms window, one line per backend and kind of background load (under load, one more background process joins every few windows): S in Table 2 is how much these lines wander.",
+            r.stability_window_ns / 1_000_000
+        ),
+        vec![context],
+    )
 }

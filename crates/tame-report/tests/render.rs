@@ -210,6 +210,47 @@ fn sleep_jitter_is_drawn_against_the_number_of_tasks() {
 }
 
 #[test]
+fn a_sweep_is_read_as_its_steps_and_drawn_against_the_number_of_tasks() {
+    let file = fixtures().join("recorded/sleep-sweep.json");
+    let (inputs, r) = render(std::slice::from_ref(&file));
+    let sweep = json(&file);
+    assert_eq!(inputs.len(), sweep["values"].as_array().unwrap().len());
+    assert!(
+        inputs[1].file.ends_with("sleep-sweep.json [tasks=2]"),
+        "{}",
+        inputs[1].file
+    );
+    let f = r
+        .figures()
+        .find(|f| f.id == "sleep-tasks")
+        .expect("jitter against tasks from one sweep file");
+    assert_eq!(f.x_label, "sleeping tasks running at once");
+    for (i, tasks) in [1, 2, 4].iter().enumerate() {
+        assert_cell(
+            &r.html,
+            &format!("{tasks} tasks"),
+            "p99",
+            &sweep["results"][i]["merged"]["metrics"][0]["summary"]["p99"].to_string(),
+        );
+    }
+    // A sweep of an unknown version, or without a step, is refused with the reason.
+    let dir = tempfile::tempdir().unwrap();
+    let mut newer = sweep.clone();
+    newer["schema"] = json!("tame.sweep/9");
+    let e = refused(&[write_json(dir.path(), "newer.json", &newer)]);
+    assert!(
+        e.contains(
+            "a sweep of schema tame.sweep/9, which this tame does not read (it reads tame.sweep/1)"
+        ),
+        "{e}"
+    );
+    let mut empty = sweep;
+    empty["results"] = json!([]);
+    let e = refused(&[write_json(dir.path(), "empty.json", &empty)]);
+    assert!(e.contains("a sweep without a single measured step"), "{e}");
+}
+
+#[test]
 fn noise_results_show_attribution_per_source_and_what_they_lack() {
     let files = [
         crate_file("tame-bench/testdata/compare/a-noise.json"),
@@ -309,64 +350,15 @@ fn an_assess_report_puts_its_verdict_first_and_overlays_its_phases() {
 
 #[test]
 fn a_reserve_study_is_its_tables_and_says_it_has_no_windows() {
-    use tame_reserve::bench::{FrameRow, OverheadRow, Report, StabilityRow, REPORT_SCHEMA};
-    use tame_reserve::Backend;
-    let report = Report {
-        schema: REPORT_SCHEMA,
-        kernel: "6.1.0-rt".into(),
-        online_cpus: 4,
-        cpu: 3,
-        period_ns: 10_000_000,
-        stability_window_ns: 100_000_000,
-        loadavg_before: "0.10 0.20 0.30 1/200 1234".into(),
-        loadavg_after: "1.10 0.90 0.40 2/210 1300".into(),
-        g_before: 1_234_567.4,
-        g_after: 1_230_000.6,
-        shared_rate_before: 987_654.3,
-        floor_cv: 0.00123,
-        floor_windows: 50,
-        overhead: vec![OverheadRow {
-            backend: Backend::Server,
-            share_ppm: 100_000,
-            g: 1_234_567.0,
-            g_shared: 1_200_000.0,
-            client_rate: 120_000.0,
-            rest_rate: 1_000_000.0,
-            client_cpu: 0.0972,
-            rest_cpu: 0.81,
-            o_i: 0.028,
-            o_e: 0.1,
-            o_e_shared: 0.07,
-        }],
-        stability: vec![StabilityRow {
-            backend: Backend::Server,
-            share_ppm: 200_000,
-            load: "cpu".into(),
-            windows: 110,
-            mean_rate: 250_000.0,
-            cv: 0.0234,
-            step_cpu: vec![0.2, 0.19876, 0.205],
-        }],
-        frame_cpu_ns: 20_000_000,
-        periodic: vec![FrameRow {
-            config: "none".into(),
-            background: 5,
-            frames: 49,
-            min_ms: 99.9,
-            avg_ms: 100.0,
-            max_ms: 480.25,
-        }],
-        skipped: vec!["deadline: SCHED_DEADLINE refused".into()],
-    };
+    // Written by the kit before `tame bench reserve`: the study's tables alone, no windows.
+    let mut v = json(&fixtures().join("recorded/reserve.json"));
+    v["skipped"] = json!(["deadline: SCHED_DEADLINE refused"]);
     let dir = tempfile::tempdir().unwrap();
-    let f = write_json(
-        dir.path(),
-        "reserve.json",
-        &serde_json::to_value(&report).unwrap(),
-    );
+    let f = write_json(dir.path(), "reserve.json", &v);
     let (inputs, r) = render(std::slice::from_ref(&f));
     check_expected(&inputs, &[json(&f)], &r);
     assert!(has_figure(&r, "reserve-load-steps"));
+    assert!(!has_figure(&r, "reserve-shares-over-time"));
     for id in [
         "reserve-overhead-server",
         "reserve-stability",
@@ -374,10 +366,49 @@ fn a_reserve_study_is_its_tables_and_says_it_has_no_windows() {
     ] {
         assert!(r.html.contains(&format!("<table id=\"{id}\"")), "{id}");
     }
-    assert_cell(&r.html, "server", "cv", "0.0234");
+    let cv = v["stability"][0]["cv"].as_f64().unwrap();
+    assert_cell(
+        &r.html,
+        v["stability"][0]["backend"].as_str().unwrap(),
+        "cv",
+        &format!("{cv:.4}"),
+    );
     assert!(r
         .html
         .contains("not measured: deadline: SCHED_DEADLINE refused"));
+}
+
+#[test]
+fn a_reserve_bench_result_draws_each_windows_share() {
+    let f = fixtures().join("recorded/reserve-bench.json");
+    let (inputs, r) = render(std::slice::from_ref(&f));
+    check_expected(&inputs, &[json(&f)], &r);
+    let v = json(&f);
+    let fig = r
+        .figures()
+        .find(|f| f.id == "reserve-shares-over-time")
+        .expect("the share in each window");
+    assert_eq!(fig.y_label, "client CPU share of G (%)");
+    // One series per stability row, named by backend and load.
+    for row in v["reserve"]["stability"].as_array().unwrap() {
+        let name = format!(
+            "{} {} load",
+            row["backend"].as_str().unwrap(),
+            row["load"].as_str().unwrap()
+        );
+        assert!(fig.svg.contains(&svg_text(&name)), "{name}");
+    }
+    assert!(!r
+        .html
+        .contains(&tame_report::html::escape(tame_report::reserve::NO_WINDOWS)));
+    // An interrupted study says so.
+    let mut cut = v.clone();
+    cut["reserve"]["interrupted"] = json!(true);
+    let dir = tempfile::tempdir().unwrap();
+    let (_, r) = render(&[write_json(dir.path(), "cut.json", &cut)]);
+    assert!(r
+        .html
+        .contains("interrupted (Ctrl-C): the tables hold what was measured before"));
 }
 
 #[test]

@@ -10,6 +10,7 @@ pub mod bench;
 pub mod cgroup;
 pub mod deadline;
 pub mod error;
+pub mod kit;
 pub mod reservation;
 pub mod server;
 pub mod spec;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use tame_host::Root;
 use tame_reserve::bench::ServerProcess;
+use tame_reserve::kit::Kit;
 use tame_reserve::server::client;
 use tame_reserve::server::protocol::Request as Wire;
 use tame_reserve::spec::{Backend, Request};
@@ -114,7 +115,8 @@ fn server_admits_refuses_returns_shares_and_survives_sigkill() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut server = ServerProcess::start(KIT.as_ref(), &dir.path().join("s.sock")).unwrap();
+    let mut server =
+        ServerProcess::start(&Kit::at(KIT.as_ref()), &dir.path().join("s.sock")).unwrap();
     let socket = server.socket.clone();
     let (client_proc, counter) = Proc::worker(dir.path(), "client");
     // An ordinary competitor on the CPU: without it an idle CPU would hand the client its
@@ -240,7 +242,8 @@ fn server_shuts_down_cleanly_and_restores_clients() {
     let before = tame_rt::sched::get_affinity(sleeper.pid() as i32).unwrap();
     let (server_pid, watchdog_pid);
     {
-        let server = ServerProcess::start(KIT.as_ref(), &dir.path().join("s.sock")).unwrap();
+        let server =
+            ServerProcess::start(&Kit::at(KIT.as_ref()), &dir.path().join("s.sock")).unwrap();
         let status = client::call(&server.socket, &reserve_req(sleeper.pid(), 200_000)).unwrap();
         (server_pid, watchdog_pid) = (status.server_pid, status.watchdog_pid);
         // A second server on the same socket is refused.

@@ -13,6 +13,7 @@ use tame_bench::fwq::FwqSettings;
 use tame_bench::load::LoadSpec;
 use tame_bench::session::{self, Bench, Conditions, Finished};
 use tame_bench::sleep::SleepSettings;
+use tame_bench::sweep::{Steps, Sweep};
 use tame_bench::units::parse_duration_ns;
 use tame_bench::{engine, output};
 use tame_rt::{ClockKind, Policy};
@@ -36,6 +37,8 @@ pub enum BenchCommand {
     Noise(super::noise::NoiseArgs),
     /// What a partition costs ordinary work: throughput of stress-ng classes and a compile loop, shared vs partitioned.
     Cost(super::bench_cost::CostArgs),
+    /// Reserved CPU shares: overhead, stability under load and a periodic client, for the server, deadline and cgroup backends.
+    Reserve(super::bench_reserve::ReserveBenchArgs),
 }
 
 /// Options every bench shares.
@@ -110,9 +113,10 @@ pub struct SleepArgs {
     /// CPUs the tasks are spread over round-robin (default: unpinned).
     #[arg(long)]
     cpus: Option<String>,
-    /// Number of sleeping tasks running at once (may exceed the CPU count).
-    #[arg(long, default_value_t = 1)]
-    tasks: usize,
+    /// Number of sleeping tasks running at once (may exceed the CPU count); a range (1..12)
+    /// or a list (1,2,4,8) sweeps it: one run per value, jitter against the number of tasks.
+    #[arg(long, default_value = "1", value_name = "N|A..B|LIST", value_parser = task_steps)]
+    tasks: Steps,
     /// The relative sleep d.
     #[arg(long, default_value = "1ms")]
     sleep: String,
@@ -148,6 +152,10 @@ pub struct FwqArgs {
     common: CommonArgs,
 }
 
+fn task_steps(text: &str) -> Result<Steps, String> {
+    Steps::parse(text, "--tasks", tame_bench::sleep::MAX_TASKS).map_err(|e| e.to_string())
+}
+
 /// `--samples FILE`, the raw-sample file of every bench that has one. A bare number is
 /// refused: it is what fwq's `--samples` meant before (a count, now `--quanta`), not a file.
 pub(super) fn samples_file(text: &str) -> Result<PathBuf, String> {
@@ -167,6 +175,7 @@ pub fn run(ctx: &Context, cmd: BenchCommand) -> anyhow::Result<i32> {
         BenchCommand::Ipc(a) => super::bench_ipc::run(ctx, a),
         BenchCommand::Noise(a) => super::noise::run(ctx, a),
         BenchCommand::Cost(a) => super::bench_cost::run(ctx, a),
+        BenchCommand::Reserve(a) => super::bench_reserve::run(ctx, a),
     }
 }
 
@@ -224,15 +233,87 @@ fn run_sleep(ctx: &Context, a: SleepArgs) -> anyhow::Result<i32> {
         (None, None) => None,
         (cpus, p) => Some(measuring::measured_cpus(ctx, cpus.as_deref(), p.as_ref())?),
     };
-    let settings = SleepSettings::new(
-        cpus,
-        a.tasks,
-        parse_duration_ns(&a.sleep)?,
-        duration(a.duration.as_deref())?,
-        a.loops,
-        a.common.threads(ClockKind::Monotonic),
-    )?;
-    measure(ctx, settings, &a.common, partitioned, a.samples)
+    let settings = |tasks| {
+        SleepSettings::new(
+            cpus.clone(),
+            tasks,
+            parse_duration_ns(&a.sleep)?,
+            duration(a.duration.as_deref())?,
+            a.loops,
+            a.common.threads(ClockKind::Monotonic),
+        )
+        .map_err(anyhow::Error::from)
+    };
+    if let Some(tasks) = a.tasks.single() {
+        return measure(ctx, settings(tasks)?, &a.common, partitioned, a.samples);
+    }
+    // Every step is validated before the first one runs.
+    let steps: Vec<SleepSettings> = a
+        .tasks
+        .values()
+        .iter()
+        .map(|&n| settings(n))
+        .collect::<anyhow::Result<_>>()?;
+    sweep(
+        ctx,
+        steps,
+        a.tasks.values(),
+        &a.common,
+        partitioned,
+        a.samples,
+    )
+}
+
+/// Run the sleep bench once per step, one after the other, into one sweep document; Ctrl-C
+/// ends the sweep with the steps measured so far.
+fn sweep(
+    ctx: &Context,
+    steps: Vec<SleepSettings>,
+    values: &[usize],
+    common: &CommonArgs,
+    partitioned: Option<Partitioned>,
+    samples: Option<PathBuf>,
+) -> anyhow::Result<i32> {
+    if samples.is_some() || common.histogram.is_some() {
+        return Err(crate::error::bad_input(
+            "--samples and --histogram write one run's data, and a --tasks range or list is one run per value — give one --tasks value with them, or drop them",
+        ));
+    }
+    let load = common.load(ctx, partitioned.as_ref())?;
+    let json = JsonOut::open(common.json.as_deref(), "JSON result")?;
+    let control = install_stop_handler()?;
+    let mut doc = Sweep::new("sleep", "tasks", values, ctx.command_line.clone());
+    for (settings, n) in steps.into_iter().zip(values) {
+        eprintln!("tasks = {n}");
+        let tick = progress(settings.progress_total(), settings.expected_ns());
+        let done = session::run(
+            &ctx.root,
+            settings,
+            Conditions {
+                load: load.as_ref(),
+                placement: partitioned.as_ref().map(|p| &p.placement),
+            },
+            &control,
+            0,
+            tick,
+            ctx.command_line.clone(),
+        )?;
+        let interrupted = done.result.interrupted;
+        doc.results.push(to_untyped(done.result)?);
+        if interrupted || control.stopped() {
+            doc.interrupted = true;
+            break;
+        }
+    }
+    json.emit(&doc, &doc.table("jitter"))?;
+    Ok(finished(doc.interrupted))
+}
+
+/// A typed result as the untyped one a sweep holds (its settings as JSON).
+fn to_untyped<S: serde::Serialize>(
+    result: tame_bench::BenchResult<S>,
+) -> anyhow::Result<tame_bench::BenchResult> {
+    Ok(serde_json::from_value(serde_json::to_value(&result)?)?)
 }
 
 fn run_fwq(ctx: &Context, a: FwqArgs) -> anyhow::Result<i32> {

@@ -5,6 +5,7 @@ pub mod assess;
 pub mod bench;
 pub mod bench_cost;
 pub mod bench_ipc;
+pub mod bench_reserve;
 pub mod check;
 pub mod compare;
 pub mod generate;

@@ -323,15 +323,46 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
         }
         Doc::Reserve(_) => {
             let v = &raw[0];
+            // `tame bench reserve` wraps the study's tables in a result of the common schema.
+            let study = v.get("reserve").unwrap_or(v);
             assert_cell(
                 html,
-                v["kernel"].as_str().unwrap(),
+                study["kernel"].as_str().unwrap(),
                 "g_before",
-                &format!("{}", v["g_before"].as_f64().unwrap()),
+                &format!("{}", study["g_before"].as_f64().unwrap()),
             );
-            assert!(html.contains(&escape(tame_report::reserve::NO_WINDOWS)));
+            let windows = study["stability"].as_array().unwrap().iter().any(|s| {
+                s.get("window_rates")
+                    .is_some_and(|w| !w.as_array().unwrap().is_empty())
+            });
+            assert_eq!(has_figure(r, "reserve-shares-over-time"), windows);
+            assert_eq!(
+                html.contains(&escape(tame_report::reserve::NO_WINDOWS)),
+                !windows
+            );
+            if let Some(cmd) = v.get("command_line") {
+                let cmd: Vec<&str> = cmd
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.as_str().unwrap())
+                    .collect();
+                assert!(
+                    html.contains(&escape(&cmd.join(" "))),
+                    "the command line is shown"
+                );
+            }
         }
     }
+}
+
+/// The documents of a file as the report reads them: a sweep's steps, else the file's one.
+pub fn raw_docs(f: &Path) -> Vec<Value> {
+    let v = json(f);
+    if v["schema"] == "tame.sweep/1" {
+        return v["results"].as_array().unwrap().clone();
+    }
+    vec![v]
 }
 
 /// The JSON files directly in `dir`, sorted.
@@ -355,7 +386,7 @@ pub fn render_every_file(dir: &Path) -> usize {
     let mut by_bench: Vec<(String, Vec<PathBuf>)> = Vec::new();
     for f in &files {
         let (inputs, r) = render(std::slice::from_ref(f));
-        check_expected(&inputs, &[json(f)], &r);
+        check_expected(&inputs, &raw_docs(f), &r);
         pages += 1;
         if let Doc::Bench(c) = &inputs[0].doc {
             match by_bench.iter_mut().find(|(b, _)| *b == c.result.bench) {
@@ -366,7 +397,7 @@ pub fn render_every_file(dir: &Path) -> usize {
     }
     for (_, group) in by_bench.iter().filter(|(_, g)| g.len() > 1) {
         let (inputs, r) = render(group);
-        let raw: Vec<Value> = group.iter().map(|f| json(f)).collect();
+        let raw: Vec<Value> = group.iter().flat_map(|f| raw_docs(f)).collect();
         check_expected(&inputs, &raw, &r);
         pages += 1;
     }

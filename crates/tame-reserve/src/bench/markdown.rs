@@ -6,6 +6,9 @@ use crate::spec::Backend;
 /// The report as markdown tables laid out like the paper's.
 pub fn markdown(r: &Report, command: &str) -> String {
     let mut s = circumstances(r, command);
+    if r.interrupted {
+        s.push_str("Interrupted (Ctrl-C): the tables hold what was measured before.\n\n");
+    }
     s.push_str(&overhead_tables(r));
     s.push_str(&stability_table(r));
     s.push_str(&load_steps_table(r));
@@ -105,15 +108,19 @@ fn periodic_table(r: &Report) -> String {
     let mut labels: Vec<&str> = r.periodic.iter().map(|x| x.config.as_str()).collect();
     labels.dedup();
     for label in labels {
-        let cells: Vec<String> = r
-            .periodic
+        // Table 4's 100 ms server periods ran unloaded only: "—" under 5 and 10.
+        let cells: Vec<String> = [0, 5, 10]
             .iter()
-            .filter(|x| x.config == label)
-            .map(|x| {
-                format!(
-                    "{:.1} / {:.1} / {:.1} ({} frames)",
-                    x.min_ms, x.avg_ms, x.max_ms, x.frames
-                )
+            .map(|&bg| {
+                r.periodic
+                    .iter()
+                    .find(|x| x.config == label && x.background == bg)
+                    .map_or("—".to_string(), |x| {
+                        format!(
+                            "{:.1} / {:.1} / {:.1} ({} frames)",
+                            x.min_ms, x.avg_ms, x.max_ms, x.frames
+                        )
+                    })
             })
             .collect();
         s.push_str(&format!("| {label} | {} |\n", cells.join(" | ")));
@@ -151,6 +158,7 @@ mod tests {
             mean_rate: 250_000.0,
             cv,
             step_cpu: vec![0.2, 0.19876, 0.205],
+            window_rates: vec![250_000.0; 3],
         }
     }
 
@@ -162,6 +170,7 @@ mod tests {
             min_ms: 99.94,
             avg_ms: 100.0,
             max_ms,
+            distances_ns: vec![100_000_000; 3],
         }
     }
 
@@ -182,6 +191,7 @@ mod tests {
             shared_rate_before: 987_654.3,
             floor_cv: 0.00123,
             floor_windows: 50,
+            interrupted: false,
             overhead: vec![
                 overhead_row(Backend::Server, 100_000, 0.287),
                 overhead_row(Backend::Server, 500_000, 0.0123),
@@ -246,8 +256,8 @@ mod tests {
             "\n",
             "| reservation | 0 | 5 | 10 |\n",
             "|---|---|---|---|\n",
-            "| none | 99.9 / 100.0 / 100.1 (49 frames) | 99.9 / 100.0 / 480.2 (49 frames) |\n",
-            "| server 10/40 ms | 99.9 / 100.0 / 100.0 (49 frames) | 99.9 / 100.0 / 101.5 (49 frames) |\n",
+            "| none | 99.9 / 100.0 / 100.1 (49 frames) | 99.9 / 100.0 / 480.2 (49 frames) | — |\n",
+            "| server 10/40 ms | 99.9 / 100.0 / 100.0 (49 frames) | 99.9 / 100.0 / 101.5 (49 frames) | — |\n",
             "\n",
             "Not measured:\n",
             "- deadline stability (cpu): no\n",

@@ -1,4 +1,4 @@
-//! The proof's harness (bench/reserve.sh): the scheduling-server study reproduced for the
+//! The proof's harness (`tame bench reserve`): the scheduling-server study reproduced for the
 //! three backends. Work is counted by the kernel processes in shared memory and read by
 //! wall clock; the sampling loop sleeps to absolute times and reads memory, nothing else.
 //!
@@ -14,8 +14,11 @@
 
 mod markdown;
 mod process;
+pub mod result;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tame_host::Root;
@@ -27,6 +30,7 @@ pub use process::ServerProcess;
 use process::{Load, Worker};
 
 use crate::error::{failed, Result};
+use crate::kit::Kit;
 use crate::server::protocol::Request as WireRequest;
 use crate::spec::{Backend, Request, PPM};
 use crate::work::Counter;
@@ -35,8 +39,8 @@ pub const REPORT_SCHEMA: u32 = 1;
 
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// The kit binary (work kernel and server).
-    pub kit: PathBuf,
+    /// How to start the work kernels and the server (see [`crate::kit`]).
+    pub kit: Kit,
     /// Scratch directory (counters, socket, disk-I/O load files).
     pub scratch: PathBuf,
     pub state_dir: PathBuf,
@@ -58,6 +62,50 @@ pub struct Options {
     pub frame_ns: u64,
     pub frame_cpu_ns: u64,
     pub frames: usize,
+    /// Set (by Ctrl-C) to end the study early with what it measured so far.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl Options {
+    /// The study as the paper ran it (`quick`: fewer shares and windows, about 1.5 minutes
+    /// in place of 8), on `cpu`, for `backends`, with scratch files below `scratch`.
+    pub fn standard(
+        kit: Kit,
+        scratch: PathBuf,
+        cpu: u32,
+        backends: Vec<Backend>,
+        quick: bool,
+    ) -> Self {
+        Options {
+            kit,
+            state_dir: scratch.join("state"),
+            scratch,
+            cpu,
+            backends,
+            shares_ppm: if quick {
+                vec![200_000, 500_000, 800_000]
+            } else {
+                (1..=9).map(|i| i * 100_000).collect()
+            },
+            period_ns: 40_000_000,
+            warmup_ns: 500_000_000,
+            overhead_window_ns: if quick { 1_000_000_000 } else { 3_000_000_000 },
+            stability_share_ppm: 500_000,
+            // Five whole periods: a window always holds the same number of slices.
+            stability_window_ns: 200_000_000,
+            windows_per_step: if quick { 3 } else { 10 },
+            unloaded_windows: if quick { 20 } else { 100 },
+            max_load: 10,
+            frame_ns: 100_000_000,
+            frame_cpu_ns: 15_000_000,
+            frames: if quick { 10 } else { 30 },
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -92,6 +140,9 @@ pub struct StabilityRow {
     pub cv: f64,
     /// Mean client CPU share per load step (0…max_load background processes).
     pub step_cpu: Vec<f64>,
+    /// The client's rate in each window, in order (absent in reports written before).
+    #[serde(default)]
+    pub window_rates: Vec<f64>,
 }
 
 /// The periodic-client study: a frame due every 100 ms, needing a fixed CPU time.
@@ -104,6 +155,9 @@ pub struct FrameRow {
     pub min_ms: f64,
     pub avg_ms: f64,
     pub max_ms: f64,
+    /// Each distance between two frames' completions, ns (absent in reports written before).
+    #[serde(default)]
+    pub distances_ns: Vec<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -131,6 +185,9 @@ pub struct Report {
     pub periodic: Vec<FrameRow>,
     /// Backends that could not run, and why.
     pub skipped: Vec<String>,
+    /// True when Ctrl-C ended the study early: the tables hold what was measured.
+    #[serde(default)]
+    pub interrupted: bool,
 }
 
 /// A reservation held for the length of one measurement.
@@ -325,6 +382,7 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report> {
         frame_cpu_ns: o.frame_cpu_ns,
         periodic: Vec::new(),
         skipped: Vec::new(),
+        interrupted: false,
     };
     (report.floor_cv, report.floor_windows) = stability_floor(o)?;
     progress(&format!(
@@ -334,13 +392,16 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report> {
     for &backend in &o.backends {
         study_backend(o, backend, n_cpus, g_before, &mut report, &mut progress)?;
     }
-    if o.frames > 0 && o.backends.contains(&Backend::Server) {
+    if o.frames > 0 && o.backends.contains(&Backend::Server) && !o.stopped() {
         match periodic(o, g_before, &mut progress) {
             Ok(rows) => report.periodic = rows,
             Err(e) => report.skipped.push(format!("periodic client: {e}")),
         }
     }
-    report.g_after = measure_g(o, o.overhead_window_ns, 15)?.0;
+    report.interrupted = o.stopped();
+    if !report.interrupted {
+        report.g_after = measure_g(o, o.overhead_window_ns, 15)?.0;
+    }
     report.loadavg_after = loadavg(&root);
     Ok(report)
 }
@@ -367,6 +428,9 @@ fn study_backend(
         _ => None,
     };
     for &share in &o.shares_ppm {
+        if o.stopped() {
+            return Ok(());
+        }
         match overhead_point(o, backend, server.as_ref(), share, n_cpus)? {
             Ok(row) => {
                 progress(&format!(
@@ -384,6 +448,9 @@ fn study_backend(
         }
     }
     for load in ["none", "cpu", "io"] {
+        if o.stopped() {
+            return Ok(());
+        }
         match stability(o, backend, server.as_ref(), load, g_before, n_cpus) {
             Ok(row) => {
                 progress(&format!("{backend} stability ({load}): S = {:.4}", row.cv));
@@ -493,9 +560,14 @@ fn stability(
     let result: Result<()> = (|| {
         if load == "none" {
             for _ in 0..o.unloaded_windows {
+                if o.stopped() {
+                    break;
+                }
                 samples.push(rate(&client.counter, o.stability_window_ns));
             }
-            step_cpu.push(samples.iter().sum::<f64>() / samples.len() as f64 / g);
+            if !samples.is_empty() {
+                step_cpu.push(samples.iter().sum::<f64>() / samples.len() as f64 / g);
+            }
             return Ok(());
         }
         for step in 0..=o.max_load {
@@ -504,6 +576,9 @@ fn stability(
             }
             let first = samples.len();
             for _ in 0..o.windows_per_step {
+                if o.stopped() {
+                    return Ok(());
+                }
                 samples.push(rate(&client.counter, o.stability_window_ns));
             }
             let part = &samples[first..];
@@ -514,6 +589,9 @@ fn stability(
     drop(bg);
     release(o, held);
     result?;
+    if samples.is_empty() {
+        return Err(failed("stopped before the first window"));
+    }
     Ok(StabilityRow {
         backend,
         share_ppm: o.stability_share_ppm,
@@ -522,24 +600,37 @@ fn stability(
         mean_rate: samples.iter().sum::<f64>() / samples.len() as f64,
         cv: coefficient_of_variation(&samples),
         step_cpu,
+        window_rates: samples,
     })
 }
 
-/// Frame distances of a periodic client, without and with server reservations, beside
-/// 0, 5 and 10 computational background processes on its CPU.
+/// Frame distances of a periodic client, without and with server reservations (the
+/// paper's Tables 3–6), beside 0, 5 and 10 computational background processes on its CPU.
 fn periodic(o: &Options, g: f64, progress: &mut impl FnMut(&str)) -> Result<Vec<FrameRow>> {
     let server = ServerProcess::start(&o.kit, &o.scratch.join("periodic.sock"))?;
     let rounds = ((o.frame_cpu_ns as f64 * g / 1e9).round() as u64).max(1);
-    // (label, share, period): high/low phases as in the paper.
-    let configs: [(&str, Option<(u64, u64)>); 4] = [
-        ("none", None),
-        ("server 10/40 ms", Some((200_000, 50_000_000))),
-        ("server 10/30 ms", Some((250_000, 40_000_000))),
-        ("server 20/20 ms", Some((500_000, 40_000_000))),
+    // (label, (share, period), background processes): high/low phases as in the paper —
+    // Tables 3, 5 and 6 (none and the short periods, 0/5/10 background processes) and
+    // Table 4 (a 100 ms server period, unloaded).
+    const LOADS: &[usize] = &[0, 5, 10];
+    const UNLOADED: &[usize] = &[0];
+    let configs: [(&str, Option<(u64, u64)>, &[usize]); 9] = [
+        ("none", None, LOADS),
+        ("server 10/40 ms", Some((200_000, 50_000_000)), LOADS),
+        ("server 10/30 ms", Some((250_000, 40_000_000)), LOADS),
+        ("server 20/20 ms", Some((500_000, 40_000_000)), LOADS),
+        ("server 10/90 ms", Some((100_000, 100_000_000)), UNLOADED),
+        ("server 20/80 ms", Some((200_000, 100_000_000)), UNLOADED),
+        ("server 30/70 ms", Some((300_000, 100_000_000)), UNLOADED),
+        ("server 40/60 ms", Some((400_000, 100_000_000)), UNLOADED),
+        ("server 50/50 ms", Some((500_000, 100_000_000)), UNLOADED),
     ];
     let mut rows = Vec::new();
-    for (label, reservation) in configs {
-        for background in [0usize, 5, 10] {
+    for (label, reservation, backgrounds) in configs {
+        for &background in backgrounds {
+            if o.stopped() {
+                return Ok(rows);
+            }
             let mut load = Load::new();
             for _ in 0..background {
                 load.add("cpu", Some(o.cpu), &o.scratch)?;
@@ -548,7 +639,7 @@ fn periodic(o: &Options, g: f64, progress: &mut impl FnMut(&str)) -> Result<Vec<
                 o,
                 "frames",
                 Some(o.cpu),
-                &["frames"],
+                "frames",
                 &[rounds.to_string(), o.frame_ns.to_string()],
             )?;
             if let Some((share_ppm, period_ns)) = reservation {
@@ -579,10 +670,8 @@ fn periodic(o: &Options, g: f64, progress: &mut impl FnMut(&str)) -> Result<Vec<
             }
             drop(client);
             drop(load);
-            let distances: Vec<f64> = times
-                .windows(2)
-                .map(|w| (w[1] - w[0]) as f64 / 1e6)
-                .collect();
+            let distances_ns: Vec<u64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+            let distances: Vec<f64> = distances_ns.iter().map(|&d| d as f64 / 1e6).collect();
             let row = FrameRow {
                 config: label.to_string(),
                 background,
@@ -590,6 +679,7 @@ fn periodic(o: &Options, g: f64, progress: &mut impl FnMut(&str)) -> Result<Vec<
                 min_ms: distances.iter().copied().fold(f64::INFINITY, f64::min),
                 avg_ms: distances.iter().sum::<f64>() / distances.len().max(1) as f64,
                 max_ms: distances.iter().copied().fold(0.0, f64::max),
+                distances_ns,
             };
             progress(&format!(
                 "periodic {label}, {background} background: frame distance {:.1}/{:.1}/{:.1} ms",

@@ -5,6 +5,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use crate::kit::Kit;
+
 use tame_rt::clock::monotonic_ns;
 
 use super::Options;
@@ -19,7 +21,7 @@ pub(super) struct Worker {
 
 impl Worker {
     pub(super) fn start(o: &Options, name: &str, cpu: Option<u32>) -> Result<Self> {
-        Self::start_mode(o, name, cpu, &["work"], &[])
+        Self::start_mode(o, name, cpu, "work", &[])
     }
 
     /// `mode` is the kit's mode; the counter file goes after it, then `extra`.
@@ -27,13 +29,17 @@ impl Worker {
         o: &Options,
         name: &str,
         cpu: Option<u32>,
-        mode: &[&str],
+        mode: &str,
         extra: &[String],
     ) -> Result<Self> {
         let path = o.scratch.join(format!("counter-{name}"));
         let counter = Counter::create(&path).map_err(|e| failed(format!("counter {name}: {e}")))?;
-        let mut cmd = Command::new(&o.kit);
-        cmd.args(mode).arg(&path).args(extra).stdin(Stdio::null());
+        let mut cmd = o.kit.command(mode);
+        cmd.arg(&path)
+            .args(extra)
+            .stdin(Stdio::null())
+            // Ctrl-C reaches the study, which stops its helpers itself.
+            .process_group(0);
         let set = cpu.map(|c| tame_rt::sched::cpu_set([c]));
         // SAFETY: only async-signal-safe calls on pre-built data between fork and exec.
         unsafe {
@@ -81,9 +87,9 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    pub fn start(kit: &Path, socket: &Path) -> Result<Self> {
-        let mut cmd = Command::new(kit);
-        cmd.arg("serve").arg(socket).stdin(Stdio::null());
+    pub fn start(kit: &Kit, socket: &Path) -> Result<Self> {
+        let mut cmd = kit.command("serve");
+        cmd.arg(socket).stdin(Stdio::null()).process_group(0);
         // SAFETY: prctl only, between fork and exec: a server never outlives its starter.
         unsafe {
             cmd.pre_exec(|| {

@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""Rewrite the measured blocks of docs/reproductions.md from bench/reproduce.sh's results.
+
+    bench/reproductions.py OUT_DIR DOC [quick|full]
+
+Each experiment's block sits between `<!-- tame:ID -->` and `<!-- /tame:ID -->` in DOC and is
+replaced by a table of this machine's numbers (shared vs partitioned and their ratio), the
+commands that produced them, the date, kernel and load. Everything around the blocks (the
+papers' setups and numbers, why the figures differ) is written by hand and kept as it is.
+An experiment whose results are missing keeps its block and gets a note saying so.
+Only the standard library: this runs wherever bench/reproduce.sh does.
+"""
+
+import json
+import os
+import re
+import sys
+import time
+
+
+def load(out, name):
+    path = os.path.join(out, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def us(ns):
+    """ns as µs (or ms above 10 ms), for tables."""
+    if ns is None:
+        return "—"
+    if ns >= 1_000_000:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 10_000:
+        return f"{ns / 1e3:.1f} µs"
+    return f"{ns / 1e3:.2f} µs"
+
+
+def ratio(a, b):
+    """b / a, written as a factor."""
+    if not a or b is None:
+        return "—"
+    return f"{b / a:.3g}×"
+
+
+def metric(group, name):
+    for m in group.get("metrics", []):
+        if m["name"] == name:
+            return m["summary"]
+    return None
+
+
+def command(result):
+    """The command line, its output and journal paths (temporary) written as placeholders."""
+    argv = list(result.get("command_line", ["?"]))
+    for flag, placeholder in (("--json", "FILE"), ("--journal-dir", "DIR"), ("--md", "FILE")):
+        if flag in argv[:-1]:
+            argv[argv.index(flag) + 1] = placeholder
+    argv[0] = "tame"
+    return " ".join(argv)
+
+
+def environment(result):
+    env = result.get("environment", {})
+    when = time.strftime("%Y-%m-%d", time.gmtime(result.get("started_unix_ns", 0) / 1e9))
+    return (
+        f"{when}, kernel {env.get('kernel_release', '?')} ({env.get('preemption_model', '?')}), "
+        f"{len_cpus(env.get('online_cpus', ''))} CPUs, hypervisor {env.get('hypervisor') or 'none'}"
+    )
+
+
+def len_cpus(text):
+    n = 0
+    for part in str(text).split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            n += int(b) - int(a) + 1
+        elif part.strip():
+            n += 1
+    return n
+
+
+def commands(*results):
+    lines = [f"    {command(r)}" for r in results if r]
+    return "Measured " + environment(next(r for r in results if r)) + ", with:\n\n" + "\n".join(lines) + "\n"
+
+
+def summary_table(shared, partitioned, name, label):
+    """p50 … max of one metric of the merged groups, shared vs partitioned, and their ratio."""
+    rows = [
+        "| " + label + " | count | min | p50 | p99 | p99.9 | p99.99 | max |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    sums = []
+    for config, r in (("shared, under load", shared), ("partitioned, load outside", partitioned)):
+        s = metric(r["merged"], name) if r else None
+        sums.append(s)
+        if s is None:
+            rows.append(f"| {config} | (not measured) | | | | | | |")
+            continue
+        rows.append(
+            f"| {config} | {s['count']} | {us(s['min'])} | {us(s['p50'])} | {us(s['p99'])} | "
+            f"{us(s['p99_9'])} | {us(s['p99_99'])} | {us(s['max'])} |"
+        )
+    a, b = sums
+    if a and b:
+        rows.append(
+            "| partitioned / shared | | "
+            + " | ".join(ratio(a[k], b[k]) for k in ("min", "p50", "p99", "p99_9", "p99_99", "max"))
+            + " |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def pair(out, exp):
+    return load(out, f"{exp}-shared.json"), load(out, f"{exp}-partitioned.json")
+
+
+def block_timed(out, exp, name, label, extra=None):
+    shared, part = pair(out, exp)
+    if not shared and not part:
+        return None
+    text = summary_table(shared, part, name, label)
+    if extra:
+        text += "\n" + extra(shared, part)
+    return text + "\n" + commands(shared, part)
+
+
+def cycle_extra(shared, part):
+    rows = []
+    for config, r in (("shared", shared), ("partitioned", part)):
+        if r:
+            c = r["merged"]["counters"]
+            rows.append(f"{config}: {c.get('missed_periods', 0)} missed periods")
+    return "; ".join(rows) + ".\n"
+
+
+def fwq_extra(shared, part):
+    rows = ["| | mean excess | p99 excess | max excess (the FWQ deviation) | noise share |", "|---|---|---|---|---|"]
+    for config, r in (("shared", shared), ("partitioned", part)):
+        if not r:
+            continue
+        d = r["merged"]["derived"]
+        rows.append(
+            f"| {config} | {d.get('mean_excess_percent', 0):.3f} % | {d.get('p99_excess_percent', 0):.3f} % | "
+            f"{d.get('max_excess_percent', 0):.3f} % | {d.get('noise_share_percent', 0):.3f} % |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def noise_extra(shared, part):
+    rows = ["| | noise share of the CPU | gaps | longest gap |", "|---|---|---|---|"]
+    for config, r in (("shared", shared), ("partitioned", part)):
+        if not r:
+            continue
+        m = r["merged"]
+        gap = metric(m, "gap")
+        rows.append(
+            f"| {config} | {m['derived'].get('noise_share_percent', 0):.3f} % | "
+            f"{m['counters'].get('gaps', 0)} | {us(gap['max']) if gap else '—'} |"
+        )
+    top = []
+    for config, r in (("shared", shared), ("partitioned", part)):
+        sources = []
+        for cpu in (r or {}).get("noise", {}).get("cpus", []):
+            for s in cpu.get("sources", [])[:3]:
+                sources.append(f"{s.get('class', '?')} {s.get('source', '?')}")
+        if sources:
+            top.append(f"{config}: {', '.join(sources[:3])}")
+    text = "\n".join(rows) + "\n"
+    if top:
+        text += "\nTop sources — " + "; ".join(top) + ".\n"
+    return text
+
+
+def block_ipc(out, exp):
+    shared, part = pair(out, exp)
+    if not shared and not part:
+        return None
+    rows = ["| transport/size | one-way p50 shared | partitioned | p99.9 shared | partitioned |", "|---|---|---|---|---|"]
+    labels = [g["label"] for g in (shared or part)["groups"]]
+    for label in labels:
+        cells = []
+        for key in ("p50", "p99_9"):
+            for r in (shared, part):
+                g = next((g for g in (r or {}).get("groups", []) if g["label"] == label), None)
+                s = metric(g, "one_way_latency") if g else None
+                cells.append(f"{s[key]} ns" if s else "—")
+        rows.append(f"| {label} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} |")
+    return "\n".join(rows) + "\n\n" + commands(shared, part)
+
+
+def block_tasks(out, exp):
+    shared, part = pair(out, exp)
+    if not shared and not part:
+        return None
+    rows = [
+        "| tasks | p99 shared | p99 partitioned | max shared | max partitioned | p99 partitioned / shared |",
+        "|---|---|---|---|---|---|",
+    ]
+    def steps(doc):
+        return {r["settings"]["tasks"]: metric(r["merged"], "jitter") for r in (doc or {}).get("results", [])}
+    a, b = steps(shared), steps(part)
+    for n in sorted(set(a) | set(b)):
+        sa, sb = a.get(n), b.get(n)
+        rows.append(
+            f"| {n} | {us(sa and sa['p99'])} | {us(sb and sb['p99'])} | {us(sa and sa['max'])} | "
+            f"{us(sb and sb['max'])} | {ratio(sa and sa['p99'], sb and sb['p99'])} |"
+        )
+    first = (shared or part)["results"][0]
+    return "\n".join(rows) + "\n\n" + commands(shared, part).replace(
+        "Measured " + environment(shared or part), "Measured " + environment(first)
+    )
+
+
+def block_reserve(out, exp):
+    r = load(out, f"{exp}.json")
+    if not r:
+        return None
+    study = r["reserve"]
+    rows = ["| backend | O_I over the shares | S unloaded | S computational load | S disk-I/O load |", "|---|---|---|---|---|"]
+    backends = []
+    for row in study["overhead"] + study["stability"]:
+        if row["backend"] not in backends:
+            backends.append(row["backend"])
+    for b in backends:
+        o = [x["o_i"] for x in study["overhead"] if x["backend"] == b]
+        s = {x["load"]: x["cv"] for x in study["stability"] if x["backend"] == b}
+        oi = f"{min(o):+.3f} … {max(o):+.3f} ({len(o)} shares)" if o else "—"
+        rows.append(
+            f"| {b} | {oi} | " + " | ".join(f"{s[k]:.4f}" if k in s else "—" for k in ("none", "cpu", "io")) + " |"
+        )
+    text = "\n".join(rows) + f"\n\nFloor (the kernel alone at SCHED_FIFO 1): S = {study['floor_cv']:.4f}.\n"
+    if study.get("periodic"):
+        text += "\n| periodic client (frame every 100 ms) | background | frame distance min / avg / max |\n|---|---|---|\n"
+        for p in study["periodic"]:
+            text += f"| {p['config']} | {p['background']} | {p['min_ms']:.1f} / {p['avg_ms']:.1f} / {p['max_ms']:.1f} ms |\n"
+    for s in study.get("skipped", []):
+        text += f"\nNot measured: {s}\n"
+    return text + "\n" + commands(r)
+
+
+BLOCKS = {
+    "drops-cycle": lambda out: block_timed(out, "drops-cycle", "latency", "wakeup latency", cycle_extra),
+    "detach-loop": lambda out: block_timed(out, "detach-loop", "period_deviation", "|period − 1 ms|", cycle_extra),
+    "detach-fwq": lambda out: block_timed(out, "detach-fwq", "excess", "excess over the fastest quantum", fwq_extra),
+    "detach-noise": lambda out: block_timed(out, "detach-noise", "gap", "gap", noise_extra),
+    "baremetal-ipc": lambda out: block_ipc(out, "baremetal-ipc"),
+    "rtrf-sleep": lambda out: block_timed(out, "rtrf-sleep", "jitter", "nanosleep jitter"),
+    "rtrf-tasks": lambda out: block_tasks(out, "rtrf-tasks"),
+    "sonic-reserve": lambda out: block_reserve(out, "sonic-reserve"),
+}
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit("usage: bench/reproductions.py OUT_DIR DOC [quick|full]")
+    out, doc = sys.argv[1], sys.argv[2]
+    mode = sys.argv[3] if len(sys.argv) > 3 else "full"
+    with open(doc) as f:
+        text = f.read()
+    for exp, render in BLOCKS.items():
+        pattern = re.compile(rf"(<!-- tame:{re.escape(exp)} -->\n).*?(<!-- /tame:{re.escape(exp)} -->)", re.S)
+        if not pattern.search(text):
+            print(f"{doc} has no block for {exp}: add <!-- tame:{exp} --> … <!-- /tame:{exp} -->", file=sys.stderr)
+            continue
+        body = render(out)
+        if body is None:
+            print(f"{exp}: no results in {out}; its block is kept", file=sys.stderr)
+            continue
+        body = f"*This machine ({mode} run):*\n\n" + body
+        text = pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
+    with open(doc, "w") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+//! `tame bench reserve`: the scheduling-server study (seed 004, tables 1–4) for the
+//! server, deadline and cgroup backends, as one result of the common schema; and the
+//! hidden `tame reserve-kit …` the study starts its work kernels and server with.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use anyhow::Context as _;
+use tame_bench::result::{unix_now_ns, BenchResult, SCHEMA_VERSION};
+use tame_host::environment::RunEnvironment;
+use tame_reserve::bench::result::{self, ReserveResult, ReserveSettings};
+use tame_reserve::bench::{self, Options};
+use tame_reserve::kit::Kit;
+use tame_reserve::spec::Backend;
+use tame_rt::clock::monotonic_ns;
+
+use crate::error::{bad_input, finished};
+use crate::output::JsonOut;
+use crate::Context;
+
+/// The hidden subcommand the study's helpers run under.
+pub const KIT_COMMAND: &str = "reserve-kit";
+
+#[derive(clap::Args)]
+pub struct ReserveBenchArgs {
+    /// Fewer shares (20, 50, 80 %) and windows: about 1.5 minutes in place of 8.
+    #[arg(long)]
+    quick: bool,
+    /// The CPU the reserved client (and, pinned, its competitor) runs on (default: the last online CPU).
+    #[arg(long)]
+    cpu: Option<u32>,
+    /// Backends to study, comma-separated: server, deadline, cgroup.
+    #[arg(long, default_value = "server,deadline,cgroup", value_name = "LIST")]
+    backends: String,
+    /// Write the result as JSON to FILE, or to stdout with `-` (the tables then go to stderr).
+    #[arg(long, value_name = "FILE|-")]
+    json: Option<String>,
+    /// Also write the tables (markdown, laid out like the paper's) to FILE.
+    #[arg(long, value_name = "FILE")]
+    md: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct KitArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+}
+
+/// `tame reserve-kit work|frames|serve …`: a helper of the study (see `tame_reserve::kit`).
+pub fn run_kit(a: KitArgs) -> anyhow::Result<i32> {
+    tame_reserve::kit::helper_mode(&a.args).ok_or_else(|| {
+        bad_input(
+            "tame reserve-kit runs the helpers of `tame bench reserve` (work FILE, frames FILE ROUNDS FRAME_NS, serve SOCKET) — it is not meant to be run by hand",
+        )
+    })
+}
+
+fn backends(text: &str) -> anyhow::Result<Vec<Backend>> {
+    let mut list = Vec::new();
+    for word in text.split(',').map(str::trim) {
+        let b: Backend = word.parse().map_err(|_| {
+            bad_input(format!(
+                "--backends: unknown backend {word:?} — give any of server, deadline, cgroup, comma-separated"
+            ))
+        })?;
+        if !list.contains(&b) {
+            list.push(b);
+        }
+    }
+    Ok(list)
+}
+
+pub fn run(ctx: &Context, a: ReserveBenchArgs) -> anyhow::Result<i32> {
+    let backends = backends(&a.backends)?;
+    let online = RunEnvironment::capture(&ctx.root).online_cpus;
+    let cpu = match a.cpu {
+        Some(c) if !online.contains(c) => {
+            return Err(bad_input(format!(
+                "--cpu {c} is not online (online: {online}) — pick one of them"
+            )))
+        }
+        Some(c) => c,
+        None => online.iter().last().ok_or_else(|| {
+            anyhow::anyhow!("no online CPU found below {}", ctx.root.base().display())
+        })?,
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(bad_input(
+            "tame bench reserve needs root: it reserves with SCHED_DEADLINE, real-time priorities and cgroups — run it with sudo",
+        ));
+    }
+    if tame_bench::load::find_in_path("stress-ng").is_none() {
+        return Err(bad_input(
+            "tame bench reserve needs stress-ng for the background load — apt-get install stress-ng",
+        ));
+    }
+    let json = JsonOut::open(a.json.as_deref(), "JSON result")?;
+    let md =
+        a.md.as_ref()
+            .map(|p| crate::output::create(p, "tables"))
+            .transpose()?;
+    // On disk, not tmpfs: the disk-I/O load must reach the disk.
+    let scratch = tempfile::Builder::new()
+        .prefix("tame-reserve-bench-")
+        .tempdir_in("/var/tmp")
+        .context("cannot make a scratch directory below /var/tmp")?;
+    let kit = Kit::this_program(&[KIT_COMMAND]).context("cannot find tame's own program")?;
+    let o = Options::standard(kit, scratch.path().to_path_buf(), cpu, backends, a.quick);
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, o.stop.clone())
+            .context("cannot install the Ctrl-C handler")?;
+    }
+    let environment = RunEnvironment::capture(&ctx.root);
+    let started_unix_ns = unix_now_ns();
+    let t0 = monotonic_ns();
+    let report = bench::run(&o, |line| eprintln!("{line}"))?;
+    let elapsed_ns = monotonic_ns() - t0;
+    let (groups, merged) = result::groups(&report);
+    let done = ReserveResult {
+        result: BenchResult {
+            schema_version: SCHEMA_VERSION,
+            bench: "reserve".into(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            command_line: ctx.command_line.clone(),
+            started_unix_ns,
+            elapsed_ns,
+            interrupted: report.interrupted || o.stop.load(Ordering::Relaxed),
+            environment,
+            calibration: Default::default(),
+            load: None,
+            partition: None,
+            settings: ReserveSettings::of(&o, a.quick),
+            groups,
+            merged,
+        },
+        reserve: report,
+    };
+    let tables = bench::markdown(&done.reserve, &ctx.command_line.join(" "));
+    if let Some(mut f) = md {
+        use std::io::Write as _;
+        f.write_all(tables.as_bytes())
+            .context("cannot write the tables")?;
+    }
+    json.emit(&done, &tables)?;
+    Ok(finished(done.result.interrupted))
+}
