@@ -62,16 +62,43 @@ fn cost(journal: &Path, duration: &str, rounds: &str) -> Command {
     c
 }
 
-#[test]
-fn both_configurations_are_measured_and_the_machine_is_left_as_found() {
-    let _one = exclusive();
+/// What each test holds: one test at a time, a journal directory of its own, and the
+/// partition's state before.
+struct Setup {
+    _one: std::sync::MutexGuard<'static, ()>,
+    _dir: tempfile::TempDir,
+    journal: std::path::PathBuf,
+    before: BTreeMap<String, Vec<u8>>,
+}
+
+/// `None` (skipped) on a machine that does not fit.
+fn setup() -> Option<Setup> {
+    let one = exclusive();
     if !fits() {
-        return;
+        return None;
     }
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("j");
+    Some(Setup {
+        _one: one,
+        _dir: dir,
+        journal,
+        before: state(),
+    })
+}
+
+#[test]
+fn both_configurations_are_measured_and_the_machine_is_left_as_found() {
+    let Some(Setup {
+        _one,
+        _dir,
+        journal,
+        before,
+    }) = setup()
+    else {
+        return;
+    };
     let _revert = RevertOnDrop(&journal);
-    let before = state();
     let o = cost(&journal, "1s", "2")
         .args(["--json", "-"])
         .output()
@@ -137,14 +164,16 @@ fn start_then_wait_until_partitioned(journal: &Path, piped: bool) -> std::proces
 
 #[test]
 fn ctrl_c_reverts_and_reports_what_was_measured() {
-    let _one = exclusive();
-    if !fits() {
+    let Some(Setup {
+        _one,
+        _dir,
+        journal,
+        before,
+    }) = setup()
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let journal = dir.path().join("j");
+    };
     let _revert = RevertOnDrop(&journal);
-    let before = state();
     let child = start_then_wait_until_partitioned(&journal, true);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -162,14 +191,16 @@ fn ctrl_c_reverts_and_reports_what_was_measured() {
 
 #[test]
 fn after_kill_9_the_next_run_reverts_first() {
-    let _one = exclusive();
-    if !fits() {
+    let Some(Setup {
+        _one,
+        _dir,
+        journal,
+        before,
+    }) = setup()
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let journal = dir.path().join("j");
+    };
     let _revert = RevertOnDrop(&journal);
-    let before = state();
     let child = Killed(start_then_wait_until_partitioned(&journal, false));
     drop(child); // SIGKILL, reaped
     assert!(
