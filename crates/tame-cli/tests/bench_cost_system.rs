@@ -89,15 +89,8 @@ fn setup() -> Option<Setup> {
 
 #[test]
 fn both_configurations_are_measured_and_the_machine_is_left_as_found() {
-    let Some(Setup {
-        _one,
-        _dir,
-        journal,
-        before,
-    }) = setup()
-    else {
-        return;
-    };
+    let Some(setup) = setup() else { return };
+    let (journal, before) = (setup.journal.clone(), &setup.before);
     let _revert = RevertOnDrop(&journal);
     let o = cost(&journal, "1s", "2")
         .args(["--json", "-"])
@@ -144,7 +137,7 @@ fn both_configurations_are_measured_and_the_machine_is_left_as_found() {
         3,
         "{stderr}"
     );
-    assert_as_found(&before, &journal);
+    assert_as_found(before, &journal);
 }
 
 /// Start a run of three rounds (its output piped, or dropped); return once it is inside its
@@ -164,15 +157,8 @@ fn start_then_wait_until_partitioned(journal: &Path, piped: bool) -> std::proces
 
 #[test]
 fn ctrl_c_reverts_and_reports_what_was_measured() {
-    let Some(Setup {
-        _one,
-        _dir,
-        journal,
-        before,
-    }) = setup()
-    else {
-        return;
-    };
+    let Some(setup) = setup() else { return };
+    let (journal, before) = (setup.journal.clone(), &setup.before);
     let _revert = RevertOnDrop(&journal);
     let child = start_then_wait_until_partitioned(&journal, true);
     // SAFETY: signalling our own child.
@@ -186,20 +172,13 @@ fn ctrl_c_reverts_and_reports_what_was_measured() {
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["interrupted"], true);
-    assert_as_found(&before, &journal);
+    assert_as_found(before, &journal);
 }
 
 #[test]
 fn after_kill_9_the_next_run_reverts_first() {
-    let Some(Setup {
-        _one,
-        _dir,
-        journal,
-        before,
-    }) = setup()
-    else {
-        return;
-    };
+    let Some(setup) = setup() else { return };
+    let (journal, before) = (setup.journal.clone(), &setup.before);
     let _revert = RevertOnDrop(&journal);
     let child = Killed(start_then_wait_until_partitioned(&journal, false));
     drop(child); // SIGKILL, reaped
@@ -210,5 +189,5 @@ fn after_kill_9_the_next_run_reverts_first() {
     // The next run knows the journal for a killed bench cost's, reverts it and measures.
     let o = cost(&journal, "1s", "1").output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_as_found(&before, &journal);
+    assert_as_found(before, &journal);
 }
