@@ -108,6 +108,20 @@ impl CycleFigures {
     }
 }
 
+/// Ordinary work's throughput in one phase: `tame bench cost`'s cpu workload (stress-ng cpu,
+/// one instance per CPU of the configuration) run briefly after the phase's measurements,
+/// with no other load — what the verdict states partitioning costs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkThroughput {
+    /// What ran: `stress-ng cpu`.
+    pub workload: String,
+    /// What the throughput counts: `bogo-ops/s`.
+    pub unit: String,
+    /// The CPUs it ran on (shared: all online; partitioned: the system partition's).
+    pub cpus: CpuList,
+    pub throughput: f64,
+}
+
 /// One source of noise, summed over the measured CPUs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Source {

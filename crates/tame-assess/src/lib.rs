@@ -5,6 +5,7 @@
 //! ([`verdict`]) — real time or real fast — from figures ([`figures`]) kept in one
 //! versioned report ([`report`]).
 
+pub mod cost;
 pub mod error;
 pub mod figures;
 pub mod layout;
@@ -12,6 +13,7 @@ pub mod report;
 pub mod requirement;
 pub mod run;
 pub mod stretch;
+pub mod temporary;
 pub mod verdict;
 
 pub use error::AssessError;

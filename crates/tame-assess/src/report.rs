@@ -11,7 +11,7 @@ use tame_bench::result::BenchResult;
 use tame_check::CheckReport;
 use tame_host::environment::RunEnvironment;
 
-use crate::figures::{CycleFigures, NoiseFigures};
+use crate::figures::{CycleFigures, NoiseFigures, WorkThroughput};
 use crate::layout::Layout;
 use crate::requirement::Requirement;
 use crate::verdict::{Machine, Verdict};
@@ -30,6 +30,10 @@ pub struct Phase {
     pub load: Option<LoadDescription>,
     /// The scheduling of the periodic thread (`fifo 95`, `other`).
     pub policy: String,
+    /// Ordinary work's throughput in this configuration, measured briefly after the rest
+    /// (absent with `--no-cost`, without stress-ng, and in reports written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<WorkThroughput>,
     /// The phase's full results in the common schema (docs/results.md), as `tame bench
     /// cycle` and `tame bench noise` write them: `tame compare` and other readers of that
     /// schema take them as they are.

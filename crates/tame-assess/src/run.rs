@@ -4,8 +4,8 @@
 //!
 //! The partition is reverted on success, on error and after Ctrl-C (the stop flag ends
 //! the measurement early; the revert still runs). After `kill -9` the journal is on
-//! disk: the next `tame assess` (it knows its own journal by [`MARKER`]) or `tame revert`
-//! restores everything from it.
+//! disk: the next `tame assess` or `tame bench cost` (they know such a journal by its
+//! marker, [`temporary`]) or `tame revert` restores everything from it.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -18,20 +18,24 @@ use tame_bench::placement::Placement;
 use tame_bench::session::{self, Bench, Conditions, Finished};
 use tame_check::{CheckReport, Severity, Target};
 use tame_host::environment::RunEnvironment;
-use tame_host::journal::RevertReport;
 use tame_host::kernel::PreemptModel;
 use tame_host::{CpuList, HostModel, Root};
 use tame_rt::{ClockKind, Policy};
 
 use crate::error::{invalid, io_failed, AssessError};
-use crate::figures::{CycleFigures, NoiseFigures};
+use crate::figures::{CycleFigures, NoiseFigures, WorkThroughput};
 use crate::layout::{self, Layout, MARKER};
 use crate::report::{AssessReport, Phase, Restoration, ASSESS_SCHEMA};
 use crate::requirement::Requirement;
+use crate::temporary::{self, Applied};
 use crate::verdict::{self, Machine};
 
 /// Each phase measures periodic wakeups for this share of its time, then the busy loop.
 const CYCLE_SHARE_PERCENT: u64 = 65;
+
+/// How long each phase's cost probe runs (stress-ng cpu): the whole assessment grows by
+/// twice this and stress-ng's start (about 4.1 s; docs/assess.md).
+pub const COST_PROBE_SECONDS: u64 = 2;
 
 /// What to assess and how.
 #[derive(Clone, Debug)]
@@ -48,6 +52,9 @@ pub struct Options {
     pub out_dir: Option<PathBuf>,
     /// Attribute noise with tracefs.
     pub attribute: bool,
+    /// Measure ordinary work's throughput for [`COST_PROBE_SECONDS`] at the end of each
+    /// phase (needs stress-ng; skipped with a note without it), for the verdict's cost.
+    pub cost_probe: bool,
     pub command_line: Vec<String>,
 }
 
@@ -73,11 +80,14 @@ pub fn assess(
     let (mut layout, mut plan) = prepare(root, options, may_change)?;
     let mut restoration = Restoration::default();
     // Everything is validated: from here on the machine may change.
-    if recover_earlier_run(root, &options.journal_dir, may_change)? {
+    if temporary::recover_earlier_run(root, &options.journal_dir, may_change, "tame assess")? {
         restoration.recovered_earlier_run = true;
         observer.note("an earlier tame assess was killed: its partition was reverted first");
         // What was read before described the machine with that partition applied.
         (layout, plan) = prepare(root, options, may_change)?;
+    }
+    if options.cost_probe && !plan.cost_probe {
+        observer.note("stress-ng not found: ordinary work's throughput is not measured, so the verdict states no measured cost of partitioning (apt-get install stress-ng)");
     }
     let spec_file = write_spec(options.out_dir.as_deref(), &layout)?;
     observer.phase("check", 0);
@@ -185,79 +195,6 @@ fn machine(
     }
 }
 
-/// The spec text as applied: the marker first.
-fn marked(layout: &Layout) -> String {
-    format!(
-        "{MARKER} (pid {}) — `tame revert` undoes it\n{}",
-        std::process::id(),
-        layout.spec_text
-    )
-}
-
-/// A journal left by a killed assess is reverted; any other applied spec is refused
-/// (assess compares the machine as it is with one partition of its own).
-fn recover_earlier_run(
-    root: &Root,
-    journal_dir: &Path,
-    may_change: bool,
-) -> Result<bool, AssessError> {
-    let refuse = || {
-        invalid(format!(
-            "a partition spec is applied already (journal in {}) — assess measures the machine without it and applies its own: run `tame revert` first (or assess that spec with --spec FILE after reverting)",
-            journal_dir.display()
-        ))
-    };
-    if !may_change {
-        // Not root: the journal is root's; the spec apply published beside it tells.
-        return match tame_partition::status::applied_spec(journal_dir) {
-            Ok(Some(_)) => Err(refuse()),
-            _ => Ok(false),
-        };
-    }
-    let text = tame_partition::status::applied_spec_text(journal_dir)
-        .map_err(|e| {
-            AssessError::Failed(format!(
-                "cannot read the journal in {}: {e} — see `tame status`; `tame revert` undoes what it records",
-                journal_dir.display()
-            ))
-        })?;
-    match text {
-        None => Ok(false),
-        Some(t) if t.starts_with(MARKER) => {
-            if let Some(pid) = running_assess(root, &t) {
-                return Err(invalid(format!(
-                    "another tame assess (pid {pid}) is running with its partition applied — wait until it ends (it reverts its partition), or stop it with Ctrl-C / kill {pid}"
-                )));
-            }
-            let report = tame_partition::revert(root, journal_dir)?;
-            // Its busy-loop phase may have been killed with tracing set up.
-            tame_trace::tracefs::recover_stale(root);
-            if !report.not_restored.is_empty() {
-                return Err(AssessError::Failed(format!(
-                    "an earlier tame assess left its partition applied and reverting it left {} change(s) unrestored — see `tame status`, fix the cause and run `tame revert`",
-                    report.not_restored.len()
-                )));
-            }
-            Ok(true)
-        }
-        Some(_) => Err(refuse()),
-    }
-}
-
-/// The assess that applied the marked spec `text`, if it still runs.
-fn running_assess(root: &Root, text: &str) -> Option<u32> {
-    let first = text.lines().next()?;
-    let pid: u32 = first
-        .split("(pid ")
-        .nth(1)?
-        .split(')')
-        .next()?
-        .parse()
-        .ok()?;
-    let comm = root.process(pid).stat().ok()?.comm;
-    (pid != std::process::id() && comm == "tame").then_some(pid)
-}
-
 fn write_spec(out_dir: Option<&Path>, layout: &Layout) -> Result<Option<String>, AssessError> {
     let Some(dir) = out_dir else { return Ok(None) };
     std::fs::create_dir_all(dir).map_err(|e| {
@@ -300,6 +237,8 @@ struct MeasurementPlan {
     load: Vec<LoadKind>,
     /// The computation whose interruptions the busy loop measures.
     budget_ns: u64,
+    /// Measure ordinary work's throughput after each phase (stress-ng is there).
+    cost_probe: bool,
     command_line: Vec<String>,
 }
 
@@ -375,6 +314,8 @@ impl MeasurementPlan {
             online,
             load: o.load.clone(),
             budget_ns: o.requirement.budget_ns,
+            cost_probe: o.cost_probe
+                && tame_bench::cost::check_tools(&[tame_bench::cost::Workload::Cpu]).is_ok(),
             command_line: o.command_line.clone(),
         })
     }
@@ -400,7 +341,47 @@ impl MeasurementPlan {
             load: load.as_ref(),
             placement: None,
         };
-        self.measure(root, "shared", conditions, session)
+        let mut phase = self.measure(root, "shared", conditions, session)?;
+        phase.throughput = self.probe("shared", &self.online, session);
+        Ok(phase)
+    }
+
+    /// Ordinary work's throughput on `cpus` (the cost probe), after the phase's
+    /// measurements; `None` when not asked, interrupted, or it failed (with a note).
+    fn probe(&self, name: &str, cpus: &CpuList, session: &mut Session) -> Option<WorkThroughput> {
+        if !self.cost_probe || session.control.stopped() {
+            return None;
+        }
+        session.observer.phase(
+            &format!("{name}: ordinary work's throughput"),
+            COST_PROBE_SECONDS * 1_000_000_000,
+        );
+        let measured = tempfile::tempdir()
+            .map_err(|e| e.to_string())
+            .and_then(|dir| {
+                tame_bench::cost::stress::run(
+                    "cpu",
+                    cpus,
+                    std::time::Duration::from_secs(COST_PROBE_SECONDS),
+                    dir.path(),
+                    session.control,
+                )
+                .map_err(|e| e.to_string())
+            });
+        match measured {
+            Ok(run) => run.map(|r| WorkThroughput {
+                workload: "stress-ng cpu".into(),
+                unit: "bogo-ops/s".into(),
+                cpus: cpus.clone(),
+                throughput: r.throughput,
+            }),
+            Err(e) => {
+                session.observer.note(&format!(
+                    "{name}: ordinary work's throughput not measured: {e}"
+                ));
+                None
+            }
+        }
     }
 
     /// Apply, check and measure inside the partition with the load on the system
@@ -415,7 +396,7 @@ impl MeasurementPlan {
         restoration: &mut Restoration,
     ) -> (Phase, Option<CheckReport>) {
         session.observer.phase("applying the partition", 0);
-        let applied = match Applied::apply(root, layout, &o.journal_dir) {
+        let applied = match Applied::apply(root, &layout.spec_text, MARKER, &o.journal_dir) {
             Ok(a) => a,
             Err(e) => {
                 return (
@@ -432,11 +413,7 @@ impl MeasurementPlan {
         match applied.revert() {
             Ok(reverted) => {
                 restoration.changes_reverted = reverted.entries;
-                restoration.not_restored = reverted
-                    .not_restored
-                    .iter()
-                    .map(|n| format!("{}: {}", n.what, n.reason))
-                    .collect();
+                restoration.not_restored = reverted.not_restored_lines();
             }
             Err(e) => restoration.not_restored.push(format!(
                 "the revert failed: {e} — the partition is still applied; see tame status and run tame revert"
@@ -477,7 +454,10 @@ impl MeasurementPlan {
             load: load.as_ref(),
             placement: Some(&placement),
         };
-        self.measure(root, "partitioned", conditions, session)
+        let mut phase = self.measure(root, "partitioned", conditions, session)?;
+        // Still applied: tame and what it starts run in the system partition.
+        phase.throughput = self.probe("partitioned", &layout.system, session);
+        Ok(phase)
     }
 
     /// Periodic wakeups, then the busy loop, under `conditions`.
@@ -532,40 +512,5 @@ impl MeasurementPlan {
         phase.noise = Some(NoiseFigures::from_run(&run, self.budget_ns));
         phase.results.noise = Some(run.result);
         Ok(phase)
-    }
-}
-
-/// A partition applied by assess: reverted when dropped unless [`Applied::revert`] ran.
-struct Applied<'a> {
-    root: &'a Root,
-    journal_dir: &'a Path,
-    reverted: bool,
-}
-
-impl<'a> Applied<'a> {
-    /// Apply the layout's spec, marked as assess's own.
-    fn apply(root: &'a Root, layout: &Layout, journal_dir: &'a Path) -> Result<Self, AssessError> {
-        let spec = tame_partition::Spec::parse("assess spec", &layout.spec_text)
-            .map_err(|e| AssessError::Failed(e.to_string()))?;
-        tame_partition::apply(root, &spec, &marked(layout), journal_dir, None)?;
-        Ok(Applied {
-            root,
-            journal_dir,
-            reverted: false,
-        })
-    }
-
-    fn revert(mut self) -> Result<RevertReport, AssessError> {
-        self.reverted = true;
-        Ok(tame_partition::revert(self.root, self.journal_dir)?)
-    }
-}
-
-impl Drop for Applied<'_> {
-    fn drop(&mut self) {
-        if !self.reverted {
-            // An error or panic between apply and revert: put the machine back anyway.
-            let _ = tame_partition::revert(self.root, self.journal_dir);
-        }
     }
 }

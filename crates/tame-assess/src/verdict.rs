@@ -8,9 +8,10 @@ use serde::{Deserialize, Serialize};
 use tame_bench::load::LoadDescription;
 use tame_trace::attribute::NoiseClass;
 
-use crate::figures::{CycleFigures, NoiseFigures};
+use crate::figures::{CycleFigures, NoiseFigures, WorkThroughput};
 use crate::report::Phase;
 use crate::requirement::{human, percent, Requirement};
+use tame_bench::cost::figures as cost_figures;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -169,6 +170,7 @@ pub fn decide(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine)
             &mut notes,
         )
     };
+    let work_cost = WorkCost::of(shared.throughput.as_ref(), partitioned.throughput.as_ref());
     let limits = limits(
         r,
         best,
@@ -182,8 +184,19 @@ pub fn decide(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine)
         shared: shared_holds,
         partitioned: part_holds,
         limits,
-        next_step,
-        cost: cost(shared.load.as_ref(), partitioned.load.as_ref(), m),
+        next_step: match (&outcome, &work_cost) {
+            // Real fast is enough: what a partition would have cost backs the advice.
+            (Outcome::RealFastIsEnough, Some(c)) => {
+                format!("{next_step} — and one would cost: {}", c.sentence())
+            }
+            _ => next_step,
+        },
+        cost: cost(
+            shared.load.as_ref(),
+            partitioned.load.as_ref(),
+            work_cost.as_ref(),
+            m,
+        ),
         notes,
     }
 }
@@ -405,11 +418,70 @@ fn limits(
     out
 }
 
-/// What partitioning costs the rest of the machine: the CPUs it takes, and the load's
-/// throughput partitioned against shared (geometric mean over stressors).
+/// What partitioning cost ordinary work in the cost probe: the same workload's throughput
+/// on the machine as it is and on the system partition (`tame bench cost`'s figures).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkCost<'a> {
+    pub shared: &'a WorkThroughput,
+    pub partitioned: &'a WorkThroughput,
+    /// 1 − partitioned / shared, percent.
+    pub percent: f64,
+    /// The same per CPU each configuration had, percent.
+    pub per_cpu_percent: f64,
+}
+
+impl<'a> WorkCost<'a> {
+    pub fn of(
+        shared: Option<&'a WorkThroughput>,
+        partitioned: Option<&'a WorkThroughput>,
+    ) -> Option<Self> {
+        let (s, p) = (shared?, partitioned?);
+        if s.workload != p.workload {
+            return None;
+        }
+        Some(WorkCost {
+            shared: s,
+            partitioned: p,
+            percent: cost_figures::cost_percent(s.throughput, p.throughput)?,
+            per_cpu_percent: cost_figures::cost_per_cpu_percent(
+                s.throughput,
+                s.cpus.len(),
+                p.throughput,
+                p.cpus.len(),
+            )?,
+        })
+    }
+
+    /// `partitioning costs 48% of stress-ng cpu throughput here (2431 → 1264 bogo-ops/s on
+    /// 2 → 1 CPUs; 4% per remaining CPU)`.
+    pub fn sentence(&self) -> String {
+        let (s, p) = (self.shared, self.partitioned);
+        let verb = if self.percent >= 0.0 {
+            "costs"
+        } else {
+            "gains"
+        };
+        format!(
+            "partitioning {verb} {:.0}% of {} throughput here ({:.0} → {:.0} {} on {} → {} CPUs; {:.0}% per remaining CPU)",
+            self.percent.abs(),
+            s.workload,
+            s.throughput,
+            p.throughput,
+            s.unit,
+            s.cpus.len(),
+            p.cpus.len(),
+            self.per_cpu_percent
+        )
+    }
+}
+
+/// What partitioning costs the rest of the machine: the CPUs it takes, ordinary work's
+/// throughput where the cost probe measured it, and the load's throughput partitioned
+/// against shared (geometric mean over stressors).
 fn cost(
     shared: Option<&LoadDescription>,
     partitioned: Option<&LoadDescription>,
+    work: Option<&WorkCost>,
     m: &Machine,
 ) -> Option<String> {
     if m.online_cpus == 0 {
@@ -419,6 +491,9 @@ fn cost(
         "partitioning takes {} of {} CPUs from ordinary work",
         m.isolated_cpus, m.online_cpus
     );
+    if let Some(w) = work {
+        text.push_str(&format!("; {}", w.sentence()));
+    }
     if let Some(ratio) = throughput_ratio(shared, partitioned) {
         text.push_str(&format!(
             "; the load kept {:.0}% of its shared throughput while partitioned (stress-ng bogo-ops/s, geometric mean)",

@@ -279,3 +279,74 @@ fn when_only_the_interruptions_break_it_the_next_step_says_so() {
         v.limits
     );
 }
+
+/// The cost probe's figures: stress-ng cpu on both vCPUs of this VM as `tame bench cost`
+/// measured it (992 bogo-ops/s, docs/bench.md), and on the one CPU the system partition
+/// keeps — that one made up for the test (no partition is applied on the machine the
+/// figures were recorded on): a bit less than half.
+fn with_probe(mut r: AssessReport, partitioned: f64) -> AssessReport {
+    use tame_assess::figures::WorkThroughput;
+    let probe = |cpus: &str, throughput: f64| WorkThroughput {
+        workload: "stress-ng cpu".into(),
+        unit: "bogo-ops/s".into(),
+        cpus: tame_host::CpuList::parse(cpus).unwrap(),
+        throughput,
+    };
+    r.shared.throughput = Some(probe("0-1", 992.0));
+    r.partitioned.throughput = Some(probe("1", partitioned));
+    r
+}
+
+#[test]
+fn the_advice_states_the_measured_cost_of_partitioning() {
+    let r = with_probe(recorded(), 481.0);
+    let v = r.decide_for(&requirement(50 * MS, 5 * MS, 50 * MS, 0.0));
+    assert_eq!(v.outcome, Outcome::RealFastIsEnough);
+    // 1 − 481/992 = 51.5 %; per CPU 1 − 481/496 = 3.0 %.
+    let said = "partitioning costs 52% of stress-ng cpu throughput here (992 → 481 bogo-ops/s on 2 → 1 CPUs; 3% per remaining CPU)";
+    assert!(
+        v.next_step.starts_with("real fast is enough")
+            && v.next_step
+                .ends_with(&format!("— and one would cost: {said}")),
+        "{}",
+        v.next_step
+    );
+    let cost = v.cost.unwrap();
+    assert!(
+        cost.starts_with(&format!(
+            "partitioning takes 1 of 2 CPUs from ordinary work; {said}; the load kept "
+        )),
+        "{cost}"
+    );
+    // Where a partition is needed, the cost is stated but the next step stays the spec.
+    let v = r.decide_for(&requirement(MS, 0, MS, 0.001));
+    assert_eq!(v.outcome, Outcome::PartitionNeeded);
+    assert!(!v.next_step.contains("would cost"), "{}", v.next_step);
+    assert!(v.cost.unwrap().contains(said));
+}
+
+#[test]
+fn without_both_probes_no_cost_is_claimed() {
+    use tame_assess::verdict::WorkCost;
+    let r = with_probe(recorded(), 481.0);
+    assert!(WorkCost::of(r.shared.throughput.as_ref(), None).is_none());
+    let mut other = r.partitioned.throughput.clone().unwrap();
+    other.workload = "stress-ng pipe".into();
+    assert!(WorkCost::of(r.shared.throughput.as_ref(), Some(&other)).is_none());
+    // The recorded report predates the probe: its verdict has no measured cost.
+    let v = recorded().decide_for(&requirement(50 * MS, 5 * MS, 50 * MS, 0.0));
+    assert!(!v.cost.unwrap().contains("stress-ng cpu"));
+    // More throughput partitioned (a noisy shared run) reads as a gain, not a negative cost.
+    let w = with_probe(recorded(), 1100.0);
+    let c = WorkCost::of(
+        w.shared.throughput.as_ref(),
+        w.partitioned.throughput.as_ref(),
+    )
+    .unwrap();
+    assert!(
+        c.sentence()
+            .starts_with("partitioning gains 11% of stress-ng cpu throughput"),
+        "{}",
+        c.sentence()
+    );
+}

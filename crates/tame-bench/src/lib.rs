@@ -6,6 +6,7 @@
 //! start, and progress is an atomic store.
 
 pub mod compare;
+pub mod cost;
 pub mod cycle;
 pub mod distribution;
 pub mod engine;
@@ -23,6 +24,7 @@ pub mod result;
 pub mod session;
 pub mod sleep;
 pub mod stats;
+pub mod stress_ng;
 pub mod sweep;
 pub mod target;
 pub mod timeline;

@@ -94,36 +94,22 @@ pub struct Throughput {
 /// The file stress-ng writes its metrics to, in the load's work directory.
 const METRICS_FILE: &str = "stress-ng-metrics.yaml";
 
-/// The `metrics:` list of stress-ng's `--yaml` output: each `- stressor: NAME` followed
-/// by its `bogo-ops-per-second-real-time: X`. Two keys of a fixed, flat layout: a line scan
-/// (the maintained YAML crates are heavy or archived for this much).
+/// What the load's stress-ng reported: each stressor's bogo-ops per second over its run
+/// ([`crate::stress_ng`] reads the file). A file that does not read (stress-ng killed while
+/// writing it) or a rate stress-ng could not tell (`nan`) reports nothing for the load:
+/// the load's throughput is a side figure of the measurement, not what it measures.
 pub fn parse_metrics(yaml: &str) -> Vec<Throughput> {
-    let mut out = Vec::new();
-    let mut in_metrics = false;
-    let mut stressor: Option<String> = None;
-    for line in yaml.lines().filter(|l| !l.trim().is_empty()) {
-        if !line.starts_with(' ') {
-            in_metrics = line.trim_end() == "metrics:";
-            continue;
-        }
-        if !in_metrics {
-            continue;
-        }
-        let line = line.trim();
-        if let Some(name) = line.strip_prefix("- stressor:") {
-            stressor = Some(name.trim().to_string());
-        } else if let Some(rate) = line.strip_prefix("bogo-ops-per-second-real-time:") {
-            if let (Some(name), Ok(rate)) = (stressor.take(), rate.trim().parse::<f64>()) {
-                if rate.is_finite() && rate >= 0.0 {
-                    out.push(Throughput {
-                        stressor: name,
-                        bogo_ops_per_s: rate,
-                    });
-                }
-            }
-        }
-    }
-    out
+    crate::stress_ng::parse(yaml)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| {
+            let rate = m.bogo_ops_per_s.filter(|r| r.is_finite() && *r >= 0.0)?;
+            Some(Throughput {
+                stressor: m.stressor,
+                bogo_ops_per_s: rate,
+            })
+        })
+        .collect()
 }
 
 /// Where `program` is on the PATH, if it is.
@@ -325,19 +311,9 @@ impl RunningLoad {
                     Ok(None) => std::thread::sleep(Duration::from_millis(20)),
                 }
             }
-            // Stragglers left in the group (e.g. a gcc mid-compile, stress-ng workers)
-            // get the same end.
-            // SAFETY: as above; ESRCH when the group is already gone is fine.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
         }
-        // They are not our children, so SIGKILL reaches them asynchronously: wait (briefly)
-        // until every group is gone, so nothing of the load outlives `stop`.
-        let deadline = Instant::now() + Duration::from_secs(2);
         for child in &self.children {
-            // SAFETY: signal 0 only probes whether the group we created still has members.
-            while unsafe { libc::kill(-(child.id() as i32), 0) } == 0 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            end_group(child.id());
         }
         self.children.clear();
         self.workdir.take();
@@ -347,6 +323,20 @@ impl RunningLoad {
 impl Drop for RunningLoad {
     fn drop(&mut self) {
         self.stop_all();
+    }
+}
+
+/// End what is left of process group `pgid` (one tame created, its leader reaped or
+/// about to be): stragglers such as a gcc mid-compile or stress-ng workers get SIGKILL,
+/// and since they are not our children it reaches them asynchronously, so wait (briefly)
+/// until the group is gone: nothing of it outlives this call.
+pub(crate) fn end_group(pgid: u32) {
+    // SAFETY: signalling a process group we created; ESRCH when it is gone already is fine.
+    unsafe { libc::kill(-(pgid as i32), libc::SIGKILL) };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    // SAFETY: signal 0 only probes whether the group still has members.
+    while unsafe { libc::kill(-(pgid as i32), 0) } == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

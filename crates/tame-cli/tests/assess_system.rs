@@ -5,7 +5,10 @@
 //! own: applying a partition moves every task on the machine.
 
 mod common;
-use common::{is_root, require, tame, Killed};
+use common::partitioned::{
+    assert_restored, exclusive, machine_fits, state, tame_cgroups, wait_for_journal, RevertOnDrop,
+};
+use common::{tame, Killed};
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -18,56 +21,6 @@ use tame_bench::engine::RunControl;
 use tame_bench::load::LoadKind;
 use tame_testing::child::{assert_ran_one, child_arg, child_test};
 
-use tame_host::cgroup::CgroupVersion;
-use tame_host::{HostModel, Root};
-use tame_partition::{plan, Spec, Step};
-
-/// Root, a v1 cpuset hierarchy and two CPUs; else skipped (failed under CI=true).
-fn machine_fits() -> bool {
-    let host = HostModel::read(&Root::system());
-    require(is_root(), "root to apply a partition")
-        && require(
-            host.cgroups.cpuset.as_ref().map(|c| c.version) == Some(CgroupVersion::V1),
-            "the cgroup v1 cpuset hierarchy (this machine's)",
-        )
-        && require(host.cpus.online.len() >= 2, "two online CPUs")
-}
-
-/// Every file the partition assess generates would write, with its content now.
-fn state() -> BTreeMap<String, Vec<u8>> {
-    let root = Root::system();
-    let host = HostModel::read(&root);
-    let layout = tame_assess::layout::choose(&host, 1).unwrap();
-    let spec = Spec::parse("assess", &layout.spec_text).unwrap();
-    let touched: Vec<String> = plan(&spec, &host)
-        .unwrap()
-        .runtime
-        .iter()
-        .filter_map(|s| match s {
-            Step::Write {
-                path, old: Some(_), ..
-            } => Some(path.clone()),
-            _ => None,
-        })
-        .collect();
-    assert!(touched.len() > 3, "{touched:?}");
-    touched
-        .iter()
-        .filter_map(|p| root.read_bytes(p).ok().map(|b| (p.clone(), b)))
-        .collect()
-}
-
-fn tame_cgroups() -> Vec<String> {
-    std::fs::read_dir("/sys/fs/cgroup/cpuset")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("tame-"))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn stress_ng_running() -> bool {
     Command::new("pgrep")
         .args(["-x", "stress-ng"])
@@ -75,28 +28,15 @@ fn stress_ng_running() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// The tests apply partitions: one at a time.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn exclusive() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// The machine is as `before`: same values, no tame cgroup, no journal, no load (its
 /// processes get a moment to end after their parent died).
 fn assert_as_found(before: &BTreeMap<String, Vec<u8>>, journal: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while stress_ng_running() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(!stress_ng_running(), "the load outlived the assessment");
-    assert_eq!(
-        &state(),
+    assert_restored(
         before,
-        "a value the partition wrote was not restored"
+        journal,
+        &stress_ng_running,
+        "the load outlived the assessment",
     );
-    assert_eq!(tame_cgroups(), Vec::<String>::new());
-    assert!(!journal.join("journal").exists(), "the journal is left");
     // The busy loop's tracing: no instance of a dead noise session, no trace journal.
     let instances: Vec<String> = [
         "/sys/kernel/tracing/instances",
@@ -118,19 +58,6 @@ fn assert_as_found(before: &BTreeMap<String, Vec<u8>>, journal: &Path) {
         trace_journals.is_empty(),
         "trace journals left: {trace_journals:?}"
     );
-}
-
-/// Reverts the partition a test applied when the test ends early (a failed assertion
-/// between a kill and its revert): declared after the temporary directory, it drops
-/// first, while the journal is still there.
-struct RevertOnDrop<'a>(&'a Path);
-
-impl Drop for RevertOnDrop<'_> {
-    fn drop(&mut self) {
-        if self.0.join("journal").exists() {
-            let _ = tame(&["revert", "--journal-dir", self.0.to_str().unwrap_or("")]);
-        }
-    }
 }
 
 fn assess(journal: &Path, out: &Path, duration: &str, load: &str) -> Command {
@@ -247,11 +174,7 @@ fn kill_once_partitioned(journal: &Path, out: &Path) {
             .spawn()
             .unwrap(),
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !journal.join("journal").exists() {
-        assert!(Instant::now() < deadline, "the partition was never applied");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_journal(journal, Duration::from_secs(60));
     // Well inside the partitioned measurement.
     std::thread::sleep(Duration::from_millis(1500));
     drop(child); // SIGKILL, reaped
@@ -471,6 +394,7 @@ fn child_assess_killed_at_a_phase() {
         journal_dir: journal.into(),
         out_dir: None,
         attribute: true,
+        cost_probe: true,
         command_line: vec!["assess-kill-test".into()],
     };
     let mut observer = KillIn {

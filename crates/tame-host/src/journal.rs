@@ -1032,6 +1032,16 @@ pub struct RevertReport {
     pub not_made: usize,
 }
 
+impl RevertReport {
+    /// What could not be put back, one `what: reason` line each.
+    pub fn not_restored_lines(&self) -> Vec<String> {
+        self.not_restored
+            .iter()
+            .map(|n| format!("{}: {}", n.what, n.reason))
+            .collect()
+    }
+}
+
 /// Undo every change in the journal in `dir`, newest first. The journal is removed
 /// only when every change is undone; otherwise it stays, and revert can be run again.
 /// Revert holds the directory's lock (another holder is [`JournalError::Locked`]),

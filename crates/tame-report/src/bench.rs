@@ -30,6 +30,7 @@ pub fn add(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
     match first.result.bench.as_str() {
         "ipc" => ipc(page, configs, prefix),
         "noise" => noise(page, configs, prefix),
+        "cost" => crate::cost::add(page, configs, prefix),
         _ => timed(page, configs, prefix),
     }
 }

@@ -23,6 +23,7 @@ const BENCH_VERSIONS: &[(&str, &[u32])] = &[
     ("fwq", &[1]),
     ("noise", &[1]),
     ("ipc", &[1, 2]),
+    ("cost", &[1]),
     ("reserve", &[1]),
 ];
 

@@ -9,6 +9,7 @@
 pub mod assess;
 pub mod bench;
 pub mod compare;
+pub mod cost;
 pub mod error;
 pub mod html;
 pub mod input;

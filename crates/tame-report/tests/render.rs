@@ -542,3 +542,44 @@ fn ten_million_samples_render_in_well_under_a_second_per_figure() {
     // Small as well as fast: the time line is at most 1024 windows.
     assert!(r.html.len() < 2_000_000, "{}", r.html.len());
 }
+
+#[test]
+fn a_cost_result_shows_each_workload_shared_and_partitioned_with_the_ratio() {
+    // A real short shared-only run, and the same with partitioned rounds made up by hand
+    // (no partition can be applied where it was recorded: the file name says so).
+    let shared = fixtures().join("recorded/cost-shared.json");
+    let both = fixtures().join("recorded/cost-partitioned-HANDMADE.json");
+    let (inputs, r) = render(std::slice::from_ref(&shared));
+    check_expected(&inputs, &[json(&shared)], &r);
+    assert!(!has_figure(&r, "cost-ratios"));
+    assert!(has_figure(&r, "cost-spread"), "the rounds' spread is drawn");
+    assert!(r.html.contains("no result measured both configurations"));
+    let (inputs, r) = render(std::slice::from_ref(&both));
+    let v = json(&both);
+    check_expected(&inputs, std::slice::from_ref(&v), &r);
+    let f = r.figures().find(|f| f.id == "cost-ratios").unwrap();
+    assert_eq!(f.x_label, "partitioned ÷ shared (log scale)");
+    for w in ["cpu", "syscall", "switch", "pipe", "memcpy", "hdd", "build"] {
+        assert!(f.svg.contains(&format!(">\n{w}\n<")), "{w} has a bar");
+    }
+    let g = v["merged"]["derived"]["cost_percent_geomean"]
+        .as_f64()
+        .unwrap();
+    assert!(r
+        .html
+        .contains(&format!("partitioning costs {g:.1} % of the throughput")));
+    assert_cell(
+        &r.html,
+        "partitioned/build",
+        "ratio_to_shared",
+        &format!(
+            "{}",
+            v["groups"][13]["derived"]["ratio_to_shared"]
+                .as_f64()
+                .unwrap()
+        ),
+    );
+    // Both files on one page: every group labelled by its file.
+    let (inputs, r) = render(&[shared.clone(), both.clone()]);
+    check_expected(&inputs, &[json(&shared), v], &r);
+}

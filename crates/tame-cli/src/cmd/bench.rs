@@ -35,6 +35,8 @@ pub enum BenchCommand {
     Ipc(super::bench_ipc::IpcBenchArgs),
     /// Every gap on the measured CPUs and what caused it (IRQs, softirqs, ticks, IPIs, threads, unexplained).
     Noise(super::noise::NoiseArgs),
+    /// What a partition costs ordinary work: throughput of stress-ng classes and a compile loop, shared vs partitioned.
+    Cost(super::bench_cost::CostArgs),
     /// Reserved CPU shares: overhead, stability under load and a periodic client, for the server, deadline and cgroup backends.
     Reserve(super::bench_reserve::ReserveBenchArgs),
 }
@@ -172,6 +174,7 @@ pub fn run(ctx: &Context, cmd: BenchCommand) -> anyhow::Result<i32> {
         BenchCommand::Fwq(a) => run_fwq(ctx, a),
         BenchCommand::Ipc(a) => super::bench_ipc::run(ctx, a),
         BenchCommand::Noise(a) => super::noise::run(ctx, a),
+        BenchCommand::Cost(a) => super::bench_cost::run(ctx, a),
         BenchCommand::Reserve(a) => super::bench_reserve::run(ctx, a),
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod assess;
 pub mod bench;
+pub mod bench_cost;
 pub mod bench_ipc;
 pub mod bench_reserve;
 pub mod check;

@@ -5,6 +5,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod cgroup_v2;
+pub mod partitioned;
 
 use std::process::{Child, Command, Output};
 

@@ -205,6 +205,40 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
                         }
                     }
                 }
+                "cost" => {
+                    let mut ratios = false;
+                    for (label, v) in labels.iter().zip(raw) {
+                        for g in v["groups"].as_array().unwrap() {
+                            let name = g["label"].as_str().unwrap();
+                            let row = if inputs.len() > 1 {
+                                format!("{label}: {name}")
+                            } else {
+                                name.to_string()
+                            };
+                            let d = &g["derived"];
+                            assert_cell(
+                                html,
+                                &row,
+                                "throughput",
+                                &format!("{}", d["throughput"].as_f64().unwrap()),
+                            );
+                            if let Some(c) = d.get("cost_percent") {
+                                assert_cell(
+                                    html,
+                                    &row,
+                                    "cost_percent",
+                                    &format!("{}", c.as_f64().unwrap()),
+                                );
+                                ratios = true;
+                            }
+                        }
+                    }
+                    assert_eq!(
+                        has_figure(r, "cost-ratios"),
+                        ratios,
+                        "ratios iff a result has both configurations"
+                    );
+                }
                 _ => {
                     for (label, v) in labels.iter().zip(raw) {
                         assert_summary(html, label, &v["merged"]["metrics"][0]["summary"]);

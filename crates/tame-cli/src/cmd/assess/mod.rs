@@ -53,6 +53,10 @@ pub struct AssessArgs {
     /// Do not attribute noise with tracefs (gaps only).
     #[arg(long)]
     no_trace: bool,
+    /// Do not measure ordinary work's throughput after each phase (stress-ng cpu, 2 s per
+    /// phase), so the verdict states no measured cost of partitioning.
+    #[arg(long)]
+    no_cost: bool,
     /// Where the partition's journal lives (default /var/lib/tame below --root).
     #[arg(long, value_name = "DIR")]
     journal_dir: Option<PathBuf>,
@@ -110,6 +114,7 @@ fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
             .unwrap_or_else(|| ctx.root.path(DEFAULT_JOURNAL_DIR)),
         out_dir: Some(a.out.clone()),
         attribute: !a.no_trace,
+        cost_probe: !a.no_cost,
         command_line: ctx.command_line.clone(),
     })
 }

@@ -1,0 +1,159 @@
+//! A partition applied for a measurement only (`tame assess`, `tame bench cost`): applied
+//! through the journal with a marker line naming the command and its pid, reverted after
+//! the measurement, on error and on a panic ([`Applied`]'s drop). After `kill -9` the journal
+//! is on disk: the next run of either command knows a marked journal for one a measurement
+//! left and reverts it first ([`recover_earlier_run`]); `tame revert` does too.
+
+use std::path::Path;
+
+use tame_host::journal::RevertReport;
+use tame_host::Root;
+
+use crate::error::{invalid, AssessError};
+use crate::layout::MARKER;
+
+/// The marker of `tame bench cost`'s spec (assess's is [`MARKER`]).
+pub const COST_MARKER: &str = "# applied by tame bench cost";
+
+/// Every marker of a partition applied for a measurement only.
+const MARKERS: [&str; 2] = [MARKER, COST_MARKER];
+
+/// The spec text as applied: the marker and this process's pid first.
+pub fn marked(marker: &str, spec_text: &str) -> String {
+    format!(
+        "{marker} (pid {}) — `tame revert` undoes it\n{spec_text}",
+        std::process::id()
+    )
+}
+
+/// A journal left by a killed measurement is reverted (true when one was); any other
+/// applied spec is refused: `command` measures the machine without it and applies its own.
+pub fn recover_earlier_run(
+    root: &Root,
+    journal_dir: &Path,
+    may_change: bool,
+    command: &str,
+) -> Result<bool, AssessError> {
+    let refuse = || {
+        invalid(format!(
+            "a partition spec is applied already (journal in {}) — {command} measures the machine without it and applies its own: run `tame revert` first (or give that spec with --spec FILE after reverting)",
+            journal_dir.display()
+        ))
+    };
+    if !may_change {
+        // Not root: the journal is root's; the spec apply published beside it tells.
+        return match tame_partition::status::applied_spec(journal_dir) {
+            Ok(Some(_)) => Err(refuse()),
+            _ => Ok(false),
+        };
+    }
+    let text = tame_partition::status::applied_spec_text(journal_dir).map_err(|e| {
+        AssessError::Failed(format!(
+            "cannot read the journal in {}: {e} — see `tame status`; `tame revert` undoes what it records",
+            journal_dir.display()
+        ))
+    })?;
+    let Some(text) = text else { return Ok(false) };
+    let Some(marker) = MARKERS.iter().find(|m| text.starts_with(**m)) else {
+        return Err(refuse());
+    };
+    let who = marker.trim_start_matches("# applied by ");
+    if let Some(pid) = running_measurement(root, &text) {
+        return Err(invalid(format!(
+            "another {who} (pid {pid}) is running with its partition applied — wait until it ends (it reverts its partition), or stop it with Ctrl-C / kill {pid}"
+        )));
+    }
+    let report = tame_partition::revert(root, journal_dir)?;
+    // An assess's busy-loop phase may have been killed with tracing set up.
+    tame_trace::tracefs::recover_stale(root);
+    if !report.not_restored.is_empty() {
+        return Err(AssessError::Failed(format!(
+            "an earlier {who} left its partition applied and reverting it left {} change(s) unrestored — see `tame status`, fix the cause and run `tame revert`",
+            report.not_restored.len()
+        )));
+    }
+    Ok(true)
+}
+
+/// The measurement that applied the marked spec `text`, if it still runs.
+fn running_measurement(root: &Root, text: &str) -> Option<u32> {
+    let first = text.lines().next()?;
+    let pid: u32 = first
+        .split("(pid ")
+        .nth(1)?
+        .split(')')
+        .next()?
+        .parse()
+        .ok()?;
+    let comm = root.process(pid).stat().ok()?.comm;
+    (pid != std::process::id() && comm == "tame").then_some(pid)
+}
+
+/// A partition applied by a measurement: reverted when dropped unless [`Applied::revert`] ran.
+pub struct Applied<'a> {
+    root: &'a Root,
+    journal_dir: &'a Path,
+    reverted: bool,
+}
+
+impl<'a> Applied<'a> {
+    /// Apply `spec_text`, marked with `marker`.
+    pub fn apply(
+        root: &'a Root,
+        spec_text: &str,
+        marker: &str,
+        journal_dir: &'a Path,
+    ) -> Result<Self, AssessError> {
+        let spec = tame_partition::Spec::parse("measurement spec", spec_text)
+            .map_err(|e| AssessError::Failed(e.to_string()))?;
+        tame_partition::apply(root, &spec, &marked(marker, spec_text), journal_dir, None)?;
+        Ok(Applied {
+            root,
+            journal_dir,
+            reverted: false,
+        })
+    }
+
+    pub fn revert(mut self) -> Result<RevertReport, AssessError> {
+        self.reverted = true;
+        Ok(tame_partition::revert(self.root, self.journal_dir)?)
+    }
+}
+
+impl Drop for Applied<'_> {
+    fn drop(&mut self) {
+        if !self.reverted {
+            // An error or panic between apply and revert: put the machine back anyway.
+            let _ = tame_partition::revert(self.root, self.journal_dir);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marked_text_names_the_command_and_this_process() {
+        let t = marked(COST_MARKER, "[[partition]]\n");
+        assert!(t.starts_with(&format!(
+            "# applied by tame bench cost (pid {}) — `tame revert` undoes it\n",
+            std::process::id()
+        )));
+        assert!(t.ends_with("[[partition]]\n"));
+        // The running check never takes this process for another measurement.
+        let root = Root::new("/");
+        assert_eq!(running_measurement(&root, &t), None);
+        assert_eq!(
+            running_measurement(&root, "# applied by tame assess (pid x)"),
+            None
+        );
+    }
+
+    #[test]
+    fn without_root_a_journal_is_refused_and_none_is_fine() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        assert!(!recover_earlier_run(&root, dir.path(), false, "tame bench cost").unwrap());
+    }
+}
