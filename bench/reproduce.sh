@@ -107,7 +107,7 @@ if wanted drops-cache; then
 fi
 if wanted drops-cost; then
     say drops-cost "what the partition costs the time-sharing side's throughput (DROPS, real time vs real fast)"
-    single drops-cost bench cost --spec "$SPEC" --journal-dir "$JOURNAL" "${COST[@]}"
+    single drops-cost bench cost --spec "$SPEC" --journal-dir "$JOURNAL" --rt-load "${COST[@]}"
 fi
 if wanted detach-fwq; then
     say detach-fwq "fixed work quantum, loaded vs isolated (detaching)"

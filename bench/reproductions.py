@@ -243,7 +243,41 @@ def block_reserve(out, exp):
     return text + "\n" + commands(r)
 
 
+def block_cost(out, exp):
+    r = load(out, f"{exp}.json")
+    if not r:
+        return None
+    groups = {g["label"]: g for g in r["groups"]}
+    cost = r["merged"]["derived"]
+    rows = [
+        "| workload | shared: throughput (per CPU) | partitioned: throughput (per CPU) | cost in total | cost per remaining CPU |",
+        "|---|---|---|---|---|",
+    ]
+    for w in r["settings"]["workloads"]:
+        cells = []
+        for config in ("shared", "partitioned"):
+            g = groups.get(f"{config}/{w}")
+            d = g["derived"] if g else {}
+            cells.append(
+                f"{d['throughput']:.4g} ({d['throughput_per_cpu']:.4g})" if "throughput" in d else "—"
+            )
+        total, per_cpu = cost.get(f"cost_percent_{w}"), cost.get(f"cost_per_cpu_percent_{w}")
+        rows.append(
+            f"| {w} | {cells[0]} | {cells[1]} | "
+            + (f"{total:.1f} %" if total is not None else "—")
+            + " | "
+            + (f"{per_cpu:+.1f} %" if per_cpu is not None else "—")
+            + " |"
+        )
+    text = "\n".join(rows) + "\n"
+    if "cost_percent_geomean" in cost:
+        text += f"\nGeometric mean of the total cost over the workloads: {cost['cost_percent_geomean']:.1f} %.\n"
+    text += "\nThroughput: bogo-ops/s as stress-ng reports them; build: files/s.\n"
+    return text + "\n" + commands(r)
+
+
 BLOCKS = {
+    "drops-cost": lambda out: block_cost(out, "drops-cost"),
     "drops-cycle": lambda out: block_timed(out, "drops-cycle", "latency", "wakeup latency", cycle_extra),
     "detach-loop": lambda out: block_timed(out, "detach-loop", "period_deviation", "|period − 1 ms|", cycle_extra),
     "detach-fwq": lambda out: block_timed(out, "detach-fwq", "excess", "excess over the fastest quantum", fwq_extra),

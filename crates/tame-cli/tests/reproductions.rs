@@ -126,6 +126,7 @@ fn the_renderer_writes_the_results_numbers_and_keeps_the_rest() {
         ("cycle-partitioned.json", "drops-cycle-partitioned.json"),
         ("sleep-sweep.json", "rtrf-tasks-shared.json"),
         ("reserve-bench.json", "sonic-reserve.json"),
+        ("cost-partitioned-HANDMADE.json", "drops-cost.json"),
     ] {
         std::fs::copy(fixture(from), out.path().join(to)).unwrap();
     }
@@ -188,6 +189,15 @@ fn the_renderer_writes_the_results_numbers_and_keeps_the_rest() {
     assert!(
         reserve.contains(&format!("S = {:.4}", study["floor_cv"].as_f64().unwrap())),
         "{reserve}"
+    );
+
+    let cost = block(&after, "drops-cost");
+    let derived = &json(&fixture("cost-partitioned-HANDMADE.json"))["merged"]["derived"];
+    let total = derived["cost_percent_cpu"].as_f64().unwrap();
+    let per_cpu = derived["cost_per_cpu_percent_cpu"].as_f64().unwrap();
+    assert!(
+        cost.contains(&format!("| {total:.1} % | {per_cpu:+.1} % |")),
+        "{cost}"
     );
 
     // Experiments without results keep their block; the text around the blocks is unchanged.

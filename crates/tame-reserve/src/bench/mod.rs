@@ -604,6 +604,10 @@ fn stability(
     })
 }
 
+/// One periodic-client configuration: its label, the server reservation (share, period)
+/// if any, and the numbers of background processes it runs beside.
+type FrameConfig = (&'static str, Option<(u64, u64)>, &'static [usize]);
+
 /// Frame distances of a periodic client, without and with server reservations (the
 /// paper's Tables 3–6), beside 0, 5 and 10 computational background processes on its CPU.
 fn periodic(o: &Options, g: f64, progress: &mut impl FnMut(&str)) -> Result<Vec<FrameRow>> {
@@ -614,7 +618,7 @@ fn periodic(o: &Options, g: f64, progress: &mut impl FnMut(&str)) -> Result<Vec<
     // Table 4 (a 100 ms server period, unloaded).
     const LOADS: &[usize] = &[0, 5, 10];
     const UNLOADED: &[usize] = &[0];
-    let configs: [(&str, Option<(u64, u64)>, &[usize]); 9] = [
+    let configs: [FrameConfig; 9] = [
         ("none", None, LOADS),
         ("server 10/40 ms", Some((200_000, 50_000_000)), LOADS),
         ("server 10/30 ms", Some((250_000, 40_000_000)), LOADS),
