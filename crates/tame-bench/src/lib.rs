@@ -5,6 +5,7 @@
 //! and clock reads: recorders and sample buffers are sized before the common
 //! start, and progress is an atomic store.
 
+pub mod cache;
 pub mod compare;
 pub mod cost;
 pub mod cycle;
@@ -16,6 +17,7 @@ pub mod ipc;
 pub mod json;
 pub mod load;
 pub mod measure;
+pub mod mem;
 pub mod noise;
 pub mod output;
 pub mod placement;

@@ -107,6 +107,10 @@ pub trait Bench: Serialize + Sized {
     fn derive(result: &mut BenchResult<Self>, measured: &Measured<Self::Output>) {
         let _ = (result, measured);
     }
+    /// The human view of a result: the common table unless the bench has its own.
+    fn view(result: &BenchResult<Self>) -> String {
+        crate::output::table(result, &result.settings.title())
+    }
 }
 
 /// A finished run: the result, and the threads' outputs for the views that need raw data

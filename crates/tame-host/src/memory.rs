@@ -12,6 +12,7 @@ pub const NUMA_BALANCING: &str = "/proc/sys/kernel/numa_balancing";
 pub const KSM_RUN: &str = "/sys/kernel/mm/ksm/run";
 pub const STAT_INTERVAL: &str = "/proc/sys/vm/stat_interval";
 pub const SWAPPINESS: &str = "/proc/sys/vm/swappiness";
+pub const MEMINFO: &str = "/proc/meminfo";
 
 /// An active swap area.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,9 +91,64 @@ impl Memory {
     }
 }
 
+/// What a bench that allocates large buffers needs of /proc/meminfo (KiB).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemInfo {
+    /// Memory available for new allocations without swapping (`MemAvailable`).
+    pub available_kib: Option<u64>,
+    /// Free pages of the default huge page pool (`HugePages_Free`, a count of pages).
+    pub huge_pages_free: Option<u64>,
+    /// The default huge page size (`Hugepagesize`).
+    pub huge_page_kib: Option<u64>,
+}
+
+/// The fields of /proc/meminfo a [`MemInfo`] holds (`MemAvailable:  24098820 kB`).
+pub fn parse_meminfo(text: &str) -> MemInfo {
+    let field = |name: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == name).then(|| v.split_whitespace().next()?.parse().ok())?
+        })
+    };
+    MemInfo {
+        available_kib: field("MemAvailable"),
+        huge_pages_free: field("HugePages_Free"),
+        huge_page_kib: field("Hugepagesize"),
+    }
+}
+
+impl crate::Root {
+    /// Available memory and the huge page pool (`/proc/meminfo`).
+    pub fn meminfo(&self) -> Result<MemInfo, crate::HostError> {
+        Ok(parse_meminfo(&self.read(MEMINFO)?))
+    }
+
+    /// The transparent huge page mode (`always`, `madvise` or `never`), if the kernel has THP.
+    pub fn thp_enabled(&self) -> Option<String> {
+        let text = self.read_optional(format!("{THP}/enabled")).ok()??;
+        bracketed(&text)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn meminfo_fields_in_kib_and_pages() {
+        let m = parse_meminfo(
+            "MemTotal:       24684092 kB\nMemAvailable:   24098820 kB\nHugePages_Free:        3\nHugepagesize:       2048 kB\n",
+        );
+        assert_eq!(
+            m,
+            MemInfo {
+                available_kib: Some(24_098_820),
+                huge_pages_free: Some(3),
+                huge_page_kib: Some(2048),
+            }
+        );
+        assert_eq!(parse_meminfo("MemTotal: 1 kB\n"), MemInfo::default());
+    }
 
     #[test]
     fn swaps() {

@@ -31,6 +31,8 @@ pub fn add(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
         "ipc" => ipc(page, configs, prefix),
         "noise" => noise(page, configs, prefix),
         "cost" => crate::cost::add(page, configs, prefix),
+        "mem" => crate::mem::add(page, configs, prefix),
+        "cache" => crate::cache::add(page, configs, prefix),
         _ => timed(page, configs, prefix),
     }
 }
@@ -100,8 +102,8 @@ fn metric_figures(
     distribution_figures(blocks, prefix, what, series, ctx)
 }
 
-/// The three figures of a metric: histogram, tail curve, value over time.
-fn distribution_figures(
+/// The three figures of a metric: histogram, tail curve, value over time (where kept).
+pub(crate) fn distribution_figures(
     blocks: &mut Vec<Block>,
     prefix: &str,
     what: &str,
@@ -198,6 +200,8 @@ fn sleep_scaling(
             kind: "scaling",
             x_label: "sleeping tasks running at once",
             y_label: &y_label,
+            x_tick: crate::plot::tick,
+            y_tick: crate::plot::tick,
         },
         &[line("p99", |s| s.p99), line("max", |s| s.max)],
         "How the jitter grows as more tasks sleep at once: the p99 and the maximum of each result, one point per result.".into(),

@@ -25,6 +25,8 @@ const BENCH_VERSIONS: &[(&str, &[u32])] = &[
     ("ipc", &[1, 2]),
     ("cost", &[1]),
     ("reserve", &[1]),
+    ("mem", &[1]),
+    ("cache", &[1]),
 ];
 
 /// One input file, recognised.

@@ -8,11 +8,13 @@
 
 pub mod assess;
 pub mod bench;
+pub mod cache;
 pub mod compare;
 pub mod cost;
 pub mod error;
 pub mod html;
 pub mod input;
+pub mod mem;
 pub mod model;
 pub mod page;
 pub mod plot;

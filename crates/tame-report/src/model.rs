@@ -45,6 +45,21 @@ pub struct Series {
     pub missed: u64,
 }
 
+impl Series {
+    /// A metric of a group as a series labelled `label` (no time line, nothing missed).
+    pub fn of_metric(label: String, m: &tame_bench::Metric) -> Series {
+        Series {
+            label,
+            metric: m.name.clone(),
+            unit: m.unit.clone(),
+            summary: m.summary,
+            distribution: m.distribution.clone(),
+            timeline: None,
+            missed: 0,
+        }
+    }
+}
+
 impl Config {
     /// The metric every figure of this bench draws: the merged group's first (cycle
     /// `latency`, sleep `jitter`, fwq `excess`, noise `gap`).

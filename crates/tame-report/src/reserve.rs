@@ -198,6 +198,8 @@ pub fn add(page: &mut Page, file: &str, doc: &ReserveDoc) -> Result<()> {
             kind: "shares",
             x_label: "background processes on the client's CPU",
             y_label: "client CPU share (%)",
+            x_tick: crate::plot::tick,
+            y_tick: crate::plot::tick,
         },
         &steps,
         "The reserved client's mean CPU share at each step of background load (0, 1, … processes of computational or disk-I/O load): a flat line at the reserved share is a reservation that holds.".into(),

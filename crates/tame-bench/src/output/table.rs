@@ -110,7 +110,7 @@ fn write_aligned(out: &mut String, rows: &[Vec<String>]) {
 }
 
 /// `label: name value, …` for each shown group with derived figures; the merged group
-/// is labelled `worst`.
+/// `all` is labelled `worst`.
 fn derived_lines<S>(result: &BenchResult<S>) -> Vec<String> {
     shown_groups(result)
         .filter(|g| !g.derived.is_empty())
@@ -120,7 +120,8 @@ fn derived_lines<S>(result: &BenchResult<S>) -> Vec<String> {
                 .iter()
                 .map(|(k, v)| format!("{k} {v:.4}"))
                 .collect();
-            let label = if std::ptr::eq(g, &result.merged) {
+            // A merged group of its own kind (cache's `slowdown`) keeps its label.
+            let label = if std::ptr::eq(g, &result.merged) && g.label == "all" {
                 "worst"
             } else {
                 g.label.as_str()

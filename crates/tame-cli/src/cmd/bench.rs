@@ -39,6 +39,10 @@ pub enum BenchCommand {
     Cost(super::bench_cost::CostArgs),
     /// Reserved CPU shares: overhead, stability under load and a periodic client, for the server, deadline and cgroup backends.
     Reserve(super::bench_reserve::ReserveBenchArgs),
+    /// Memory-access time per buffer size, 16 KiB..512 MiB: a pointer chase and a stream, ns per access.
+    Mem(super::bench_mem::MemArgs),
+    /// Cache interference: a 64×64 matrix multiply timed alone and beside a cache-thrashing competitor.
+    Cache(super::bench_cache::CacheArgs),
 }
 
 /// Options every bench shares.
@@ -176,11 +180,13 @@ pub fn run(ctx: &Context, cmd: BenchCommand) -> anyhow::Result<i32> {
         BenchCommand::Noise(a) => super::noise::run(ctx, a),
         BenchCommand::Cost(a) => super::bench_cost::run(ctx, a),
         BenchCommand::Reserve(a) => super::bench_reserve::run(ctx, a),
+        BenchCommand::Mem(a) => super::bench_mem::run(ctx, a),
+        BenchCommand::Cache(a) => super::bench_cache::run(ctx, a),
     }
 }
 
 impl CommonArgs {
-    fn threads(&self, default_clock: ClockKind) -> ThreadSettings {
+    pub(super) fn threads(&self, default_clock: ClockKind) -> ThreadSettings {
         ThreadSettings::new(
             self.policy,
             self.priority,
@@ -190,7 +196,7 @@ impl CommonArgs {
         )
     }
 
-    fn partitioned(&self, ctx: &Context) -> anyhow::Result<Option<Partitioned>> {
+    pub(super) fn partitioned(&self, ctx: &Context) -> anyhow::Result<Option<Partitioned>> {
         measuring::partition(ctx, self.partition.as_deref(), self.journal_dir.as_deref())
     }
 
@@ -205,6 +211,13 @@ impl CommonArgs {
             self.load_cpus.as_deref(),
             partitioned,
         )
+    }
+
+    /// Where `tame apply` keeps its journal for -p: `--journal-dir`, else below `--root`.
+    pub(super) fn journal_dir(&self, ctx: &Context) -> PathBuf {
+        self.journal_dir
+            .clone()
+            .unwrap_or_else(|| ctx.root.path(tame_host::journal::DEFAULT_JOURNAL_DIR))
     }
 }
 
@@ -328,7 +341,7 @@ fn run_fwq(ctx: &Context, a: FwqArgs) -> anyhow::Result<i32> {
 
 /// Run `settings` and write the result where asked; the exit code says whether Ctrl-C cut
 /// the run short.
-fn measure<B: Bench>(
+pub(super) fn measure<B: Bench>(
     ctx: &Context,
     settings: B,
     common: &CommonArgs,
@@ -388,7 +401,7 @@ impl Outputs {
                 .and_then(|()| w.flush())
                 .context("cannot write the samples")?;
         }
-        let table = output::table(&done.result, &done.result.settings.title());
+        let table = B::view(&done.result);
         self.json.emit(&done.result, &table)
     }
 }

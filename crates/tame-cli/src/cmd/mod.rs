@@ -3,8 +3,10 @@
 
 pub mod assess;
 pub mod bench;
+pub mod bench_cache;
 pub mod bench_cost;
 pub mod bench_ipc;
+pub mod bench_mem;
 pub mod bench_reserve;
 pub mod check;
 pub mod compare;

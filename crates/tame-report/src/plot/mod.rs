@@ -66,9 +66,22 @@ pub struct Scale {
 }
 
 impl Scale {
-    /// The unit for values up to `max` of a metric in `unit` (`ns` or `cycles`).
+    /// The unit for values up to `max` of a metric in `unit` (`ns`, `ps` — mem's time per
+    /// access — or `cycles`).
     pub fn for_values(unit: &str, max: u64) -> Scale {
         match unit {
+            "ps" if max >= 10_000_000 => Scale {
+                div: 1e6,
+                unit: "µs",
+            },
+            "ps" if max >= 10_000 => Scale {
+                div: 1e3,
+                unit: "ns",
+            },
+            "ps" => Scale {
+                div: 1.0,
+                unit: "ps",
+            },
             "ns" if max >= 10_000_000 => Scale {
                 div: 1e6,
                 unit: "ms",
@@ -185,6 +198,10 @@ mod tests {
         assert_eq!(Scale::for_values("ns", 32_000_000).unit, "ms");
         assert_eq!(Scale::for_values("cycles", 32_000_000).unit, "cycles");
         assert_eq!(Scale::for_values("ns", 12_345).of(12_345), 12.345);
+        assert_eq!(Scale::for_values("ps", 150_000).unit, "ns");
+        assert_eq!(Scale::for_values("ps", 150_000).of(1_500), 1.5);
+        assert_eq!(Scale::for_values("ps", 20_000_000).unit, "µs");
+        assert_eq!(Scale::for_values("ps", 900).unit, "ps");
     }
 
     #[test]

@@ -1,0 +1,115 @@
+//! `tame bench cache`: arguments into `tame_bench::cache` settings, run like every engine
+//! bench; the competitor's CPU and the partition's cache ways are resolved here.
+
+use tame_bench::cache::{ways, CacheSettings, CompetitorSettings};
+use tame_bench::engine;
+use tame_bench::error::BenchError;
+use tame_host::cpu::CpuTopology;
+use tame_host::reader::Reader;
+use tame_host::CpuList;
+use tame_rt::ClockKind;
+
+use super::bench::{measure, CommonArgs};
+use super::bench_mem::measured_cpu;
+use super::measuring::Partitioned;
+use crate::Context;
+
+#[derive(clap::Args)]
+pub struct CacheArgs {
+    /// The CPU the work runs on (default: the last online CPU; with -p the partition's last).
+    #[arg(long)]
+    cpu: Option<u32>,
+    /// The CPU the competitor runs on (default: the first other online CPU; with -p the
+    /// system partition's first).
+    #[arg(long, conflicts_with = "no_competitor")]
+    competitor_cpu: Option<u32>,
+    /// Time the work alone only (the baseline).
+    #[arg(long)]
+    no_competitor: bool,
+    /// n of the n×n f64 matrix multiply (the paper's is 64: 96 KiB of matrices).
+    #[arg(long, default_value_t = tame_bench::cache::DEFAULT_MATRIX, value_name = "N")]
+    matrix: u32,
+    /// Timed multiplies per configuration and round.
+    #[arg(long, default_value_t = 500, value_name = "N")]
+    iterations: u64,
+    /// Rounds; each times every configuration once, in turn.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    rounds: u32,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+pub fn run(ctx: &Context, a: CacheArgs) -> anyhow::Result<i32> {
+    let partitioned = a.common.partitioned(ctx)?;
+    let cpu = measured_cpu(ctx, a.cpu, partitioned.as_ref())?;
+    let topology = CpuTopology::read(&mut Reader::new(&ctx.root));
+    let competitor = if a.no_competitor {
+        None
+    } else {
+        let c = competitor_cpu(
+            a.competitor_cpu,
+            cpu,
+            &topology.online,
+            partitioned.as_ref(),
+        )?;
+        let llc = topology.last_level_cache(c).and_then(|l| l.size_kib);
+        Some(CompetitorSettings::new(c, llc))
+    };
+    let cache_ways = ways::read(
+        &ctx.root,
+        partition_ways(ctx, &a.common, partitioned.as_ref())?,
+    );
+    let settings = CacheSettings::new(
+        cpu,
+        competitor,
+        a.matrix,
+        a.iterations,
+        a.rounds,
+        cache_ways,
+        a.common.threads(ClockKind::Monotonic),
+    )?;
+    if let Some(c) = &settings.competitor {
+        engine::validate_cpus(&CpuList::from_cpus([c.cpu]), &topology.online)
+            .map_err(|e| BenchError::Invalid(format!("--competitor-cpu: {e}")))?;
+    }
+    measure(ctx, settings, &a.common, partitioned, None)
+}
+
+/// `--competitor-cpu`, else the first CPU other than the measured one: of the system
+/// partition with -p, of the online CPUs without.
+fn competitor_cpu(
+    asked: Option<u32>,
+    measured: u32,
+    online: &CpuList,
+    partitioned: Option<&Partitioned>,
+) -> tame_bench::Result<u32> {
+    if let Some(c) = asked {
+        return Ok(c);
+    }
+    let pool = partitioned
+        .and_then(|p| p.system_cpus.as_ref())
+        .unwrap_or(online);
+    pool.iter().find(|&c| c != measured).ok_or_else(|| {
+        BenchError::Invalid(format!(
+            "no CPU for the competitor: {pool} holds only the measured CPU {measured} — name one with --competitor-cpu, or pass --no-competitor"
+        ))
+    })
+}
+
+/// With -p: the partition's name and its `cache_ways` in the applied spec.
+fn partition_ways<'a>(
+    ctx: &Context,
+    common: &CommonArgs,
+    partitioned: Option<&'a Partitioned>,
+) -> anyhow::Result<Option<ways::Partition<'a>>> {
+    let Some(p) = partitioned else {
+        return Ok(None);
+    };
+    let name = p.placement.partition.as_str();
+    let spec = tame_partition::status::applied_spec(&common.journal_dir(ctx))
+        .map_err(|e| anyhow::anyhow!("cannot read the applied spec: {e}"))?;
+    let cache_ways = spec
+        .and_then(|s| s.partitions.into_iter().find(|q| q.name == name))
+        .and_then(|q| q.cache_ways);
+    Ok(Some(ways::Partition { name, cache_ways }))
+}
