@@ -22,16 +22,22 @@ pub enum LoadKind {
     Vm,
     Sock,
     Build,
+    /// stress-ng's cache thrashing workers (for `bench mem` and `bench cache`).
+    Cache,
+    /// stress-ng's STREAM memory-bandwidth workers.
+    Stream,
 }
 
 impl LoadKind {
-    const ALL: [(&'static str, LoadKind); 6] = [
+    const ALL: [(&'static str, LoadKind); 8] = [
         ("cpu", LoadKind::Cpu),
         ("io", LoadKind::Io),
         ("hdd", LoadKind::Hdd),
         ("vm", LoadKind::Vm),
         ("sock", LoadKind::Sock),
         ("build", LoadKind::Build),
+        ("cache", LoadKind::Cache),
+        ("stream", LoadKind::Stream),
     ];
 
     pub fn name(self) -> &'static str {
@@ -51,7 +57,7 @@ impl LoadKind {
                 .map(|(_, k)| *k)
                 .ok_or_else(|| {
                     invalid(format!(
-                        "unknown load {word:?} — tame can generate cpu, io, hdd, vm, sock and build load; pick any of them, comma-separated"
+                        "unknown load {word:?} — tame can generate cpu, io, hdd, vm, sock, build, cache and stream load; pick any of them, comma-separated"
                     ))
                 })?;
             if !kinds.contains(&kind) {
@@ -126,7 +132,7 @@ impl LoadSpec {
         let needs_stress = self.kinds.iter().any(|k| *k != LoadKind::Build);
         if needs_stress && find_in_path("stress-ng").is_none() {
             return Err(invalid(
-                "stress-ng not found in PATH — cpu/io/hdd/vm/sock load runs stress-ng; install the Debian package stress-ng (apt-get install stress-ng) or run `make run` once",
+                "stress-ng not found in PATH — cpu/io/hdd/vm/sock/cache/stream load runs stress-ng; install the Debian package stress-ng (apt-get install stress-ng) or run `make run` once",
             ));
         }
         if self.kinds.contains(&LoadKind::Build) && find_in_path("gcc").is_none() {

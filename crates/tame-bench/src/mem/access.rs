@@ -23,7 +23,7 @@ impl SplitMix64 {
         SplitMix64(seed)
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -33,7 +33,7 @@ impl SplitMix64 {
 
     /// Uniform in `0..bound` (bound > 0), by the multiply-shift reduction.
     pub fn below(&mut self, bound: u64) -> u64 {
-        ((self.next() as u128 * bound as u128) >> 64) as u64
+        ((self.next_u64() as u128 * bound as u128) >> 64) as u64
     }
 }
 

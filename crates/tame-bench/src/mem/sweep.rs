@@ -99,7 +99,7 @@ pub fn parse_size(text: &str) -> Result<u64> {
             "--sizes: {t} is out of range — buffers are 16K..512M"
         )));
     }
-    if bytes % PAGE != 0 {
+    if !bytes.is_multiple_of(PAGE) {
         return Err(invalid(format!(
             "--sizes: {t} is not a whole number of 4 KiB pages — use a multiple of 4K"
         )));
@@ -127,7 +127,7 @@ pub fn parse_sizes(text: &str) -> Result<Vec<u64>> {
 /// `64KiB`, `1MiB`, `1536KiB`: the largest power-of-1024 unit that divides it.
 pub fn human_size(bytes: u64) -> String {
     for (div, unit) in [(1024 * MIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")] {
-        if bytes >= div && bytes % div == 0 {
+        if bytes >= div && bytes.is_multiple_of(div) {
             return format!("{}{unit}", bytes / div);
         }
     }

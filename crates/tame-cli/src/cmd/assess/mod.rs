@@ -38,7 +38,7 @@ pub struct AssessArgs {
     /// periodic wakeups, one third busy-loop noise.
     #[arg(long, default_value = "24s")]
     duration: String,
-    /// Background load beside the work: any of cpu,io,hdd,vm,sock,build, or `none`.
+    /// Background load beside the work: any of cpu,io,hdd,vm,sock,build,cache,stream, or `none`.
     #[arg(long, default_value = "cpu,io,hdd,vm,sock")]
     load: String,
     /// Assess your own partition spec instead of the generated one (its first isolated partition holds the work).
