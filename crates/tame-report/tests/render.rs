@@ -583,3 +583,50 @@ fn a_cost_result_shows_each_workload_shared_and_partitioned_with_the_ratio() {
     let (inputs, r) = render(&[shared.clone(), both.clone()]);
     check_expected(&inputs, &[json(&shared), v], &r);
 }
+
+#[test]
+fn a_mem_result_draws_access_time_against_size_on_log_axes() {
+    let file = fixtures().join("recorded/mem.json");
+    let (inputs, r) = render(std::slice::from_ref(&file));
+    let v = json(&file);
+    check_expected(&inputs, std::slice::from_ref(&v), &r);
+    let sweep = r.figures().find(|f| f.id == "mem-sweep").unwrap();
+    assert_eq!(sweep.x_label, "buffer size (log scale)");
+    assert_eq!(sweep.y_label, "ns per access (log scale)");
+    for line in ["chase p50", "chase p99.9", "stream p50", "stream p99.9"] {
+        assert!(sweep.svg.contains(line), "{line} in the legend");
+    }
+    // The x ticks name sizes, not logarithms.
+    assert!(sweep.svg.contains("1MiB"), "a size tick");
+    // The histogram of the chase overlays every size, in ns (the result holds ps).
+    let hist = r.figures().find(|f| f.id == "mem-chase-histogram").unwrap();
+    assert!(hist.x_label.starts_with("access (ns"), "{}", hist.x_label);
+    for g in v["groups"].as_array().unwrap() {
+        let (pattern, size) = g["label"].as_str().unwrap().split_once(' ').unwrap();
+        if pattern == "chase" {
+            assert!(hist.svg.contains(&format!("{size} (n = ")), "{size} drawn");
+        }
+    }
+    assert!(r.html.contains("default sweep from the caches"));
+}
+
+#[test]
+fn a_cache_result_overlays_alone_and_with_the_competitor() {
+    let file = fixtures().join("recorded/cache.json");
+    let (inputs, r) = render(std::slice::from_ref(&file));
+    let v = json(&file);
+    check_expected(&inputs, std::slice::from_ref(&v), &r);
+    let tail = r.figures().find(|f| f.id == "cache-tail").unwrap();
+    assert!(tail.svg.contains("alone") && tail.svg.contains("with competitor"));
+    // The ratios to `alone` are the result's slowdowns, three digits.
+    let p50 = |i: usize| {
+        v["groups"][i]["metrics"][0]["summary"]["p50"]
+            .as_u64()
+            .unwrap() as f64
+    };
+    let ratio = tame_report::page::ratio(p50(1), p50(0));
+    assert_cell(&r.html, "with competitor / alone", "p50", &ratio);
+    // What the run had of the L3 is on the page.
+    let note = v["settings"]["cache_ways"]["note"].as_str().unwrap();
+    assert!(r.html.contains(&tame_report::html::escape(note)), "{note}");
+}

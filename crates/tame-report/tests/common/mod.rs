@@ -239,6 +239,43 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
                         "ratios iff a result has both configurations"
                     );
                 }
+                "mem" | "cache" => {
+                    // One row per group of the key figures (mem: its size; cache: its
+                    // configuration), prefixed by the result's label when overlaid.
+                    for (label, v) in labels.iter().zip(raw) {
+                        for g in v["groups"].as_array().unwrap() {
+                            let name = g["label"].as_str().unwrap();
+                            let name = name
+                                .split_once(' ')
+                                .filter(|_| bench == "mem")
+                                .map_or(name, |p| p.1);
+                            let row = if inputs.len() > 1 {
+                                format!("{label}: {name}")
+                            } else {
+                                name.to_string()
+                            };
+                            assert_summary(html, &row, &g["metrics"][0]["summary"]);
+                        }
+                        if bench == "cache" {
+                            for (k, d) in v["merged"]["derived"].as_object().unwrap() {
+                                assert_cell(html, k, k, &format!("{}", d.as_f64().unwrap()));
+                            }
+                        }
+                    }
+                    let figures: &[&str] = if bench == "mem" {
+                        &[
+                            "mem-sweep",
+                            "mem-chase-histogram",
+                            "mem-chase-tail",
+                            "mem-stream-tail",
+                        ]
+                    } else {
+                        &["cache-histogram", "cache-tail"]
+                    };
+                    for id in figures {
+                        assert!(has_figure(r, id), "{bench}: figure {id}");
+                    }
+                }
                 _ => {
                     for (label, v) in labels.iter().zip(raw) {
                         assert_summary(html, label, &v["merged"]["metrics"][0]["summary"]);
