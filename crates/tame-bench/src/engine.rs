@@ -26,6 +26,19 @@ pub struct ThreadSettings {
     pub clock: ClockKind,
 }
 
+#[cfg(test)]
+impl ThreadSettings {
+    /// What any user may run in a test: SCHED_OTHER, nothing locked, the monotonic clock.
+    pub(crate) fn unprivileged() -> Self {
+        ThreadSettings {
+            policy: Policy::Other,
+            priority: 0,
+            mlock: false,
+            clock: ClockKind::Monotonic,
+        }
+    }
+}
+
 /// The static priority of measuring threads at fifo/rr unless asked otherwise: above
 /// nearly everything, below the kernel's own priority-99 threads.
 pub const MEASURING_PRIORITY: i32 = 95;
@@ -404,6 +417,37 @@ where
         outputs,
         elapsed_ns: started.elapsed().as_nanos() as u64,
         interrupted: control.stopped(),
+    })
+}
+
+/// One measuring thread on `cpu` whose body measures several groups in turn (mem: a group per
+/// size and pattern; cache: per configuration) and returns them, or why it could not go on;
+/// `bench` names the bench in that failure. `body` gets the start gate and a progress setter.
+pub fn measure_groups<T, F>(
+    cpu: u32,
+    setup: &ThreadSetup,
+    prefault: bool,
+    control: &RunControl,
+    tick: impl FnMut(u64),
+    bench: &str,
+    body: F,
+) -> Result<crate::measure::Measured<T>>
+where
+    T: Send + 'static,
+    F: Fn(&StartGate, &dyn Fn(u64)) -> std::result::Result<Vec<T>, String> + Send + Sync + 'static,
+{
+    let plans = plans(&[Some(cpu)], setup, prefault);
+    let measured = measure(&plans, control, tick, move |index, gate, progress| {
+        body(gate, &|done| progress.set(index, done))
+    })?;
+    let mut outputs = Vec::new();
+    for out in measured.outputs {
+        outputs.extend(out.map_err(|e| failed(format!("bench {bench}: {e}")))?);
+    }
+    Ok(crate::measure::Measured {
+        outputs,
+        elapsed_ns: measured.elapsed_ns,
+        interrupted: measured.interrupted,
     })
 }
 

@@ -3,41 +3,12 @@
 //! reporting what was measured and leaving no load behind.
 
 mod common;
-use common::{have_program, is_root, require, tame};
+use common::{expect_bad_input, have_program, is_root, json_of, require, tame};
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "tame failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON result")
-}
-
-fn expect_bad_input(args: &[&str], needle: &str) {
-    let out = tame(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{args:?} should be bad input; stderr: {stderr}"
-    );
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: expected {needle:?} in: {stderr}"
-    );
-    assert!(
-        out.stdout.is_empty(),
-        "nothing may run or print a result: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-}
 
 #[test]
 fn bad_input_exits_2_with_what_why_and_what_to_do() {

@@ -4,36 +4,9 @@
 //! and bad input refused with exit code 2 before anything runs.
 
 mod common;
-use common::{have_program, require, tame};
-
-use std::process::Output;
+use common::{expect_bad_input, have_program, json_of, require, tame};
 
 use serde_json::Value;
-
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "tame failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON result")
-}
-
-fn expect_bad_input(args: &[&str], needle: &str) {
-    let out = tame(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{args:?} should be bad input; stderr: {stderr}"
-    );
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: expected {needle:?} in: {stderr}"
-    );
-    assert!(out.stdout.is_empty(), "nothing may print a result");
-}
 
 /// The data and unified cache sizes lscpu reports (bytes per instance), by name.
 fn lscpu_caches() -> Vec<(String, u64)> {

@@ -5,30 +5,10 @@
 //! it; see COMMON.md).
 
 mod common;
-use common::{have_program, is_root, last_cpu, require, tame};
+use common::{have_program, is_root, json_of, last_cpu, require, tame, Applied};
 
 use std::path::Path;
 use std::process::Command;
-
-use serde_json::Value;
-
-/// Reverts an applied partition however the test ends.
-struct Applied<'a>(&'a str);
-impl Drop for Applied<'_> {
-    fn drop(&mut self) {
-        let o = tame(&["revert", "--journal-dir", self.0]);
-        assert!(
-            o.status.success(),
-            "revert failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-}
-
-fn json_of(o: &std::process::Output) -> Value {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
 
 fn stress_ng_running() -> bool {
     Command::new("pgrep")

@@ -3,23 +3,10 @@
 //! machine, so it must not run beside other tests.
 
 mod common;
-use common::{have_program, is_root, last_cpu, require, tame, Killed};
+use common::{have_program, is_root, last_cpu, require, tame, Applied, Killed};
 
 use std::path::Path;
 use std::process::Command;
-
-/// Reverts an applied partition however the test ends.
-struct Applied<'a>(&'a str);
-impl Drop for Applied<'_> {
-    fn drop(&mut self) {
-        let o = tame(&["revert", "--journal-dir", self.0]);
-        assert!(
-            o.status.success(),
-            "revert failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-}
 
 #[test]
 fn run_and_detach_into_an_applied_partition() {

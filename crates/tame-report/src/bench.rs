@@ -379,26 +379,14 @@ fn ipc(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
         page.notes.push(n);
     }
     for c in configs {
-        let rows: Vec<Vec<Cell>> = c
-            .result
-            .merged
-            .derived
-            .iter()
-            .map(|(k, v)| vec![Cell::text(k.clone()), Cell::stat(k, format!("{v}"))])
-            .collect();
-        if rows.is_empty() {
-            continue;
+        let caption = format!(
+            "{}: the ratios between transports (merged.derived of {})",
+            c.label, c.file
+        );
+        let id = format!("{prefix}-derived-{}", slug(&c.label));
+        if let Some(t) = merged_derived_table(c, id, caption, "ratio") {
+            blocks.push(Block::Table(t));
         }
-        let t = Table {
-            id: format!("{prefix}-derived-{}", slug(&c.label)),
-            caption: format!(
-                "{}: the ratios between transports (merged.derived of {})",
-                c.label, c.file
-            ),
-            head: vec!["ratio".into(), "value".into()],
-            rows,
-        };
-        blocks.push(Block::Table(t));
     }
     page.sections.push(Section {
         id: prefix.to_string(),
@@ -406,6 +394,28 @@ fn ipc(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
         blocks,
     });
     Ok(())
+}
+
+/// A result's `merged.derived` figures as a table of name and value (`None` when it has none).
+pub(crate) fn merged_derived_table(
+    c: &Config,
+    id: String,
+    caption: String,
+    name: &str,
+) -> Option<Table> {
+    let rows: Vec<Vec<Cell>> = c
+        .result
+        .merged
+        .derived
+        .iter()
+        .map(|(k, v)| vec![Cell::text(k.clone()), Cell::stat(k, format!("{v}"))])
+        .collect();
+    (!rows.is_empty()).then(|| Table {
+        id,
+        caption,
+        head: vec![name.into(), "value".into()],
+        rows,
+    })
 }
 
 /// A source's name for a legend: `irq 36 virtio0`, `tick: local_timer`.

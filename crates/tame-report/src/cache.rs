@@ -2,10 +2,10 @@
 //! (alone, with the competitor) overlaid as histogram and tail curve, the slowdowns, and
 //! what the run had of the L3's ways.
 
-use crate::bench::{distribution_figures, slug};
+use crate::bench::{distribution_figures, merged_derived_table, slug};
 use crate::error::Result;
 use crate::model::{Config, Context, Series};
-use crate::page::{Block, Cell, Page, Section, Table};
+use crate::page::{Block, Page, Section};
 use crate::summary;
 
 pub fn add(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
@@ -29,23 +29,13 @@ pub fn add(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
         if let Some(note) = note {
             blocks.push(Block::Note(format!("{}: resctrl: {note}", c.label)));
         }
-        let rows: Vec<Vec<Cell>> = c
-            .result
-            .merged
-            .derived
-            .iter()
-            .map(|(k, v)| vec![Cell::text(k.clone()), Cell::stat(k, format!("{v}"))])
-            .collect();
-        if !rows.is_empty() {
-            blocks.push(Block::Table(Table {
-                id: format!("{prefix}-slowdown-{}", slug(&c.label)),
-                caption: format!(
-                    "{}: with the competitor over alone (merged.derived of {})",
-                    c.label, c.file
-                ),
-                head: vec!["slowdown".into(), "value".into()],
-                rows,
-            }));
+        let caption = format!(
+            "{}: with the competitor over alone (merged.derived of {})",
+            c.label, c.file
+        );
+        let id = format!("{prefix}-slowdown-{}", slug(&c.label));
+        if let Some(t) = merged_derived_table(c, id, caption, "slowdown") {
+            blocks.push(Block::Table(t));
         }
     }
     let what = "cache: time per matrix multiply";

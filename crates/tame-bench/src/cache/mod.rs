@@ -310,29 +310,22 @@ impl Bench for CacheSettings {
             .transpose()
             .map_err(|e| failed(format!("bench cache: {e}")))?
             .map(Arc::new);
-        let plans = engine::plans(&[Some(self.cpu())], &prepared.setup, self.threads.mlock);
         let settings = self.clone();
         let clock = prepared.clock;
         let thread_control = control.clone();
-        let measured = engine::measure(&plans, control, tick, move |index, gate, progress| {
+        let body = move |gate: &engine::StartGate, progress: &dyn Fn(u64)| {
+            let competitor = competitor.as_deref();
             measure_rounds(
                 &settings,
                 &clock,
                 &thread_control,
-                competitor.as_deref(),
+                competitor,
                 gate,
-                |n| progress.set(index, n),
+                progress,
             )
-        })?;
-        let mut outputs = Vec::new();
-        for out in measured.outputs {
-            outputs.extend(out.map_err(|e| failed(format!("bench cache: {e}")))?);
-        }
-        Ok(Measured {
-            outputs,
-            elapsed_ns: measured.elapsed_ns,
-            interrupted: measured.interrupted,
-        })
+        };
+        let (cpu, setup) = (self.cpu(), &prepared.setup);
+        engine::measure_groups(cpu, setup, self.threads.mlock, control, tick, "cache", body)
     }
     fn derive(result: &mut BenchResult<Self>, measured: &Measured<CacheOutput>) {
         for (group, out) in result.groups.iter_mut().zip(&measured.outputs) {
@@ -368,7 +361,7 @@ fn measure_rounds(
     control: &RunControl,
     competitor: Option<&Competitor>,
     gate: &engine::StartGate,
-    progress: impl Fn(u64),
+    progress: &dyn Fn(u64),
 ) -> std::result::Result<Vec<CacheOutput>, String> {
     let labels = s.labels();
     let per = s.iterations as usize;

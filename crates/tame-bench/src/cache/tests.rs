@@ -2,23 +2,21 @@ use super::*;
 use crate::result::Metric;
 use crate::session::{self, Conditions};
 use tame_host::Root;
-use tame_rt::{ClockKind, Policy};
-
-fn threads() -> ThreadSettings {
-    ThreadSettings {
-        policy: Policy::Other,
-        priority: 0,
-        mlock: false,
-        clock: ClockKind::Monotonic,
-    }
-}
 
 fn no_ways() -> CacheWays {
     ways::from_model(None, false, None, None)
 }
 
 fn settings(competitor: Option<CompetitorSettings>) -> Result<CacheSettings> {
-    CacheSettings::new(1, competitor, 64, 20, 2, no_ways(), threads())
+    CacheSettings::new(
+        1,
+        competitor,
+        64,
+        20,
+        2,
+        no_ways(),
+        ThreadSettings::unprivileged(),
+    )
 }
 
 #[test]
@@ -35,8 +33,16 @@ fn the_competitor_must_run_on_another_cpu_and_sizes_are_bounded() {
         (64, 5, 2, "--iterations 5"),
         (64, 20, 0, "--rounds 0"),
     ] {
-        let e = CacheSettings::new(1, None, matrix, iterations, rounds, no_ways(), threads())
-            .unwrap_err();
+        let e = CacheSettings::new(
+            1,
+            None,
+            matrix,
+            iterations,
+            rounds,
+            no_ways(),
+            ThreadSettings::unprivileged(),
+        )
+        .unwrap_err();
         assert!(e.is_bad_input() && e.to_string().contains(needle), "{e}");
     }
     let s = settings(Some(CompetitorSettings::new(0, Some(32 * 1024)))).unwrap();
@@ -128,7 +134,7 @@ fn a_real_short_run_times_both_configurations_interleaved() {
         30,
         2,
         no_ways(),
-        threads(),
+        ThreadSettings::unprivileged(),
     )
     .unwrap();
     let done = session::run(

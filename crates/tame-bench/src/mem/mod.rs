@@ -28,7 +28,7 @@ use tame_host::{CpuList, Root};
 use tame_rt::Clock;
 
 use crate::engine::{self, RunControl, ThreadSettings};
-use crate::error::{failed, invalid, Result};
+use crate::error::{invalid, Result};
 use crate::measure::{Measured, SampleBuffer};
 use crate::report::GroupSource;
 use crate::result::{BenchResult, GroupResult};
@@ -386,11 +386,10 @@ impl Bench for MemSettings {
         _sample_capacity: usize,
         tick: impl FnMut(u64),
     ) -> Result<Measured<MemOutput>> {
-        let plans = engine::plans(&[Some(self.cpu())], &prepared.setup, self.threads.mlock);
         let settings = self.clone();
         let clock = prepared.clock;
         let thread_control = control.clone();
-        let measured = engine::measure(&plans, control, tick, move |index, gate, progress| {
+        let body = move |gate: &engine::StartGate, progress: &dyn Fn(u64)| {
             // Sized before the gate: the timed loops only store into it.
             let mut raw = vec![0u64; settings.batches as usize];
             if gate.wait().is_none() {
@@ -399,36 +398,24 @@ impl Bench for MemSettings {
             let mut done = 0u64;
             let mut outputs = Vec::new();
             for &bytes in &settings.sizes {
-                for (pattern, r) in
+                let timed =
                     measure_size(&settings, &clock, &thread_control, bytes, &mut raw, |n| {
-                        progress.set(index, done + n)
-                    })?
-                {
+                        progress(done + n)
+                    })?;
+                for (pattern, r) in timed {
                     done += r.len() as u64;
-                    outputs.push(summarise(
-                        &clock,
-                        settings.cpu(),
-                        pattern,
-                        bytes,
-                        settings.accesses_per_batch,
-                        &r,
-                    ));
+                    let accesses = settings.accesses_per_batch;
+                    let cpu = settings.cpu();
+                    outputs.push(summarise(&clock, cpu, pattern, bytes, accesses, &r));
                 }
                 if thread_control.stopped() {
                     break;
                 }
             }
             Ok(outputs)
-        })?;
-        let mut outputs = Vec::new();
-        for out in measured.outputs {
-            outputs.extend(out.map_err(|e: String| failed(format!("bench mem: {e}")))?);
-        }
-        Ok(Measured {
-            outputs,
-            elapsed_ns: measured.elapsed_ns,
-            interrupted: measured.interrupted,
-        })
+        };
+        let (cpu, setup) = (self.cpu(), &prepared.setup);
+        engine::measure_groups(cpu, setup, self.threads.mlock, control, tick, "mem", body)
     }
     fn derive(result: &mut BenchResult<Self>, measured: &Measured<MemOutput>) {
         for (group, out) in result.groups.iter_mut().zip(&measured.outputs) {

@@ -2,16 +2,6 @@ use super::*;
 use crate::result::Metric;
 use crate::stats::Summary;
 use tame_host::cpu::{Cache, Cpu, NumaNode};
-use tame_rt::{ClockKind, Policy};
-
-fn threads() -> ThreadSettings {
-    ThreadSettings {
-        policy: Policy::Other,
-        priority: 0,
-        mlock: false,
-        clock: ClockKind::Monotonic,
-    }
-}
 
 fn request() -> MemRequest {
     MemRequest {
@@ -20,7 +10,7 @@ fn request() -> MemRequest {
         sizes: None,
         batches: 100,
         huge_pages: false,
-        threads: threads(),
+        threads: ThreadSettings::unprivileged(),
     }
 }
 

@@ -92,15 +92,6 @@ pub fn table(result: &BenchResult<MemSettings>) -> String {
     for (k, v) in &result.merged.derived {
         let _ = writeln!(out, "{k}: {v:.2}");
     }
-    if let Some(load) = &result.load {
-        let kinds: Vec<&str> = load.kinds.iter().map(|k| k.name()).collect();
-        let _ = writeln!(out, "load: {} on CPUs {}", kinds.join(","), load.cpus);
-    }
-    if result.interrupted {
-        let _ = writeln!(
-            out,
-            "interrupted: these numbers cover the part of the run measured before Ctrl-C"
-        );
-    }
+    out.push_str(&crate::output::run_notes(result));
     out
 }

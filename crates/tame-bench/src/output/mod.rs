@@ -7,7 +7,7 @@ mod table;
 
 pub use histogram::{write_cyclictest_histogram, write_primary_histogram};
 pub use samples::{write_all_samples_csv, write_samples_csv};
-pub use table::table;
+pub use table::{run_notes, table};
 
 /// Format nanoseconds for people: 850ns, 15.23µs, 3.401ms, 1.200s.
 pub fn human_ns(ns: u64) -> String {

@@ -25,6 +25,13 @@ pub fn table<S>(result: &BenchResult<S>, title: &str) -> String {
         "{}",
         circumstances_line(&result.calibration, &result.environment)
     );
+    out.push_str(&run_notes(result));
+    out
+}
+
+/// The last lines of every bench's table: the load it ran under, and whether Ctrl-C cut it short.
+pub fn run_notes<S>(result: &BenchResult<S>) -> String {
+    let mut out = String::new();
     if let Some(load) = &result.load {
         let kinds: Vec<&str> = load.kinds.iter().map(|k| k.name()).collect();
         let _ = writeln!(out, "load: {} on CPUs {}", kinds.join(","), load.cpus);

@@ -25,6 +25,52 @@ pub fn last_cpu() -> String {
     n.trim().rsplit(['-', ',']).next().unwrap().to_string()
 }
 
+/// The JSON document a successful `tame … --json -` printed.
+pub fn json_of(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "tame failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON result")
+}
+
+/// `tame ARGS` is refused as bad input (exit 2) with `needle` in its message, and prints no
+/// result.
+pub fn expect_bad_input(args: &[&str], needle: &str) {
+    let out = tame(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{args:?} should be bad input; stderr: {stderr}"
+    );
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: expected {needle:?} in: {stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "nothing may run or print a result: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// Reverts the partitions applied with journal directory `.0` however the test ends.
+pub struct Applied<'a>(pub &'a str);
+
+impl Drop for Applied<'_> {
+    fn drop(&mut self) {
+        let o = tame(&["revert", "--journal-dir", self.0]);
+        assert!(
+            o.status.success(),
+            "revert failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
 /// A child process killed and reaped when the test ends, pass or fail.
 pub struct Killed(pub Child);
 
