@@ -240,6 +240,8 @@ fn shares_over_time(r: &Report, context: Context) -> Result<Option<crate::plot::
             kind: "timeline",
             x_label: "time since the series began (s)",
             y_label: "client CPU share of G (%)",
+            x_tick: crate::plot::tick,
+            y_tick: crate::plot::tick,
         },
         &series,
         format!(
