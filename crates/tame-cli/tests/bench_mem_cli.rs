@@ -231,6 +231,23 @@ fn cache_times_alone_and_with_the_competitor() {
     ]));
     assert_eq!(r["groups"].as_array().unwrap().len(), 1);
     assert!(r["settings"]["competitor"].is_null());
+    // --duration sizes the iterations from a multiply timed beforehand.
+    let r = json_of(&tame(&[
+        "bench",
+        "cache",
+        "--no-competitor",
+        "--duration",
+        "300ms",
+        "--rounds",
+        "1",
+        "--policy",
+        "other",
+        "--json",
+        "-",
+    ]));
+    let n = r["settings"]["iterations"].as_u64().unwrap();
+    assert!(n >= 10, "{n}");
+    assert_eq!(group(&r, "alone")["metrics"][0]["summary"]["count"], n);
 }
 
 #[test]
@@ -254,6 +271,11 @@ fn cache_refuses_bad_input_with_exit_2() {
             vec!["--no-competitor", "--competitor-cpu", "0"],
             "cannot be used with",
         ),
+        (
+            vec!["--duration", "1s", "--iterations", "50"],
+            "cannot be used with",
+        ),
+        (vec!["--duration", "10"], "no unit"),
     ] {
         let mut all = vec!["bench", "cache", "--policy", "other"];
         all.extend(args);

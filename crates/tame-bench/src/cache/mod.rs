@@ -139,6 +139,35 @@ impl CacheSettings {
     }
 }
 
+/// `--duration`: the iterations per configuration and round that make a run of `rounds` ×
+/// `configurations` last about `duration_ns`, from the fastest of a few multiplies timed
+/// here (on whatever CPU this thread is on: a guess, which the run then measures).
+pub fn iterations_for(duration_ns: u64, matrix: u32, rounds: u32, configurations: usize) -> u64 {
+    let mut m = Matrices::new(matrix as usize);
+    m.multiply();
+    let fastest = (0..5)
+        .map(|_| {
+            let t0 = std::time::Instant::now();
+            m.multiply();
+            t0.elapsed().as_nanos() as u64
+        })
+        .min()
+        .unwrap_or(1);
+    iterations_from(duration_ns, fastest, rounds, configurations)
+}
+
+/// Iterations of `multiply_ns` each that fill `duration_ns` over `rounds` × `configurations`,
+/// within the range `--iterations` takes.
+pub fn iterations_from(
+    duration_ns: u64,
+    multiply_ns: u64,
+    rounds: u32,
+    configurations: usize,
+) -> u64 {
+    let per = multiply_ns.max(1) * u64::from(rounds.max(1)) * configurations.max(1) as u64;
+    (duration_ns / per).clamp(10, 10_000_000)
+}
+
 /// One configuration measured.
 pub struct CacheOutput {
     pub label: &'static str,

@@ -102,6 +102,18 @@ fn slowdowns_divide_the_competitors_figures_by_alone() {
 }
 
 #[test]
+fn a_duration_is_turned_into_iterations_by_timing_the_multiply() {
+    // 10 s of 50 µs multiplies over 5 rounds × 2 configurations: 20 000 each.
+    assert_eq!(iterations_from(10_000_000_000, 50_000, 5, 2), 20_000);
+    // At least 10, at most --iterations' top.
+    assert_eq!(iterations_from(1, 50_000, 5, 2), 10);
+    assert_eq!(iterations_from(u64::MAX, 1, 1, 1), 10_000_000);
+    // Timed for real: a second is at least the minimum and below the top.
+    let n = iterations_for(1_000_000_000, 16, 1, 1);
+    assert!((10..10_000_000).contains(&n), "{n}");
+}
+
+#[test]
 fn each_rounds_median_widens_the_spread() {
     // Two rounds of three iterations (raw = ns on the monotonic clock).
     let raw = [100, 300, 200, 1_000, 900, 5_000];

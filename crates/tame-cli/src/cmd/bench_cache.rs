@@ -32,6 +32,9 @@ pub struct CacheArgs {
     /// Timed multiplies per configuration and round.
     #[arg(long, default_value_t = 500, value_name = "N")]
     iterations: u64,
+    /// Size the iterations so the run lasts about this long (e.g. 10s), instead of --iterations.
+    #[arg(long, conflicts_with = "iterations")]
+    duration: Option<String>,
     /// Rounds; each times every configuration once, in turn.
     #[arg(long, default_value_t = 5, value_name = "N")]
     rounds: u32,
@@ -55,6 +58,14 @@ pub fn run(ctx: &Context, a: CacheArgs) -> anyhow::Result<i32> {
         let llc = topology.last_level_cache(c).and_then(|l| l.size_kib);
         Some(CompetitorSettings::new(c, llc))
     };
+    let iterations = match a.duration.as_deref() {
+        Some(d) => {
+            let configurations = if competitor.is_some() { 2 } else { 1 };
+            let ns = tame_bench::units::parse_duration_ns(d)?;
+            tame_bench::cache::iterations_for(ns, a.matrix.clamp(8, 1024), a.rounds, configurations)
+        }
+        None => a.iterations,
+    };
     let cache_ways = ways::read(
         &ctx.root,
         partition_ways(ctx, &a.common, partitioned.as_ref())?,
@@ -63,7 +74,7 @@ pub fn run(ctx: &Context, a: CacheArgs) -> anyhow::Result<i32> {
         cpu,
         competitor,
         a.matrix,
-        a.iterations,
+        iterations,
         a.rounds,
         cache_ways,
         a.common.threads(ClockKind::Monotonic),
