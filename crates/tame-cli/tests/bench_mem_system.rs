@@ -5,9 +5,8 @@
 //! it; see COMMON.md).
 
 mod common;
-use common::{have_program, is_root, json_of, last_cpu, require, tame, Applied};
+use common::{have_program, isolate_last_cpu, json_of, require, tame};
 
-use std::path::Path;
 use std::process::Command;
 
 fn stress_ng_running() -> bool {
@@ -19,34 +18,14 @@ fn stress_ng_running() -> bool {
 
 #[test]
 fn mem_and_cache_measure_inside_an_applied_partition() {
-    let cpu = last_cpu();
-    if !require(is_root(), "root to apply a partition")
-        || !require(
-            Path::new("/sys/fs/cgroup/cpuset/tasks").exists(),
-            "a cgroup v1 cpuset hierarchy",
-        )
-        || !require(cpu != "0", "two CPUs")
-        || !require(have_program("stress-ng"), "stress-ng for the vm,cache load")
-    {
+    if !require(have_program("stress-ng"), "stress-ng for the vm,cache load") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let jd = dir.path().join("journal");
-    let jd = jd.to_str().unwrap();
-    let spec = dir.path().join("spec.toml");
+    let Some(isolated) = isolate_last_cpu("mrt") else {
+        return;
+    };
+    let (jd, cpu) = (isolated.journal.as_str(), isolated.cpu.clone());
     let system_last = cpu.parse::<u32>().unwrap() - 1;
-    std::fs::write(
-        &spec,
-        format!("[[partition]]\nname = \"system\"\ncpus = \"0-{system_last}\"\nrole = \"system\"\n\n[[partition]]\nname = \"mrt\"\ncpus = \"{cpu}\"\nrole = \"isolated\"\n"),
-    )
-    .unwrap();
-    let o = tame(&["apply", spec.to_str().unwrap(), "--journal-dir", jd]);
-    assert!(
-        o.status.success(),
-        "apply: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let _revert = Applied(jd);
 
     // mem -p under memory-heavy load on the system partition.
     let r = json_of(&tame(&[

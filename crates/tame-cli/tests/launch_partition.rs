@@ -3,40 +3,20 @@
 //! machine, so it must not run beside other tests.
 
 mod common;
-use common::{have_program, is_root, last_cpu, require, tame, Applied, Killed};
+use common::{have_program, isolate_last_cpu, require, tame, Killed};
 
-use std::path::Path;
 use std::process::Command;
 
 #[test]
 fn run_and_detach_into_an_applied_partition() {
-    let cpu = last_cpu();
-    if !require(is_root(), "root to apply a partition")
-        || !require(
-            Path::new("/sys/fs/cgroup/cpuset/tasks").exists(),
-            "a cgroup v1 cpuset hierarchy",
-        )
-        || !require(cpu != "0", "two CPUs")
-    {
+    let Some(isolated) = isolate_last_cpu("lrt") else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let jd = dir.path().join("journal");
-    let jd = jd.to_str().unwrap();
-    let spec = dir.path().join("spec.toml");
-    std::fs::write(
-        &spec,
-        format!("[[partition]]\nname = \"system\"\ncpus = \"0-{}\"\nrole = \"system\"\n\n[[partition]]\nname = \"lrt\"\ncpus = \"{cpu}\"\nrole = \"isolated\"\n",
-            cpu.parse::<u32>().unwrap() - 1),
-    )
-    .unwrap();
-    let o = tame(&["apply", spec.to_str().unwrap(), "--journal-dir", jd]);
-    assert!(
-        o.status.success(),
-        "apply: {}",
-        String::from_utf8_lossy(&o.stderr)
+    };
+    let (dir, jd, cpu) = (
+        &isolated.dir,
+        isolated.journal.as_str(),
+        isolated.cpu.clone(),
     );
-    let _revert = Applied(jd);
 
     // run -p: the program starts in the partition's cpuset, on its CPU.
     let out = dir.path().join("placed");

@@ -58,17 +58,64 @@ pub fn expect_bad_input(args: &[&str], needle: &str) {
 }
 
 /// Reverts the partitions applied with journal directory `.0` however the test ends.
-pub struct Applied<'a>(pub &'a str);
+pub struct Applied(pub String);
 
-impl Drop for Applied<'_> {
+impl Drop for Applied {
     fn drop(&mut self) {
-        let o = tame(&["revert", "--journal-dir", self.0]);
+        let o = tame(&["revert", "--journal-dir", &self.0]);
         assert!(
             o.status.success(),
             "revert failed: {}",
             String::from_utf8_lossy(&o.stderr)
         );
     }
+}
+
+/// A spec applied for real that isolates the last online CPU as one partition (the other CPUs
+/// are the system partition), with its journal in a temporary directory; reverted when dropped.
+pub struct Isolated {
+    /// First, so that the revert runs while the journal still exists.
+    _applied: Applied,
+    pub dir: tempfile::TempDir,
+    pub journal: String,
+    /// The isolated CPU.
+    pub cpu: String,
+}
+
+/// [`Isolated`] as partition `name`; `None` (skipped outside CI, failed under it) without
+/// root, a cgroup v1 cpuset hierarchy or two CPUs.
+pub fn isolate_last_cpu(name: &str) -> Option<Isolated> {
+    let cpu = last_cpu();
+    if !require(is_root(), "root to apply a partition")
+        || !require(
+            std::path::Path::new("/sys/fs/cgroup/cpuset/tasks").exists(),
+            "a cgroup v1 cpuset hierarchy",
+        )
+        || !require(cpu != "0", "two CPUs")
+    {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal").to_str().unwrap().to_string();
+    let spec = dir.path().join("spec.toml");
+    let system_last = cpu.parse::<u32>().unwrap() - 1;
+    std::fs::write(
+        &spec,
+        format!("[[partition]]\nname = \"system\"\ncpus = \"0-{system_last}\"\nrole = \"system\"\n\n[[partition]]\nname = \"{name}\"\ncpus = \"{cpu}\"\nrole = \"isolated\"\n"),
+    )
+    .unwrap();
+    let o = tame(&["apply", spec.to_str().unwrap(), "--journal-dir", &journal]);
+    assert!(
+        o.status.success(),
+        "apply: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Some(Isolated {
+        _applied: Applied(journal.clone()),
+        dir,
+        journal,
+        cpu,
+    })
 }
 
 /// A child process killed and reaped when the test ends, pass or fail.
