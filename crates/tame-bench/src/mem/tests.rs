@@ -121,27 +121,19 @@ fn bad_nodes_batches_and_huge_pages_are_refused_with_what_to_do() {
         assert!(e.is_bad_input() && e.to_string().contains(needle), "{e}");
     }
     // THP in madvise mode, or a pool large enough, grants --hugepages.
+    let pages = |h: &MemHost| {
+        let req = MemRequest {
+            huge_pages: true,
+            ..request()
+        };
+        MemSettings::resolve(req, h).unwrap().huge_pages
+    };
     let mut h = host(24 << 20, 1);
     h.thp = Some("madvise".into());
-    let s = MemSettings::resolve(
-        MemRequest {
-            huge_pages: true,
-            ..request()
-        },
-        &h,
-    )
-    .unwrap();
-    assert_eq!(s.huge_pages, HugePages::Thp);
+    assert_eq!(pages(&h), HugePages::Thp);
+    // 64 free 2 MiB pages hold the 128 MiB buffer.
     h.meminfo.huge_pages_free = Some(64);
-    let s = MemSettings::resolve(
-        MemRequest {
-            huge_pages: true,
-            ..request()
-        },
-        &h,
-    )
-    .unwrap();
-    assert_eq!(s.huge_pages, HugePages::Hugetlb);
+    assert_eq!(pages(&h), HugePages::Hugetlb);
 }
 
 #[test]
