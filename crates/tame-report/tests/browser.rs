@@ -38,6 +38,8 @@ fn recorded_pages() -> Vec<(&'static str, Vec<PathBuf>)> {
         ("fwq", r(&["fwq.json"])),
         ("compare", r(&["compare-cycle.json"])),
         ("reserve", r(&["reserve.json"])),
+        ("mem", r(&["mem.json", "mem-load.json"])),
+        ("cache", r(&["cache.json"])),
     ]
 }
 
@@ -62,6 +64,8 @@ const FOR_THE_DOCS: &[(&str, &str, &str)] = &[
     ),
     ("sleep", "#fig-sleep-tasks", "sleep-tasks.png"),
     ("ipc", "#fig-ipc-64b-tail", "ipc-64b-tail.png"),
+    ("mem", "#fig-mem-sweep", "mem-sweep.png"),
+    ("cache", "#fig-cache-tail", "cache-tail.png"),
 ];
 
 /// The ids of the page's figures, in document order.
