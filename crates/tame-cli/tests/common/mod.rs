@@ -85,16 +85,10 @@ pub struct Isolated {
 /// [`Isolated`] as partition `name`; `None` (skipped outside CI, failed under it) without
 /// root, a cgroup v1 cpuset hierarchy or two CPUs.
 pub fn isolate_last_cpu(name: &str) -> Option<Isolated> {
-    let cpu = last_cpu();
-    if !require(is_root(), "root to apply a partition")
-        || !require(
-            std::path::Path::new("/sys/fs/cgroup/cpuset/tasks").exists(),
-            "a cgroup v1 cpuset hierarchy",
-        )
-        || !require(cpu != "0", "two CPUs")
-    {
+    if !partitioned::machine_fits() {
         return None;
     }
+    let cpu = last_cpu();
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("journal").to_str().unwrap().to_string();
     let spec = dir.path().join("spec.toml");
