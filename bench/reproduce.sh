@@ -63,12 +63,12 @@ trap 'exit 130' INT TERM
 
 if [ "$QUICK" = 1 ]; then
     D=5s; QUANTA=3000; SLEEPS=(--duration 5s); STEPS=(--duration 1s); ROUND_TRIPS=50000; MESSAGES=500000
-    RESERVE=(--quick); COST=(--duration 3s --rounds 1)
+    RESERVE=(--quick); COST=(--duration 3s --rounds 1); BATCHES=200
 else
     # The papers' counts where this machine allows: 10,000 quanta and loop periods (detaching),
     # 1,000,000 sleeps (of McKenney's 10,000,000: 100 s at 100 µs), 20,000 sleeps per task count.
     D=60s; QUANTA=10000; SLEEPS=(--loops 1000000); STEPS=(--loops 20000); ROUND_TRIPS=1000000; MESSAGES=5000000
-    RESERVE=(); COST=(--duration 20s --rounds 3)
+    RESERVE=(); COST=(--duration 20s --rounds 3); BATCHES=1000
 fi
 LOAD=cpu,io,hdd,sock
 
@@ -123,7 +123,7 @@ if wanted detach-noise; then
 fi
 if wanted baremetal-mem; then
     say baremetal-mem "memory-access time per buffer size under memory load (bare-metal tasks)"
-    pair baremetal-mem bench mem --cpu "$CPU" --load vm
+    pair baremetal-mem bench mem --cpu "$CPU" --batches "$BATCHES" --load vm,cache,stream
 fi
 if wanted baremetal-ipc; then
     say baremetal-ipc "shared-memory channels between an isolated task and an ordinary process (bare-metal tasks)"

@@ -276,7 +276,63 @@ def block_cost(out, exp):
     return text + "\n" + commands(r)
 
 
+def ns_of_ps(ps):
+    return "—" if ps is None else f"{ps / 1000:.2f} ns"
+
+
+def block_mem(out, exp):
+    shared, part = pair(out, exp)
+    if not shared and not part:
+        return None
+    rows = [
+        "| buffer | chase p50 shared | partitioned | chase p99.9 shared | partitioned | ratio | stream p50 shared | partitioned |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    def groups(r):
+        return {g["label"]: metric(g, "access") for g in (r or {}).get("groups", [])}
+    a, b = groups(shared), groups(part)
+    sizes = [g["label"].split(" ", 1)[1] for g in (shared or part)["groups"] if g["label"].startswith("chase ")]
+    for size in sizes:
+        ca, cb = a.get(f"chase {size}"), b.get(f"chase {size}")
+        sa, sb = a.get(f"stream {size}"), b.get(f"stream {size}")
+        rows.append(
+            f"| {size} | {ns_of_ps(ca and ca['p50'])} | {ns_of_ps(cb and cb['p50'])} | "
+            f"{ns_of_ps(ca and ca['p99_9'])} | {ns_of_ps(cb and cb['p99_9'])} | "
+            f"{ratio(ca and ca['p99_9'], cb and cb['p99_9'])} | {ns_of_ps(sa and sa['p50'])} | {ns_of_ps(sb and sb['p50'])} |"
+        )
+    text = "\n".join(rows) + "\n\nTime per access (one 64-byte line): chase = dependent loads over a random cycle, stream = in order.\n"
+    return text + "\n" + commands(shared, part)
+
+
+def block_cache(out, exp):
+    shared, part = pair(out, exp)
+    if not shared and not part:
+        return None
+    rows = [
+        "| | alone p50 | with competitor p50 | slowdown p50 | slowdown p99.9 | slowdown max |",
+        "|---|---|---|---|---|---|",
+    ]
+    for config, r in (("shared", shared), ("partitioned", part)):
+        if not r:
+            continue
+        g = {x["label"]: metric(x, "iteration") for x in r["groups"]}
+        d = r["merged"]["derived"]
+        alone, comp = g.get("alone"), g.get("with competitor")
+        rows.append(
+            f"| {config} | {us(alone and alone['p50'])} | {us(comp and comp['p50'])} | "
+            + " | ".join(f"{d[k]:.3f}" if k in d else "—" for k in ("slowdown_p50", "slowdown_p99_9", "slowdown_max"))
+            + " |"
+        )
+    text = "\n".join(rows) + "\n"
+    ways = (part or shared)["settings"].get("cache_ways", {})
+    if ways.get("note"):
+        text += f"\nCache ways: {ways['note']}.\n"
+    return text + "\n" + commands(shared, part)
+
+
 BLOCKS = {
+    "drops-cache": lambda out: block_cache(out, "drops-cache"),
+    "baremetal-mem": lambda out: block_mem(out, "baremetal-mem"),
     "drops-cost": lambda out: block_cost(out, "drops-cost"),
     "drops-cycle": lambda out: block_timed(out, "drops-cycle", "latency", "wakeup latency", cycle_extra),
     "detach-loop": lambda out: block_timed(out, "detach-loop", "period_deviation", "|period − 1 ms|", cycle_extra),

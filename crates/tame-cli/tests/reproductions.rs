@@ -127,6 +127,9 @@ fn the_renderer_writes_the_results_numbers_and_keeps_the_rest() {
         ("sleep-sweep.json", "rtrf-tasks-shared.json"),
         ("reserve-bench.json", "sonic-reserve.json"),
         ("cost-partitioned-HANDMADE.json", "drops-cost.json"),
+        ("mem.json", "baremetal-mem-shared.json"),
+        ("mem-load.json", "baremetal-mem-partitioned.json"),
+        ("cache.json", "drops-cache-shared.json"),
     ] {
         std::fs::copy(fixture(from), out.path().join(to)).unwrap();
     }
@@ -198,6 +201,28 @@ fn the_renderer_writes_the_results_numbers_and_keeps_the_rest() {
     assert!(
         cost.contains(&format!("| {total:.1} % | {per_cpu:+.1} % |")),
         "{cost}"
+    );
+
+    let mem = block(&after, "baremetal-mem");
+    let chase = &json(&fixture("mem.json"))["groups"][0];
+    assert!(chase["label"].as_str().unwrap().starts_with("chase "));
+    let p50 = chase["metrics"][0]["summary"]["p50"].as_u64().unwrap();
+    let size = chase["label"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("chase ");
+    assert!(
+        mem.contains(&format!("| {size} | {:.2} ns |", p50 as f64 / 1000.0)),
+        "{mem}"
+    );
+    let cache = block(&after, "drops-cache");
+    let slowdown = json(&fixture("cache.json"))["merged"]["derived"]["slowdown_p50"]
+        .as_f64()
+        .unwrap();
+    assert!(cache.contains(&format!("| {slowdown:.3} |")), "{cache}");
+    assert!(
+        cache.contains("Cache ways: cache ways cannot be split here"),
+        "{cache}"
     );
 
     // Experiments without results keep their block; the text around the blocks is unchanged.
