@@ -78,6 +78,8 @@ fn rt_load_argv(cpus: &CpuList, seconds: u64) -> Vec<String> {
         &cpus.to_string(),
         "--timeout",
         &format!("{seconds}s"),
+        // Its latency report would interleave with tame's output; tame measures its own.
+        "--quiet",
     ]
     .map(String::from)
     .to_vec()
@@ -386,7 +388,7 @@ mod tests {
         let argv = rt_load_argv(&CpuList::parse("2-3").unwrap(), 70);
         assert_eq!(
             argv.join(" "),
-            "setpriv --pdeathsig TERM stress-ng --cyclic 2 --cyclic-policy fifo --cyclic-prio 80 --cyclic-sleep 100000 --taskset 2-3 --timeout 70s"
+            "setpriv --pdeathsig TERM stress-ng --cyclic 2 --cyclic-policy fifo --cyclic-prio 80 --cyclic-sleep 100000 --taskset 2-3 --timeout 70s --quiet"
         );
     }
 

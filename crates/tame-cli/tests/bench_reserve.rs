@@ -52,18 +52,22 @@ fn leftovers() -> Vec<String> {
 /// One study at a time: two would share the client's CPU and each other's leftovers.
 static ONE_STUDY: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn ready() -> bool {
-    require(is_root(), "root (reservations, real-time policies)")
-        && require(have_program("stress-ng"), "stress-ng (the background load)")
+/// The test's turn and what was there before it, once root and stress-ng are there.
+fn begin() -> Option<(std::sync::MutexGuard<'static, ()>, Vec<String>)> {
+    if !(require(is_root(), "root (reservations, real-time policies)")
+        && require(have_program("stress-ng"), "stress-ng (the background load)"))
+    {
+        return None;
+    }
+    let one = ONE_STUDY.lock().unwrap_or_else(|e| e.into_inner());
+    Some((one, leftovers()))
 }
 
 #[test]
 fn the_quick_cgroup_study_is_a_result_report_draws() {
-    if !ready() {
+    let Some((_one, before)) = begin() else {
         return;
-    }
-    let _one = ONE_STUDY.lock().unwrap_or_else(|e| e.into_inner());
-    let before = leftovers();
+    };
     let out = tame(&[
         "bench",
         "reserve",
@@ -139,11 +143,9 @@ fn the_quick_cgroup_study_is_a_result_report_draws() {
 
 #[test]
 fn ctrl_c_ends_the_study_with_what_was_measured_and_leaves_nothing() {
-    if !ready() {
+    let Some((_one, before)) = begin() else {
         return;
-    }
-    let _one = ONE_STUDY.lock().unwrap_or_else(|e| e.into_inner());
-    let before = leftovers();
+    };
     let mut child = Killed(
         Command::new(env!("CARGO_BIN_EXE_tame"))
             .args([

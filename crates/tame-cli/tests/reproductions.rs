@@ -68,7 +68,7 @@ fn every_experiment_has_its_block_its_run_and_its_renderer() {
     for block in doc.match_indices("<!-- tame:").map(|(i, _)| &doc[i + 10..]) {
         let id = &block[..block.find(" -->").unwrap()];
         assert!(
-            ids.iter().any(|i| i == id),
+            id == "summary" || ids.iter().any(|i| i == id),
             "block {id} is not an experiment of bench/reproduce.sh"
         );
     }
@@ -172,6 +172,26 @@ fn the_renderer_writes_the_results_numbers_and_keeps_the_rest() {
     assert!(
         cycle.contains("\n    tame bench cycle --cpus 0 --json FILE\n"),
         "{cycle}"
+    );
+
+    // The summary leads with each experiment's headline, linked to its section.
+    let summary = block(&after, "summary");
+    let missed = |f: &str| json(&fixture(f))["merged"]["counters"]["missed_periods"].clone();
+    assert!(
+        summary.contains(&format!(
+            "missed periods {} → {}",
+            missed("cycle-shared.json"),
+            missed("cycle-partitioned.json")
+        )),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("[100 µs periodic task](#drops-cycle)"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| (not measured) |"),
+        "experiments without results say so"
     );
 
     let tasks = block(&after, "rtrf-tasks");

@@ -298,18 +298,13 @@ fn sweep(
     let mut doc = Sweep::new("sleep", "tasks", values, ctx.command_line.clone());
     for (settings, n) in steps.into_iter().zip(values) {
         eprintln!("tasks = {n}");
-        let tick = progress(settings.progress_total(), settings.expected_ns());
-        let done = session::run(
-            &ctx.root,
+        let done = run_session(
+            ctx,
             settings,
-            Conditions {
-                load: load.as_ref(),
-                placement: partitioned.as_ref().map(|p| &p.placement),
-            },
+            load.as_ref(),
+            partitioned.as_ref(),
             &control,
             0,
-            tick,
-            ctx.command_line.clone(),
         )?;
         let interrupted = done.result.interrupted;
         doc.results.push(to_untyped(done.result)?);
@@ -320,6 +315,30 @@ fn sweep(
     }
     json.emit(&doc, &doc.table("jitter"))?;
     Ok(finished(doc.interrupted))
+}
+
+/// One run of `settings` under the load and in the partition, with a progress bar.
+fn run_session<B: Bench>(
+    ctx: &Context,
+    settings: B,
+    load: Option<&LoadSpec>,
+    partitioned: Option<&Partitioned>,
+    control: &tame_bench::engine::RunControl,
+    sample_capacity: usize,
+) -> anyhow::Result<Finished<B>> {
+    let tick = progress(settings.progress_total(), settings.expected_ns());
+    Ok(session::run(
+        &ctx.root,
+        settings,
+        Conditions {
+            load,
+            placement: partitioned.map(|p| &p.placement),
+        },
+        control,
+        sample_capacity,
+        tick,
+        ctx.command_line.clone(),
+    )?)
 }
 
 /// A typed result as the untyped one a sweep holds (its settings as JSON).
@@ -352,18 +371,13 @@ pub(super) fn measure<B: Bench>(
     let capacity = settings.sample_capacity(samples.is_some())?;
     let outputs = Outputs::open(common, samples.as_ref())?;
     let control = install_stop_handler()?;
-    let tick = progress(settings.progress_total(), settings.expected_ns());
-    let done = session::run(
-        &ctx.root,
+    let done = run_session(
+        ctx,
         settings,
-        Conditions {
-            load: load.as_ref(),
-            placement: partitioned.as_ref().map(|p| &p.placement),
-        },
+        load.as_ref(),
+        partitioned.as_ref(),
         &control,
         capacity,
-        tick,
-        ctx.command_line.clone(),
     )?;
     outputs.write(&done)?;
     Ok(finished(done.result.interrupted))
