@@ -14,6 +14,7 @@ Only the standard library: this runs wherever bench/reproduce.sh does.
 import json
 import os
 import re
+import shutil
 import sys
 import time
 
@@ -504,6 +505,37 @@ def block_summary(out):
     return "\n".join(rows) + "\n" if any_result else None
 
 
+# The figure of each experiment's `tame report` page shown beside its block.
+FIGURES = {
+    "drops-cycle": "cycle-tail.svg",
+    "drops-cache": "cache-tail.svg",
+    "drops-cost": "cost-ratios.svg",
+    "detach-fwq": "fwq-tail.svg",
+    "detach-loop": "cycle-tail.svg",
+    "detach-noise": "noise-attribution.svg",
+    "baremetal-mem": "mem-sweep.svg",
+    "baremetal-ipc": "ipc-8b-tail.svg",
+    "rtrf-sleep": "sleep-tail.svg",
+    "rtrf-tasks": "sleep-tasks.svg",
+    "sonic-reserve": "reserve-shares-over-time.svg",
+}
+
+
+def figure(out, exp, doc):
+    """Copy the experiment's figure next to DOC (reproductions/ID.svg) and link it."""
+    name = FIGURES.get(exp)
+    source = name and os.path.join(out, f"{exp}-report", name)
+    if not source or not os.path.exists(source):
+        return ""
+    folder = os.path.join(os.path.dirname(os.path.abspath(doc)), "reproductions")
+    os.makedirs(folder, exist_ok=True)
+    shutil.copyfile(source, os.path.join(folder, f"{exp}.svg"))
+    return (
+        f"\n![{exp}: {name[:-4]}](reproductions/{exp}.svg)\n\n"
+        f"(One figure of the page `tame report` drew from these results: `{exp}-report/index.html` in the results directory.)\n"
+    )
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit("usage: bench/reproductions.py OUT_DIR DOC [quick|full]")
@@ -520,7 +552,7 @@ def main():
         if body is None:
             print(f"{exp}: no results in {out}; its block is kept", file=sys.stderr)
             continue
-        body = f"*This machine ({mode} run):*\n\n" + body
+        body = f"*This machine ({mode} run):*\n\n" + body + figure(out, exp, doc)
         text = pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
     with open(doc, "w") as f:
         f.write(text)

@@ -133,6 +133,13 @@ fn the_renderer_writes_the_results_numbers_and_keeps_the_rest() {
     ] {
         std::fs::copy(fixture(from), out.path().join(to)).unwrap();
     }
+    // A figure of the experiment's report page is copied next to the document and linked.
+    std::fs::create_dir(out.path().join("drops-cycle-report")).unwrap();
+    std::fs::write(
+        out.path().join("drops-cycle-report/cycle-tail.svg"),
+        "<svg>tail</svg>",
+    )
+    .unwrap();
     let doc = out.path().join("reproductions.md");
     let before = read("docs/reproductions.md");
     std::fs::write(&doc, &before).unwrap();
@@ -168,6 +175,14 @@ fn the_renderer_writes_the_results_numbers_and_keeps_the_rest() {
         assert!(line.contains(&format!("| {} |", s["count"])), "{line}");
     }
     assert!(cycle.contains("| partitioned / shared |"));
+    assert!(
+        cycle.contains("![drops-cycle: cycle-tail](reproductions/drops-cycle.svg)"),
+        "{cycle}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("reproductions/drops-cycle.svg")).unwrap(),
+        "<svg>tail</svg>"
+    );
     // Temporary paths become placeholders in the commands.
     assert!(
         cycle.contains("\n    tame bench cycle --cpus 0 --json FILE\n"),

@@ -163,35 +163,53 @@ fn timed(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
     Ok(())
 }
 
-/// Sleep jitter (p99 and maximum) against the number of tasks, where the results differ in it.
+/// Sleep jitter (p99 and maximum) against the number of tasks, where the results differ in
+/// it: one pair of lines per configuration (partition and load), so a shared and a
+/// partitioned sweep are drawn side by side rather than joined into one line.
 fn sleep_scaling(
     prefix: &str,
     configs: &[Config],
     series: &[Series],
     ctx: &[Context],
 ) -> Result<Option<crate::plot::Figure>> {
-    let mut points: Vec<(u64, Summary)> = configs
+    let mut points: Vec<(String, u64, Summary)> = configs
         .iter()
         .zip(series)
-        .filter_map(|(c, s)| Some((c.result.settings.get("tasks")?.as_u64()?, s.summary)))
+        .filter_map(|(c, s)| {
+            let tasks = c.result.settings.get("tasks")?.as_u64()?;
+            Some((scaling_key(&c.result), tasks, s.summary))
+        })
         .collect();
-    points.sort_by_key(|p| p.0);
-    let mut tasks: Vec<u64> = points.iter().map(|p| p.0).collect();
+    points.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    let mut tasks: Vec<u64> = points.iter().map(|p| p.1).collect();
+    tasks.sort_unstable();
     tasks.dedup();
     if tasks.len() < 2 {
         return Ok(None);
     }
-    let max = points.iter().map(|p| p.1.max).max().unwrap_or(1);
+    let mut keys: Vec<&str> = points.iter().map(|p| p.0.as_str()).collect();
+    keys.dedup();
+    let max = points.iter().map(|p| p.2.max).max().unwrap_or(1);
     let scale = Scale::for_values(&series[0].unit, max);
-    let line = |name: &str, f: fn(&Summary) -> u64| -> Line {
-        (
-            name.to_string(),
-            points
+    let mut drawn: Vec<Line> = Vec::new();
+    for key in &keys {
+        for (stat, f) in [
+            ("p99", (|s: &Summary| s.p99) as fn(&Summary) -> u64),
+            ("max", |s| s.max),
+        ] {
+            let name = if keys.len() > 1 {
+                format!("{key}: {stat}")
+            } else {
+                stat.to_string()
+            };
+            let line = points
                 .iter()
-                .map(|(t, s)| (*t as f64, scale.of(f(s))))
-                .collect(),
-        )
-    };
+                .filter(|p| p.0 == *key)
+                .map(|(_, t, s)| (*t as f64, scale.of(f(s))))
+                .collect();
+            drawn.push((name, line));
+        }
+    }
     let y_label = format!("{} ({})", series[0].metric, scale.unit);
     lines::figure(
         &format!("{prefix}-tasks"),
@@ -203,10 +221,29 @@ fn sleep_scaling(
             x_tick: crate::plot::tick,
             y_tick: crate::plot::tick,
         },
-        &[line("p99", |s| s.p99), line("max", |s| s.max)],
-        "How the jitter grows as more tasks sleep at once: the p99 and the maximum of each result, one point per result.".into(),
+        &drawn,
+        "How the jitter grows as more tasks sleep at once: the p99 and the maximum of each result, one point per result, one pair of lines per configuration.".into(),
         ctx.to_vec(),
     )
+}
+
+/// What a sweep's lines are told apart by: where it ran and under which load.
+fn scaling_key(r: &tame_bench::BenchResult) -> String {
+    let place = r
+        .partition
+        .as_ref()
+        .map_or("shared".to_string(), |p| format!("partition {p}"));
+    match &r.load {
+        Some(l) => format!(
+            "{place}, load {}",
+            l.kinds
+                .iter()
+                .map(|k| k.name())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        None => place,
+    }
 }
 
 /// noise: attribution per CPU, the gaps' distribution, tail and time line, and a table.

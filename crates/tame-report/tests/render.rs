@@ -233,8 +233,19 @@ fn a_sweep_is_read_as_its_steps_and_drawn_against_the_number_of_tasks() {
             &sweep["results"][i]["merged"]["metrics"][0]["summary"]["p99"].to_string(),
         );
     }
-    // A sweep of an unknown version, or without a step, is refused with the reason.
+    // A shared and a partitioned sweep: one pair of lines each, not one line through both.
     let dir = tempfile::tempdir().unwrap();
+    let mut partitioned = sweep.clone();
+    for r in partitioned["results"].as_array_mut().unwrap() {
+        r["partition"] = json!("rt");
+    }
+    let both = [file.clone(), write_json(dir.path(), "partitioned.json", &partitioned)];
+    let (_, r) = render(&both);
+    let f = r.figures().find(|f| f.id == "sleep-tasks").unwrap();
+    for name in ["shared: p99", "shared: max", "partition rt: p99", "partition rt: max"] {
+        assert!(f.svg.contains(&svg_text(name)), "{name}");
+    }
+    // A sweep of an unknown version, or without a step, is refused with the reason.
     let mut newer = sweep.clone();
     newer["schema"] = json!("tame.sweep/9");
     let e = refused(&[write_json(dir.path(), "newer.json", &newer)]);
