@@ -239,10 +239,18 @@ fn a_sweep_is_read_as_its_steps_and_drawn_against_the_number_of_tasks() {
     for r in partitioned["results"].as_array_mut().unwrap() {
         r["partition"] = json!("rt");
     }
-    let both = [file.clone(), write_json(dir.path(), "partitioned.json", &partitioned)];
+    let both = [
+        file.clone(),
+        write_json(dir.path(), "partitioned.json", &partitioned),
+    ];
     let (_, r) = render(&both);
     let f = r.figures().find(|f| f.id == "sleep-tasks").unwrap();
-    for name in ["shared: p99", "shared: max", "partition rt: p99", "partition rt: max"] {
+    for name in [
+        "shared: p99",
+        "shared: max",
+        "partition rt: p99",
+        "partition rt: max",
+    ] {
         assert!(f.svg.contains(&svg_text(name)), "{name}");
     }
     // A sweep of an unknown version, or without a step, is refused with the reason.
