@@ -24,11 +24,15 @@ fn profile_dir() -> PathBuf {
     exe.parent().and_then(Path::parent).unwrap().to_path_buf()
 }
 
-/// `cargo test` builds only the rlib, so build the staticlib (same target dir, so the
-/// work is shared and the archive is current).
+/// `cargo test` builds only the rlib, so build the staticlib — in a target dir of its own.
+/// tame-ipc is a cdylib/staticlib crate, so its artifacts carry no hash in their names: built
+/// alone, with its dependencies' features unified differently than in the workspace build,
+/// it would overwrite the workspace's `deps/libtame_ipc.rlib` with one of another crate hash,
+/// and every later compile against a crate that depends on it (the doc tests of tame-bench's
+/// dependants) would fail with "can't find crate" (E0463).
 fn build_static_library() -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let target_dir = profile_dir().parent().unwrap().to_path_buf();
+    let target_dir = profile_dir().parent().unwrap().join("c-examples");
     let mut command = Command::new(cargo);
     command
         .args(["build", "--quiet", "-p", "tame-ipc", "--lib"])
@@ -39,7 +43,8 @@ fn build_static_library() -> PathBuf {
     }
     let status = command.status().expect("run cargo build");
     assert!(status.success(), "cargo build of the static library failed");
-    let lib = profile_dir().join("libtame_ipc.a");
+    let profile = profile_dir().file_name().unwrap().to_owned();
+    let lib = target_dir.join(profile).join("libtame_ipc.a");
     assert!(
         lib.exists(),
         "{} was not built (crate-type staticlib)",
