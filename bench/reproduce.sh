@@ -9,8 +9,9 @@
 #             this machine allows (about 75 minutes)
 #   --only    run only these experiments (ids below; default all)
 #   --out     where the results go (default a fresh /tmp/tame-reproduce.XXXXXX): per
-#             experiment ID-shared.json, ID-partitioned.json (or ID.json), ID-compare.json
-#             and ID-report/index.html (`tame report`)
+#             experiment ID-shared.json, ID-partitioned.json (or ID.json), ID-compare.json,
+#             ID-report/index.html (`tame report`) and ID.mode (quick or full); a directory
+#             of an earlier run is reused, so `--only` can rerun some experiments in it
 #   --doc     rewrite the measured blocks of this document from the results
 #             (bench/reproductions.py; default docs/reproductions.md; --doc none skips it)
 #
@@ -72,6 +73,7 @@ else
 fi
 LOAD=cpu,io,hdd,sock
 
+MODE=$([ "$QUICK" = 1 ] && echo quick || echo full)
 wanted() { [ -z "$ONLY" ] || [[ "$ONLY" == *",$1,"* ]]; }
 say() { printf '\n== %s: %s\n' "$1" "$2" >&2; }
 
@@ -88,6 +90,7 @@ pair() {
         "$TAME" compare "$OUT/$id-shared.json" "$OUT/$id-partitioned.json" --json "$OUT/$id-compare.json" >/dev/null
     fi
     "$TAME" report "$OUT/$id-shared.json" "$OUT/$id-partitioned.json" -o "$OUT/$id-report" >/dev/null
+    echo "$MODE" > "$OUT/$id.mode"
 }
 
 # single ID ARGS…: a bench that runs both configurations itself (or has no partitioned one).
@@ -95,6 +98,7 @@ single() {
     local id=$1; shift
     "$TAME" "$@" --json "$OUT/$id.json" >/dev/null
     "$TAME" report "$OUT/$id.json" -o "$OUT/$id-report" >/dev/null
+    echo "$MODE" > "$OUT/$id.mode"
 }
 
 if wanted drops-cycle; then
@@ -144,6 +148,6 @@ fi
 
 echo "results: $OUT" >&2
 if [ "$DOC" != none ]; then
-    python3 bench/reproductions.py "$OUT" "$DOC" "$([ "$QUICK" = 1 ] && echo quick || echo full)"
+    python3 bench/reproductions.py "$OUT" "$DOC" "$MODE"
     echo "updated $DOC" >&2
 fi

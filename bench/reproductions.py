@@ -536,6 +536,19 @@ def figure(out, exp, doc):
     )
 
 
+def run_mode(out, exp, default):
+    """quick or full: as bench/reproduce.sh recorded it for the experiment (ID.mode)."""
+    path = os.path.join(out, f"{exp}.mode")
+    if os.path.exists(path):
+        with open(path) as f:
+            return f.read().strip() or default
+    if exp == "summary":
+        modes = {run_mode(out, e, default) for e, *_ in SUMMARY if os.path.exists(os.path.join(out, f"{e}.mode"))}
+        if len(modes) > 1:
+            return "quick and full"
+    return default
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit("usage: bench/reproductions.py OUT_DIR DOC [quick|full]")
@@ -552,7 +565,7 @@ def main():
         if body is None:
             print(f"{exp}: no results in {out}; its block is kept", file=sys.stderr)
             continue
-        body = f"*This machine ({mode} run):*\n\n" + body + figure(out, exp, doc)
+        body = f"*This machine ({run_mode(out, exp, mode)} run):*\n\n" + body + figure(out, exp, doc)
         text = pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
     with open(doc, "w") as f:
         f.write(text)
