@@ -5,8 +5,8 @@
 #
 #   bench/reproduce.sh [--quick] [--only ID,ID…] [--out DIR] [--doc FILE]
 #
-#   --quick   seconds per run (about 15 minutes in all); without it the papers' scale where
-#             this machine allows (about 75 minutes)
+#   --quick   seconds per run (about 6 minutes in all); without it the papers' scale where
+#             this machine allows (about 50 minutes)
 #   --only    run only these experiments (ids below; default all)
 #   --out     where the results go (default a fresh /tmp/tame-reproduce.XXXXXX): per
 #             experiment ID-shared.json, ID-partitioned.json (or ID.json), ID-compare.json,
@@ -68,7 +68,9 @@ if [ "$QUICK" = 1 ]; then
 else
     # The papers' counts where this machine allows: 10,000 quanta and loop periods (detaching),
     # 1,000,000 sleeps (of McKenney's 10,000,000: 100 s at 100 µs), 20,000 sleeps per task count.
-    D=60s; QUANTA=10000; SLEEPS=(--loops 1000000); STEPS=(--loops 20000); ROUND_TRIPS=1000000; MESSAGES=5000000
+    # ipc keeps its own defaults: a million round trips through pipes and sockets under load
+    # took over 14 minutes for one configuration.
+    D=60s; QUANTA=10000; SLEEPS=(--loops 1000000); STEPS=(--loops 20000); ROUND_TRIPS=200000; MESSAGES=2000000
     RESERVE=(); COST=(--duration 20s --rounds 3); BATCHES=1000
 fi
 LOAD=cpu,io,hdd,sock

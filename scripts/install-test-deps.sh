@@ -4,7 +4,9 @@
 # headless, and check their console, requests and pixels: docs/testing.md) and
 # fonts-dejavu-core (a font for the text of the pages they draw); man-db, zsh and fish
 # (the install test renders each man page and has each shell parse and run its
-# completions). `make run` needs none of them and does not install them.
+# completions); python3 (the reproductions test runs bench/reproductions.py, which
+# bench/reproduce.sh uses to write docs/reproductions.md). `make run` needs none of them and
+# does not install them.
 set -euo pipefail
 
-"$(dirname "$0")/install-debian-packages.sh" --no-recommends "for the tests" chromium fonts-dejavu-core man-db zsh fish
+"$(dirname "$0")/install-debian-packages.sh" --no-recommends "for the tests" chromium fonts-dejavu-core man-db zsh fish python3
