@@ -11,7 +11,7 @@ use tame_assess::report::ASSESS_SCHEMA;
 use tame_assess::AssessReport;
 use tame_bench::compare::{Compared, COMPARE_SCHEMA};
 use tame_bench::sweep::{Sweep, SWEEP_SCHEMA};
-use tame_reserve::bench::result::ReserveResult;
+use tame_reserve::bench::result::{ReserveResult, ReserveSettings};
 use tame_reserve::bench::{Report as ReserveReport, REPORT_SCHEMA};
 
 use crate::error::{invalid, Result};
@@ -55,7 +55,7 @@ pub enum Doc {
 #[derive(Clone, Debug)]
 pub struct ReserveDoc {
     pub report: ReserveReport,
-    pub result: Option<tame_bench::BenchResult>,
+    pub result: Option<tame_bench::BenchResult<ReserveSettings>>,
 }
 
 impl Doc {
@@ -202,10 +202,9 @@ pub fn recognise(file: &str, value: Value) -> Result<Doc> {
         if bench == "reserve" {
             let r: ReserveResult =
                 serde_json::from_value(value.clone()).map_err(|e| not_valid(&what, e))?;
-            let result = serde_json::from_value(value.clone()).map_err(|e| not_valid(&what, e))?;
             return Ok(Doc::Reserve(Box::new(ReserveDoc {
                 report: r.reserve,
-                result: Some(result),
+                result: Some(r.result),
             })));
         }
         return Compared::from_value(value.clone())

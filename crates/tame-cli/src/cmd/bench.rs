@@ -295,7 +295,8 @@ fn sweep(
     let load = common.load(ctx, partitioned.as_ref())?;
     let json = JsonOut::open(common.json.as_deref(), "JSON result")?;
     let control = install_stop_handler()?;
-    let mut doc = Sweep::new("sleep", "tasks", values, ctx.command_line.clone());
+    let mut doc: Sweep<SleepSettings> =
+        Sweep::new("sleep", "tasks", values, ctx.command_line.clone());
     for (settings, n) in steps.into_iter().zip(values) {
         eprintln!("tasks = {n}");
         let done = run_session(
@@ -307,7 +308,7 @@ fn sweep(
             0,
         )?;
         let interrupted = done.result.interrupted;
-        doc.results.push(to_untyped(done.result)?);
+        doc.results.push(done.result);
         if interrupted || control.stopped() {
             doc.interrupted = true;
             break;
@@ -339,13 +340,6 @@ fn run_session<B: Bench>(
         tick,
         ctx.command_line.clone(),
     )?)
-}
-
-/// A typed result as the untyped one a sweep holds (its settings as JSON).
-fn to_untyped<S: serde::Serialize>(
-    result: tame_bench::BenchResult<S>,
-) -> anyhow::Result<tame_bench::BenchResult> {
-    Ok(serde_json::from_value(serde_json::to_value(&result)?)?)
 }
 
 fn run_fwq(ctx: &Context, a: FwqArgs) -> anyhow::Result<i32> {

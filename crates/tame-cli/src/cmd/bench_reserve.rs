@@ -72,7 +72,8 @@ fn backends(text: &str) -> anyhow::Result<Vec<Backend>> {
 
 pub fn run(ctx: &Context, a: ReserveBenchArgs) -> anyhow::Result<i32> {
     let backends = backends(&a.backends)?;
-    let online = RunEnvironment::capture(&ctx.root).online_cpus;
+    let environment = RunEnvironment::capture(&ctx.root);
+    let online = environment.online_cpus.clone();
     let cpu = match a.cpu {
         Some(c) if !online.contains(c) => {
             return Err(bad_input(format!(
@@ -111,7 +112,6 @@ pub fn run(ctx: &Context, a: ReserveBenchArgs) -> anyhow::Result<i32> {
         signal_hook::flag::register(signal, o.stop.clone())
             .context("cannot install the Ctrl-C handler")?;
     }
-    let environment = RunEnvironment::capture(&ctx.root);
     let started_unix_ns = unix_now_ns();
     let t0 = monotonic_ns();
     let report = bench::run(&o, |line| eprintln!("{line}"))?;
