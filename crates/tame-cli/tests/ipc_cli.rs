@@ -91,7 +91,7 @@ fn ls_and_rm_on_a_fixture_tree() {
     let live = &segments[1];
     assert_eq!(live["layout"]["kind"], "ring");
     assert_eq!(live["layout"]["capacity"], 64);
-    assert_eq!(live["layout"]["version"], "1.1");
+    assert_eq!(live["layout"]["version"], "2.0");
     assert_eq!(live["creator"]["liveness"], "alive");
     assert_eq!(live["peers"][0]["role"], "producer");
     assert_eq!(live["stale"], false);

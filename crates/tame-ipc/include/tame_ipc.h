@@ -9,9 +9,9 @@
 #include <stdint.h>
 
 // Layout version this library writes; segments with the same major are compatible.
-#define TAME_IPC_LAYOUT_MAJOR 1
+#define TAME_IPC_LAYOUT_MAJOR 2
 
-#define TAME_IPC_LAYOUT_MINOR 1
+#define TAME_IPC_LAYOUT_MINOR 0
 
 // Longest segment name, in bytes, without the `tame.` prefix.
 #define TAME_IPC_MAX_NAME_LEN 200
@@ -27,6 +27,9 @@
 #define TAME_IPC_PEER_DEAD 2
 
 #define TAME_IPC_PEER_UNKNOWN 3
+
+// The cache line the ring's slot layout is planned for (x86-64 and most aarch64).
+#define CACHE_LINE 64
 
 // How many named mappings a process can hold at once.
 #define MAX_REGIONS 1024
@@ -230,6 +233,25 @@ tame_ipc_result tame_ipc_producer_push_many(struct tame_ipc_producer *producer,
                                             size_t count,
                                             size_t *pushed);
 
+// Reserves the next free slot to build one element in place: `*slot` receives its
+// address (aligned to the ring's element alignment, valid for the element size) and
+// the consumer sees nothing until `tame_ipc_producer_commit`. TAME_IPC_OK,
+// TAME_IPC_FULL (`*slot` untouched) or TAME_IPC_ERR_CORRUPTED. Reserving again
+// before committing returns the same slot. Wait-free, no system call.
+//
+// # Safety
+// `producer` is NULL or a live producer handle that no other thread uses during the
+// call; `slot` is NULL or valid for writing a `void *`.
+tame_ipc_result tame_ipc_producer_reserve(struct tame_ipc_producer *producer, void **slot);
+
+// Publishes the slot `tame_ipc_producer_reserve` returned. TAME_IPC_OK, or
+// TAME_IPC_ERR_INVALID_ARGUMENT when no slot is reserved. Wait-free, no system call.
+//
+// # Safety
+// `producer` is NULL or a live producer handle that no other thread uses during the
+// call.
+tame_ipc_result tame_ipc_producer_commit(struct tame_ipc_producer *producer);
+
 // The consumer's state (TAME_IPC_PEER_*), checked on demand; `pid` (may be NULL)
 // receives its pid.
 //
@@ -270,6 +292,25 @@ tame_ipc_result tame_ipc_consumer_pop_many(struct tame_ipc_consumer *consumer,
                                            void *elems,
                                            size_t count,
                                            size_t *popped);
+
+// Looks at the oldest element in place: `*slot` receives its address (valid for
+// reading the element size) until `tame_ipc_consumer_release`, which frees it for the
+// producer. TAME_IPC_OK, TAME_IPC_EMPTY (`*slot` untouched) or
+// TAME_IPC_ERR_CORRUPTED. Peeking again before releasing returns the same element.
+// Wait-free, no system call.
+//
+// # Safety
+// `consumer` is NULL or a live consumer handle that no other thread uses during the
+// call; `slot` is NULL or valid for writing a `const void *`.
+tame_ipc_result tame_ipc_consumer_peek(struct tame_ipc_consumer *consumer, const void **slot);
+
+// Frees the element `tame_ipc_consumer_peek` returned. TAME_IPC_OK, or
+// TAME_IPC_ERR_INVALID_ARGUMENT when none is held. Wait-free, no system call.
+//
+// # Safety
+// `consumer` is NULL or a live consumer handle that no other thread uses during the
+// call.
+tame_ipc_result tame_ipc_consumer_release(struct tame_ipc_consumer *consumer);
 
 // The producer's state (TAME_IPC_PEER_*), checked on demand.
 //

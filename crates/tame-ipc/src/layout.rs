@@ -13,10 +13,12 @@ use bytemuck::{Pod, Zeroable};
 /// "TAMEIPC" followed by a zero byte, little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"TAMEIPC\0");
 /// Segments with the same major version are compatible; see the crate README.
-pub const LAYOUT_MAJOR: u16 = 1;
+/// 2.0 changed the ring protocol: each ring slot carries its own sequence word, so a
+/// message moves the slot's cache line only (1.x published a tail index per message).
+pub const LAYOUT_MAJOR: u16 = 2;
 /// Minor versions only add meaning to fields that were reserved (zero) before.
-/// 1.1 records the pid namespace of the creator and of each role holder.
-pub const LAYOUT_MINOR: u16 = 1;
+/// (1.1 recorded the pid namespace of the creator and of each role holder; 2.0 keeps it.)
+pub const LAYOUT_MINOR: u16 = 0;
 /// Size of the v1 header, which is also where the kind-specific control block begins.
 pub const HEADER_SIZE: u64 = 128;
 /// Control words are kept on separate 128-byte blocks: two cache lines, so the
@@ -24,6 +26,8 @@ pub const HEADER_SIZE: u64 = 128;
 pub const CONTROL_BLOCK: u64 = 128;
 /// Segment sizes are rounded up to this.
 pub const PAGE: u64 = 4096;
+/// The cache line the ring's slot layout is planned for (x86-64 and most aarch64).
+pub const CACHE_LINE: u64 = 64;
 
 /// Largest element, in bytes.
 pub const MAX_ELEM_SIZE: u32 = 1 << 20;
@@ -235,7 +239,8 @@ fn align_u32<T>() -> u32 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     pub spec: ChannelSpec,
-    /// Distance between ring slots (element size rounded up to its alignment).
+    /// Distance between ring slots (see [`ring_slot_stride`]) or the register's value
+    /// size rounded up to whole words.
     pub stride: u64,
     pub control_offset: u64,
     pub data_offset: u64,
@@ -264,6 +269,26 @@ pub enum HeaderError {
 fn round_up(value: u64, align: u64) -> Option<u64> {
     debug_assert!(align.is_power_of_two());
     value.checked_add(align - 1).map(|v| v & !(align - 1))
+}
+
+/// Where a ring slot's sequence word lies: right after the element, on a whole word.
+pub fn ring_seq_offset(elem_size: u32) -> u64 {
+    (u64::from(elem_size) + 7) & !7
+}
+
+/// The distance between ring slots. A slot is the element, then its 8-byte sequence
+/// word. A slot that fits in a cache line gets the next power of two, so it never
+/// straddles two lines (a message then moves exactly one line); a larger one is rounded
+/// up to whole lines, so no two slots share a line. Then up to the element alignment.
+/// `None` on overflow (sizes are validated before this matters).
+pub fn ring_slot_stride(elem_size: u32, elem_align: u32) -> Option<u64> {
+    let slot = ring_seq_offset(elem_size) + 8;
+    let lines = if slot <= CACHE_LINE {
+        slot.next_power_of_two()
+    } else {
+        round_up(slot, CACHE_LINE)?
+    };
+    round_up(lines, u64::from(elem_align))
 }
 
 impl Layout {
@@ -330,7 +355,7 @@ impl Layout {
 
         let align = u64::from(spec.elem_align);
         let stride = match spec.kind {
-            Kind::Ring => round_up(u64::from(spec.elem_size), align).unwrap_or(u64::MAX),
+            Kind::Ring => ring_slot_stride(spec.elem_size, spec.elem_align).unwrap_or(u64::MAX),
             // Register data is stored as 8-byte words (read and written atomically).
             Kind::Register => round_up(u64::from(spec.elem_size), 8).unwrap_or(u64::MAX),
             Kind::Event => 0,
@@ -513,13 +538,45 @@ mod tests {
         let layout = Layout::compute(ChannelSpec::ring::<u64>(1024)).unwrap();
         assert_eq!(layout.control_offset, 128);
         assert_eq!(layout.data_offset, 128 + 256);
-        assert_eq!(layout.stride, 8);
-        assert_eq!(layout.data_size, 8192);
-        assert_eq!(layout.segment_size, 12288);
-        let wide = Layout::compute(ChannelSpec::raw(Kind::Ring, 3, 4, 4)).unwrap();
-        assert_eq!(wide.stride, 4);
+        // 8 B element + 8 B sequence word.
+        assert_eq!(layout.stride, 16);
+        assert_eq!(layout.data_size, 16384);
+        assert_eq!(layout.segment_size, 20480);
+        let odd = Layout::compute(ChannelSpec::raw(Kind::Ring, 3, 4, 4)).unwrap();
+        assert_eq!(odd.stride, 16);
         let page_aligned = Layout::compute(ChannelSpec::raw(Kind::Ring, 4096, 4096, 2)).unwrap();
+        assert_eq!(page_aligned.stride, 8192);
         assert_eq!(page_aligned.data_offset % 4096, 0);
+    }
+
+    #[test]
+    fn ring_slots_keep_to_cache_lines() {
+        // (element size, alignment) → (sequence word offset, stride)
+        for (size, align, seq, stride) in [
+            (1, 1, 8, 16),
+            (8, 8, 8, 16),
+            (24, 8, 24, 32),
+            (40, 8, 40, 64),
+            (56, 8, 56, 64),
+            (64, 8, 64, 128),
+            (256, 8, 256, 320),
+            (1024, 8, 1024, 1088),
+            (8, 64, 8, 64),
+            (100, 128, 104, 128),
+        ] {
+            assert_eq!(ring_seq_offset(size), seq, "{size} B");
+            assert_eq!(
+                ring_slot_stride(size, align),
+                Some(stride),
+                "{size} B align {align}"
+            );
+            // A slot within one line never straddles two; a larger one starts a line.
+            if stride <= CACHE_LINE {
+                assert_eq!(CACHE_LINE % stride, 0);
+            } else {
+                assert_eq!(stride % CACHE_LINE, 0);
+            }
+        }
     }
 
     #[test]
@@ -582,12 +639,12 @@ mod tests {
         assert!(matches!(
             refuse(
                 RawHeader {
-                    layout_major: 2,
+                    layout_major: 1,
                     ..header
                 },
                 size
             ),
-            HeaderError::IncompatibleVersion { found_major: 2, .. }
+            HeaderError::IncompatibleVersion { found_major: 1, .. }
         ));
         assert!(matches!(
             refuse(header, size - 1),

@@ -33,7 +33,8 @@ pub use layout::{ChannelSpec, Kind, Layout, LAYOUT_MAJOR, LAYOUT_MINOR};
 pub use liveness::{Liveness, ProcFs};
 pub use register::{RawReader, RawWriter, ReadError, Reader, Register, Sample, Writer};
 pub use ring::{
-    Consumer, Corrupted, PopError, Producer, PushError, RawConsumer, RawProducer, Ring,
+    Consumer, Corrupted, OutOfBounds, PopError, Producer, PushError, RawConsumer, RawProducer,
+    Ring, SlotReader, SlotWriter,
 };
 pub use segment::{
     unlink, Access, Expect, PeerState, Segment, SegmentName, DEFAULT_MODE, SHM_DIR, SHM_PREFIX,

@@ -1,15 +1,24 @@
 //! Single-producer single-consumer ring of fixed-size slots.
 //!
-//! Head (consumer) and tail (producer) are free-running 64-bit counters on separate
-//! 128-byte blocks; slot = counter & mask. Each side keeps its own counter privately
-//! (the shared copy is only published) and caches the other side's, so the common
-//! case touches one foreign cache line per batch. Push and pop are wait-free: a
-//! bounded number of instructions, no system calls, no locks.
+//! Each slot is the element followed by its own 8-byte sequence word (layout 2.0). The
+//! producer writes the element, then stores `index + 1` into the slot's sequence word
+//! (release); the consumer polls the sequence word of the slot at its head (acquire)
+//! and reads the element when it says "written for this index". So a message moves the
+//! slot's cache line(s) and nothing else: no index line travels per message (slots of
+//! up to 56 B fit one line; see [`crate::layout::ring_slot_stride`]).
 //!
-//! Robustness: the only foreign value a side reads is the other's counter. If it is
-//! inconsistent (more than `capacity` apart from ours, or behind) the operation
-//! returns `Corrupted` instead of trusting it; slot addresses are always masked by
-//! the private copy of the capacity, so nothing is read or written out of bounds.
+//! The indices are free-running 64-bit counters, each side's kept privately; the
+//! consumer publishes its head (on its own 128-byte block) after every pop, which the
+//! producer reads only when its cached copy says the ring is full — once per lap when
+//! the consumer keeps up. The producer publishes its tail too, for `len`, inspection and
+//! a producer that takes the role over; the consumer never waits on it. Push and pop are
+//! wait-free: a bounded number of instructions, no system calls, no locks.
+//!
+//! Robustness: a sequence word is either "written for this index" (`index + 1`), "free"
+//! (what the previous lap wrote, `index + 1 − capacity`, or 0 on the first lap) or
+//! impossible, and then the operation returns `Corrupted`; so is a published head more
+//! than `capacity` away from the tail. Slot addresses are always masked by the private
+//! copy of the capacity, so nothing is read or written out of bounds.
 
 use std::marker::PhantomData;
 use std::os::fd::OwnedFd;
@@ -18,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
-use crate::layout::{ChannelSpec, Kind, CONTROL_BLOCK};
+use crate::layout::{ring_seq_offset, ChannelSpec, Kind, CACHE_LINE, CONTROL_BLOCK};
 use crate::segment::{Expect, PeerState, RoleClaim, Segment, SegmentName, DEFAULT_MODE};
 use crate::slots;
 
@@ -128,13 +137,14 @@ impl Ring {
     pub fn raw_producer(&self) -> Result<RawProducer> {
         let claim = self.segment.claim(PRODUCER_SLOT, "producer")?;
         let core = Core::new(&self.segment)?;
-        let tail = core.tail_cell().load(Ordering::Acquire);
         let head = core.head_cell().load(Ordering::Acquire);
+        let tail = core.recover_tail(core.tail_cell().load(Ordering::Acquire), head);
         core.check_distance(head, tail)?;
         Ok(RawProducer {
             core,
             tail,
             cached_head: head,
+            reserved: false,
             _claim: claim,
         })
     }
@@ -144,12 +154,16 @@ impl Ring {
         let claim = self.segment.claim(CONSUMER_SLOT, "consumer")?;
         let core = Core::new(&self.segment)?;
         let head = core.head_cell().load(Ordering::Acquire);
-        let tail = core.tail_cell().load(Ordering::Acquire);
-        core.check_distance(head, tail)?;
+        if core.slot_state(head) == SlotState::Corrupted {
+            return Err(Error::Corrupted {
+                what: self.segment.describe().to_string(),
+                detail: format!("the slot at head {head} holds an impossible sequence word"),
+            });
+        }
         Ok(RawConsumer {
             core,
             head,
-            cached_tail: tail,
+            peeked: false,
             _claim: claim,
         })
     }
@@ -186,6 +200,21 @@ pub(crate) fn check_type<T>(spec: ChannelSpec) -> Result<()> {
     Ok(())
 }
 
+/// How many of a waited-for element's cache lines an empty pop touches (bounds the
+/// work of a pop on large elements; 1 KiB).
+const TOUCHED_LINES: usize = 16;
+
+/// What the consumer finds in the slot for an index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotState {
+    /// Written for this index: readable.
+    Ready,
+    /// Not written yet (it still holds the previous lap's sequence word).
+    Empty,
+    /// Neither: the producer (or someone else) wrote an impossible sequence word.
+    Corrupted,
+}
+
 /// Private copies of everything the hot path needs, taken from the validated layout.
 #[derive(Debug)]
 struct Core {
@@ -197,6 +226,8 @@ struct Core {
     mask: u64,
     stride: usize,
     elem_size: usize,
+    /// Offset of the sequence word in a slot (8-aligned, after the element).
+    seq_offset: usize,
 }
 
 // SAFETY: the raw pointers point into the segment mapping, which `segment` (an
@@ -208,10 +239,17 @@ impl Core {
     fn new(segment: &Segment) -> Result<Core> {
         let layout = *segment.layout();
         let map_len = segment.map.len() as u64;
-        // Validated on open; re-checked here because the hot path relies on it.
+        let seq_offset = ring_seq_offset(layout.spec.elem_size);
+        // Validated on open; re-checked here because the hot path relies on it: every
+        // slot (element and sequence word) lies inside the data, and the data inside
+        // the mapping.
         let data_end = layout.data_offset.checked_add(layout.data_size);
         if data_end.is_none_or(|end| end > map_len)
             || layout.control_offset + 2 * CONTROL_BLOCK > map_len
+            || seq_offset + 8 > layout.stride
+            || !layout.stride.is_multiple_of(8)
+            || !layout.data_offset.is_multiple_of(8)
+            || layout.stride.checked_mul(layout.spec.capacity) != Some(layout.data_size)
         {
             return Err(Error::Corrupted {
                 what: segment.describe().to_string(),
@@ -230,6 +268,7 @@ impl Core {
             mask: layout.spec.capacity - 1,
             stride: layout.stride as usize,
             elem_size: layout.spec.elem_size as usize,
+            seq_offset: seq_offset as usize,
         })
     }
 
@@ -260,22 +299,90 @@ impl Core {
         Ok(())
     }
 
-    /// The slot for `index` as a `T`. Only for the typed ends, whose `T` has exactly
-    /// the element size and alignment, so the stride is `size_of::<T>()`.
+    /// Address of the element in the slot for counter value `index`; in bounds for
+    /// any index.
     #[inline(always)]
-    fn typed_slot<T>(&self, index: u64) -> *mut T {
-        debug_assert_eq!(self.stride, std::mem::size_of::<T>());
-        // SAFETY: (index & mask) < capacity, and with stride == size_of::<T>() slot k
-        // of T starts at data + k × stride, inside data_size (checked in `new`).
-        unsafe { (self.data as *mut T).add((index & self.mask) as usize) }
-    }
-
-    /// Address of the slot for counter value `index`; in bounds for any index.
-    #[inline]
     fn slot(&self, index: u64) -> *mut u8 {
-        // SAFETY: (index & mask) < capacity and capacity * stride = data_size, which
+        // SAFETY: (index & mask) < capacity and capacity × stride = data_size, which
         // lies inside the mapping (checked in `new`).
         unsafe { self.data.add((index & self.mask) as usize * self.stride) }
+    }
+
+    /// The slot for `index` as a `T`. Only for the typed ends, whose `T` has exactly
+    /// the element size and alignment (the slot is aligned to both).
+    #[inline(always)]
+    fn typed_slot<T>(&self, index: u64) -> *mut T {
+        debug_assert_eq!(self.elem_size, std::mem::size_of::<T>());
+        self.slot(index).cast()
+    }
+
+    /// The sequence word of the slot for `index`.
+    #[inline(always)]
+    fn seq_cell(&self, index: u64) -> &AtomicU64 {
+        // SAFETY: seq_offset + 8 ≤ stride and the slot is in bounds (checked in `new`);
+        // slot starts and seq_offset are multiples of 8, so the word is aligned; the
+        // mapping outlives `&self` and is only accessed atomically.
+        unsafe { AtomicU64::from_ptr(self.slot(index).add(self.seq_offset).cast()) }
+    }
+
+    /// Reads one word of each of the element's cache lines (up to [`TOUCHED_LINES`]) for
+    /// `index` and drops them: while a consumer waits on a slot whose element lies on
+    /// other lines than its sequence word, this keeps fetching them, so they travel
+    /// while the producer is still to write the sequence word, not one after the other
+    /// after it (measured: a 64-byte message at 1.2–1.3 × the one-line floor instead of
+    /// 1.5 ×, 1 KiB in about two thirds of the time; docs/benchmarks.md).
+    #[inline(always)]
+    fn touch_element(&self, index: u64) {
+        let slot = self.slot(index);
+        let end = self.seq_offset.min(TOUCHED_LINES * CACHE_LINE as usize);
+        let mut offset = 0;
+        while offset < end {
+            // SAFETY: offset < seq_offset, a multiple of 8 inside the element of an
+            // in-bounds, 8-aligned slot; shared memory accessed atomically.
+            let word = unsafe { AtomicU64::from_ptr(slot.add(offset).cast()) };
+            std::hint::black_box(word.load(Ordering::Relaxed));
+            offset += CACHE_LINE as usize;
+        }
+    }
+
+    /// Publishes the element written into the slot for `index`.
+    #[inline(always)]
+    fn mark_written(&self, index: u64) {
+        self.seq_cell(index)
+            .store(index.wrapping_add(1), Ordering::Release);
+    }
+
+    /// Whether the slot for `index` was written for it (acquire: its element is then
+    /// visible), still free, or impossible.
+    #[inline(always)]
+    fn slot_state(&self, index: u64) -> SlotState {
+        let seq = self.seq_cell(index).load(Ordering::Acquire);
+        let written = index.wrapping_add(1);
+        if seq == written {
+            SlotState::Ready
+        } else if seq == written.wrapping_sub(self.capacity) || (seq == 0 && index < self.capacity)
+        {
+            SlotState::Empty
+        } else {
+            SlotState::Corrupted
+        }
+    }
+
+    /// The producer's true tail from its published one: a producer that died between
+    /// marking a slot written and publishing its tail left written slots beyond it.
+    /// Bounded by the capacity.
+    fn recover_tail(&self, published: u64, head: u64) -> u64 {
+        let mut tail = published;
+        for _ in 0..self.capacity {
+            // Full; a tail behind the head (the consumer read unpublished messages)
+            // is more than a lap "ahead" in wrapping terms and walks on.
+            if tail.wrapping_sub(head) == self.capacity || self.slot_state(tail) != SlotState::Ready
+            {
+                break;
+            }
+            tail = tail.wrapping_add(1);
+        }
+        tail
     }
 }
 
@@ -286,6 +393,8 @@ pub struct RawProducer {
     /// Our tail: the truth; the shared copy is only published.
     tail: u64,
     cached_head: u64,
+    /// A slot is reserved for writing in place (the C ABI's reserve/commit).
+    reserved: bool,
     _claim: RoleClaim,
 }
 
@@ -307,11 +416,25 @@ impl RawProducer {
         Ok(self.core.capacity - used)
     }
 
-    /// Publishes `n` elements written after the current tail.
+    /// Marks the slot at the tail written and moves the tail past it.
     #[inline(always)]
-    fn publish(&mut self, n: u64) {
-        self.tail = self.tail.wrapping_add(n);
+    fn commit_one(&mut self) {
+        // Whatever was reserved is this slot: a later commit must not publish the next.
+        self.reserved = false;
+        self.core.mark_written(self.tail);
+        self.tail = self.tail.wrapping_add(1);
+        // For len, inspection and takeover only; nobody waits on it.
         self.core.tail_cell().store(self.tail, Ordering::Release);
+    }
+
+    /// The element of the slot at the tail, if there is a free one.
+    #[inline]
+    fn next_slot(&mut self) -> std::result::Result<*mut u8, PushError> {
+        match self.free(1) {
+            Ok(0) => Err(PushError::Full),
+            Ok(_) => Ok(self.core.slot(self.tail)),
+            Err(Corrupted) => Err(PushError::Corrupted),
+        }
     }
 
     /// Copies one element from `src` (exactly the element size) into the ring.
@@ -332,21 +455,29 @@ impl RawProducer {
     /// ring's own slots.
     #[inline]
     pub unsafe fn push_ptr(&mut self, src: *const u8) -> std::result::Result<(), PushError> {
-        match self.free(1) {
-            Ok(0) => return Err(PushError::Full),
-            Ok(_) => {}
-            Err(Corrupted) => return Err(PushError::Corrupted),
-        }
+        let slot = self.next_slot()?;
         // SAFETY: the caller guarantees `src` is readable for elem_size bytes outside
-        // the slots; `slot` is in bounds for elem_size (≤ stride) bytes of the mapping,
-        // which is only accessed atomically (or by other processes).
-        unsafe { slots::store(src, self.core.slot(self.tail), self.core.elem_size) };
-        self.publish(1);
+        // the slots; `slot` is in bounds for elem_size bytes of the mapping, which is
+        // only accessed atomically (or by other processes).
+        unsafe { slots::store(src, slot, self.core.elem_size) };
+        self.commit_one();
         Ok(())
     }
 
+    /// Pushes as many whole elements of `src` (a multiple of the element size long) as
+    /// fit; returns how many.
+    pub fn push_many_bytes(&mut self, src: &[u8]) -> std::result::Result<usize, PushError> {
+        if !src.len().is_multiple_of(self.core.elem_size) {
+            return Err(PushError::WrongSize);
+        }
+        let count = src.len() / self.core.elem_size;
+        // SAFETY: `src` holds exactly `count` elements and is private memory.
+        unsafe { self.push_many_ptr(src.as_ptr(), count) }.map_err(|Corrupted| PushError::Corrupted)
+    }
+
     /// Pushes up to `count` elements laid out back to back (element size apart) at
-    /// `src`; publishes them with one store. Returns how many were pushed.
+    /// `src`. Each is visible to the consumer as soon as it is written. Returns how
+    /// many were pushed.
     ///
     /// # Safety
     /// `src` must be valid for reading `count` × element size bytes and must not
@@ -358,21 +489,55 @@ impl RawProducer {
     ) -> std::result::Result<usize, Corrupted> {
         let n = (self.free(count as u64)? as usize).min(count);
         for i in 0..n {
+            let index = self.tail.wrapping_add(i as u64);
             // SAFETY: i < n ≤ count, so `src + i × elem_size` starts an element the
             // caller guarantees readable; `slot` is in bounds for elem_size bytes of
             // the mapping, which is only accessed atomically (or by other processes).
             unsafe {
                 slots::store(
                     src.add(i * self.core.elem_size),
-                    self.core.slot(self.tail.wrapping_add(i as u64)),
+                    self.core.slot(index),
                     self.core.elem_size,
                 )
             };
+            self.core.mark_written(index);
         }
         if n > 0 {
-            self.publish(n as u64);
+            self.reserved = false;
+            self.tail = self.tail.wrapping_add(n as u64);
+            self.core.tail_cell().store(self.tail, Ordering::Release);
         }
         Ok(n)
+    }
+
+    /// Reserves the next slot to build a message in place (no copy); publish it with
+    /// [`SlotWriter::commit`]. Dropping the writer uncommitted publishes nothing.
+    #[inline]
+    pub fn reserve(&mut self) -> std::result::Result<SlotWriter<'_>, PushError> {
+        let slot = self.next_slot()?;
+        Ok(SlotWriter {
+            slot,
+            producer: self,
+        })
+    }
+
+    /// The C ABI's reserve: the element of the next free slot; the reservation lasts
+    /// until [`RawProducer::commit_reserved`] (or another reserve, which returns the
+    /// same slot).
+    pub(crate) fn reserve_raw(&mut self) -> std::result::Result<*mut u8, PushError> {
+        let slot = self.next_slot()?;
+        self.reserved = true;
+        Ok(slot)
+    }
+
+    /// Publishes the slot [`RawProducer::reserve_raw`] returned; false when nothing
+    /// is reserved.
+    pub(crate) fn commit_reserved(&mut self) -> bool {
+        if !std::mem::take(&mut self.reserved) {
+            return false;
+        }
+        self.commit_one();
+        true
     }
 
     /// Free slots as of now (refreshes the consumer's index).
@@ -394,36 +559,121 @@ impl RawProducer {
     }
 }
 
+/// A written field would not fit in the element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutOfBounds;
+
+/// A ring slot reserved for building one message in place ([`RawProducer::reserve`],
+/// [`Producer::reserve`]). The consumer sees nothing of it until [`SlotWriter::commit`].
+///
+/// The slot lies in shared memory that a hostile consumer could write too, so the safe
+/// writes are atomic word copies ([`SlotWriter::write_bytes`], [`SlotWriter::write`]);
+/// [`SlotWriter::as_mut_ptr`] is for code that builds the message with plain stores
+/// (C, or `unsafe` Rust that accepts that risk).
+#[derive(Debug)]
+pub struct SlotWriter<'a> {
+    producer: &'a mut RawProducer,
+    slot: *mut u8,
+}
+
+impl SlotWriter<'_> {
+    /// The element's size in bytes.
+    pub fn len(&self) -> usize {
+        self.producer.core.elem_size
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Start of the element (aligned to the ring's element alignment and to 8 bytes),
+    /// valid for writing [`SlotWriter::len`] bytes until commit or drop.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.slot
+    }
+
+    /// Copies `bytes` into the element at byte `offset`.
+    pub fn write_bytes(
+        &mut self,
+        offset: usize,
+        bytes: &[u8],
+    ) -> std::result::Result<(), OutOfBounds> {
+        if offset
+            .checked_add(bytes.len())
+            .is_none_or(|end| end > self.len())
+        {
+            return Err(OutOfBounds);
+        }
+        // SAFETY: offset + len ≤ elem_size: inside the reserved slot's element, shared
+        // memory accessed only atomically; `bytes` is a private slice.
+        unsafe { slots::store(bytes.as_ptr(), self.slot.add(offset), bytes.len()) };
+        Ok(())
+    }
+
+    /// Writes `value` into the element at byte `offset`.
+    pub fn write<U: Pod>(
+        &mut self,
+        offset: usize,
+        value: &U,
+    ) -> std::result::Result<(), OutOfBounds> {
+        self.write_bytes(offset, bytemuck::bytes_of(value))
+    }
+
+    /// Publishes the message.
+    pub fn commit(self) {
+        self.producer.commit_one();
+    }
+}
+
 /// The consumer end, element type erased.
 #[derive(Debug)]
 pub struct RawConsumer {
     core: Core,
     head: u64,
-    cached_tail: u64,
+    /// The slot at the head is being read in place (the C ABI's peek/release).
+    peeked: bool,
     _claim: RoleClaim,
 }
 
 impl RawConsumer {
-    #[inline]
-    fn available(&mut self, wanted: u64) -> std::result::Result<u64, Corrupted> {
-        let available = self.cached_tail.wrapping_sub(self.head);
-        if available >= wanted {
-            return Ok(available);
-        }
-        let tail = self.core.tail_cell().load(Ordering::Acquire);
-        let available = tail.wrapping_sub(self.head);
-        if available > self.core.capacity {
-            return Err(Corrupted);
-        }
-        self.cached_tail = tail;
-        Ok(available)
-    }
-
     /// Frees `n` elements read from the current head.
     #[inline(always)]
     fn release(&mut self, n: u64) {
+        // A held peek was of the first of these: a later release must not free another.
+        self.peeked = false;
         self.head = self.head.wrapping_add(n);
         self.core.head_cell().store(self.head, Ordering::Release);
+    }
+
+    /// The element of the slot at the head, if one was written.
+    #[inline(always)]
+    fn next_slot(&self) -> std::result::Result<*mut u8, PopError> {
+        match self.core.slot_state(self.head) {
+            SlotState::Ready => Ok(self.core.slot(self.head)),
+            SlotState::Empty => {
+                if self.core.stride > CACHE_LINE as usize {
+                    self.core.touch_element(self.head);
+                }
+                Err(PopError::Empty)
+            }
+            SlotState::Corrupted => Err(PopError::Corrupted),
+        }
+    }
+
+    /// How many of the next `wanted` slots were written, up to the first that was not;
+    /// an impossible sequence word in the first one is an error.
+    #[inline]
+    fn ready(&self, wanted: usize) -> std::result::Result<usize, Corrupted> {
+        for i in 0..wanted {
+            match self.core.slot_state(self.head.wrapping_add(i as u64)) {
+                SlotState::Ready => {}
+                SlotState::Empty => return Ok(i),
+                SlotState::Corrupted if i == 0 => return Err(Corrupted),
+                // Reported by the next call, which starts there.
+                SlotState::Corrupted => return Ok(i),
+            }
+        }
+        Ok(wanted)
     }
 
     /// Copies the oldest element into `dst` (exactly the element size).
@@ -444,18 +694,26 @@ impl RawConsumer {
     /// ring's own slots.
     #[inline]
     pub unsafe fn pop_ptr(&mut self, dst: *mut u8) -> std::result::Result<(), PopError> {
-        match self.available(1) {
-            Ok(0) => return Err(PopError::Empty),
-            Ok(_) => {}
-            Err(Corrupted) => return Err(PopError::Corrupted),
-        }
+        let slot = self.next_slot()?;
         // SAFETY: the caller guarantees `dst` is writable for elem_size bytes outside
         // the slots; the slot at our head is in bounds for elem_size bytes of the
         // mapping, which is only accessed atomically (a producer racing with us makes
         // the value wrong, not the read undefined).
-        unsafe { slots::load(self.core.slot(self.head), dst, self.core.elem_size) };
+        unsafe { slots::load(slot, dst, self.core.elem_size) };
         self.release(1);
         Ok(())
+    }
+
+    /// Pops as many whole elements as are waiting into `dst` (a multiple of the
+    /// element size long); returns how many.
+    pub fn pop_many_bytes(&mut self, dst: &mut [u8]) -> std::result::Result<usize, PopError> {
+        if !dst.len().is_multiple_of(self.core.elem_size) {
+            return Err(PopError::WrongSize);
+        }
+        let count = dst.len() / self.core.elem_size;
+        // SAFETY: `dst` holds exactly `count` elements and is private memory.
+        unsafe { self.pop_many_ptr(dst.as_mut_ptr(), count) }
+            .map_err(|Corrupted| PopError::Corrupted)
     }
 
     /// Pops up to `count` elements into `dst` back to back; frees them with one store.
@@ -468,7 +726,7 @@ impl RawConsumer {
         dst: *mut u8,
         count: usize,
     ) -> std::result::Result<usize, Corrupted> {
-        let n = (self.available(count as u64)? as usize).min(count);
+        let n = self.ready(count)?;
         for i in 0..n {
             // SAFETY: i < n ≤ count, so `dst + i × elem_size` starts an element the
             // caller guarantees writable; `slot` is in bounds for elem_size bytes of
@@ -487,13 +745,62 @@ impl RawConsumer {
         Ok(n)
     }
 
-    /// Elements waiting now (refreshes the producer's index).
+    /// Looks at the oldest element in place (no copy); [`SlotReader::release`] frees
+    /// it, dropping the reader leaves it for the next pop or peek.
+    #[inline]
+    pub fn peek(&mut self) -> std::result::Result<SlotReader<'_>, PopError> {
+        let slot = self.next_slot()?;
+        Ok(SlotReader {
+            slot,
+            consumer: self,
+        })
+    }
+
+    /// The C ABI's peek: the element of the oldest slot, held until
+    /// [`RawConsumer::release_peeked`].
+    pub(crate) fn peek_raw(&mut self) -> std::result::Result<*const u8, PopError> {
+        let slot = self.next_slot()?;
+        self.peeked = true;
+        Ok(slot)
+    }
+
+    /// Frees the slot [`RawConsumer::peek_raw`] returned; false when none is held.
+    pub(crate) fn release_peeked(&mut self) -> bool {
+        if !std::mem::take(&mut self.peeked) {
+            return false;
+        }
+        self.release(1);
+        true
+    }
+
+    /// Elements waiting now: the producer's published tail, plus any it wrote but has
+    /// not published yet.
     pub fn len(&mut self) -> std::result::Result<u64, Corrupted> {
-        self.available(self.core.capacity + 1)
+        let tail = self.core.tail_cell().load(Ordering::Acquire);
+        let published = tail.wrapping_sub(self.head);
+        if published > self.core.capacity {
+            // Behind our head by less than a lap: the producer wrote slots we read
+            // before it published them; otherwise the index is impossible.
+            if self.head.wrapping_sub(tail) > self.core.capacity {
+                return Err(Corrupted);
+            }
+            return Ok(self.ready(self.core.capacity as usize)? as u64);
+        }
+        let mut waiting = published;
+        while waiting < self.core.capacity
+            && self.core.slot_state(self.head.wrapping_add(waiting)) == SlotState::Ready
+        {
+            waiting += 1;
+        }
+        Ok(waiting)
     }
 
     pub fn is_empty(&mut self) -> std::result::Result<bool, Corrupted> {
-        self.len().map(|n| n == 0)
+        match self.core.slot_state(self.head) {
+            SlotState::Ready => Ok(false),
+            SlotState::Empty => Ok(true),
+            SlotState::Corrupted => Err(Corrupted),
+        }
     }
 
     pub fn capacity(&self) -> u64 {
@@ -507,6 +814,65 @@ impl RawConsumer {
     /// The producer's liveness, checked on demand (reads /proc; never waits).
     pub fn producer_state(&self) -> PeerState {
         self.core.segment.peer_state(PRODUCER_SLOT)
+    }
+}
+
+/// The oldest message, read in place ([`RawConsumer::peek`], [`Consumer::peek`]); the
+/// producer cannot reuse its slot until [`SlotReader::release`].
+///
+/// A hostile producer may write the slot while it is read, so the safe reads are
+/// atomic word copies ([`SlotReader::read_bytes`], [`SlotReader::read`]);
+/// [`SlotReader::as_ptr`] is for code that reads with plain loads.
+#[derive(Debug)]
+pub struct SlotReader<'a> {
+    consumer: &'a mut RawConsumer,
+    slot: *const u8,
+}
+
+impl SlotReader<'_> {
+    /// The element's size in bytes.
+    pub fn len(&self) -> usize {
+        self.consumer.core.elem_size
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Start of the element, valid for reading [`SlotReader::len`] bytes until
+    /// release or drop.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.slot
+    }
+
+    /// Copies bytes of the element from byte `offset` into `dst`.
+    pub fn read_bytes(
+        &self,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> std::result::Result<(), OutOfBounds> {
+        if offset
+            .checked_add(dst.len())
+            .is_none_or(|end| end > self.len())
+        {
+            return Err(OutOfBounds);
+        }
+        // SAFETY: offset + len ≤ elem_size: inside the held slot's element, shared
+        // memory accessed only atomically; `dst` is a private slice.
+        unsafe { slots::load(self.slot.add(offset), dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    /// Reads a `U` from the element at byte `offset`.
+    pub fn read<U: Pod>(&self, offset: usize) -> std::result::Result<U, OutOfBounds> {
+        let mut value = U::zeroed();
+        self.read_bytes(offset, bytemuck::bytes_of_mut(&mut value))?;
+        Ok(value)
+    }
+
+    /// Frees the slot for the producer.
+    pub fn release(self) {
+        self.consumer.release(1);
     }
 }
 
@@ -530,34 +896,35 @@ impl<T: Pod> Producer<T> {
         // SAFETY: the slot is in bounds and T matches the element, so it is a typed
         // slot of T; the mapping is only accessed atomically.
         unsafe { slots::store_value(self.raw.core.typed_slot::<T>(self.raw.tail), &value) };
-        self.raw.publish(1);
+        self.raw.commit_one();
         Ok(())
     }
 
-    /// Pushes as many of `values` as fit; returns how many.
+    /// Pushes as many of `values` as fit; returns how many. Each is visible to the
+    /// consumer as soon as it is written.
     #[inline]
     pub fn push_slice(&mut self, values: &[T]) -> std::result::Result<usize, Corrupted> {
         let n = (self.raw.free(values.len() as u64)? as usize).min(values.len());
-        let start = (self.raw.tail & self.raw.core.mask) as usize;
-        // At most two contiguous runs: up to the end of the slots, then from slot 0.
-        let first = n.min(self.raw.core.capacity as usize - start);
-        // Element by element (each copy has a size known at compile time), in the
-        // two runs: from `start` to the end of the slots, then from slot 0.
-        let base = self.raw.core.typed_slot::<T>(0);
-        let (run1, run2) = values[..n].split_at(first);
-        for (i, value) in run1.iter().enumerate() {
-            // SAFETY: start + i < start + first ≤ capacity: a typed slot of T in
-            // bounds; the mapping is only accessed atomically.
-            unsafe { slots::store_value(base.add(start + i), value) };
-        }
-        for (i, value) in run2.iter().enumerate() {
-            // SAFETY: i < n - first ≤ start < capacity, as above.
-            unsafe { slots::store_value(base.add(i), value) };
+        let core = &self.raw.core;
+        for (i, value) in values[..n].iter().enumerate() {
+            let index = self.raw.tail.wrapping_add(i as u64);
+            // SAFETY: a typed slot of T in bounds (masked index); the mapping is only
+            // accessed atomically.
+            unsafe { slots::store_value(core.typed_slot::<T>(index), value) };
+            core.mark_written(index);
         }
         if n > 0 {
-            self.raw.publish(n as u64);
+            self.raw.reserved = false;
+            self.raw.tail = self.raw.tail.wrapping_add(n as u64);
+            core.tail_cell().store(self.raw.tail, Ordering::Release);
         }
         Ok(n)
+    }
+
+    /// Reserves the next slot to build a message in place (see [`SlotWriter`]).
+    #[inline]
+    pub fn reserve(&mut self) -> std::result::Result<SlotWriter<'_>, PushError> {
+        self.raw.reserve()
     }
 
     pub fn free_slots(&mut self) -> std::result::Result<u64, Corrupted> {
@@ -583,14 +950,10 @@ pub struct Consumer<T: Pod> {
 impl<T: Pod> Consumer<T> {
     #[inline]
     pub fn pop(&mut self) -> std::result::Result<T, PopError> {
-        match self.raw.available(1) {
-            Ok(0) => return Err(PopError::Empty),
-            Ok(_) => {}
-            Err(Corrupted) => return Err(PopError::Corrupted),
-        }
+        let slot = self.raw.next_slot()?;
         // SAFETY: the slot is in bounds and a typed slot of T; it is read atomically,
         // and any bit pattern is a valid T (Pod).
-        let value = unsafe { slots::load_value(self.raw.core.typed_slot::<T>(self.raw.head)) };
+        let value = unsafe { slots::load_value(slot.cast::<T>()) };
         self.raw.release(1);
         Ok(value)
     }
@@ -598,24 +961,25 @@ impl<T: Pod> Consumer<T> {
     /// Pops into `out` as many as are waiting (up to its length); returns how many.
     #[inline]
     pub fn pop_into(&mut self, out: &mut [T]) -> std::result::Result<usize, Corrupted> {
-        let n = (self.raw.available(out.len() as u64)? as usize).min(out.len());
-        let start = (self.raw.head & self.raw.core.mask) as usize;
-        let first = n.min(self.raw.core.capacity as usize - start);
-        let base = self.raw.core.typed_slot::<T>(0);
-        let (run1, run2) = out[..n].split_at_mut(first);
-        for (i, value) in run1.iter_mut().enumerate() {
-            // SAFETY: start + i < capacity (as in push_slice): a typed slot of T in
-            // bounds, read atomically; any bit pattern is a valid T (Pod).
-            *value = unsafe { slots::load_value(base.add(start + i)) };
-        }
-        for (i, value) in run2.iter_mut().enumerate() {
-            // SAFETY: i < start < capacity, as above.
-            *value = unsafe { slots::load_value(base.add(i)) };
+        let n = self.raw.ready(out.len())?;
+        let core = &self.raw.core;
+        for (i, value) in out[..n].iter_mut().enumerate() {
+            // SAFETY: a typed slot of T in bounds (masked index), read atomically; any
+            // bit pattern is a valid T (Pod).
+            *value = unsafe {
+                slots::load_value(core.typed_slot::<T>(self.raw.head.wrapping_add(i as u64)))
+            };
         }
         if n > 0 {
             self.raw.release(n as u64);
         }
         Ok(n)
+    }
+
+    /// Looks at the oldest element in place (see [`SlotReader`]).
+    #[inline]
+    pub fn peek(&mut self) -> std::result::Result<SlotReader<'_>, PopError> {
+        self.raw.peek()
     }
 
     pub fn len(&mut self) -> std::result::Result<u64, Corrupted> {

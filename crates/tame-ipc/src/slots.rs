@@ -103,9 +103,10 @@ unsafe fn store_words(src: *const u8, dst: *mut u8, words: usize) {
     each_word(words, word);
 }
 
-/// Whether every slot of `T` is 8-aligned and a whole number of words: typed slots lie
-/// `size_of::<T>()` apart from a 128-aligned base, so this holds when the size is a
-/// multiple of 8. Known at compile time, so the word loops below have a fixed count.
+/// Whether every slot of `T` is 8-aligned and a whole number of words: ring slots lie a
+/// multiple of 8 bytes apart from a 128-aligned base (and the register's value starts on
+/// a word), so this holds when the size is a multiple of 8. Known at compile time, so
+/// the word loops below have a fixed count.
 const fn whole_words<T>() -> bool {
     std::mem::size_of::<T>().is_multiple_of(8)
 }
@@ -113,8 +114,8 @@ const fn whole_words<T>() -> bool {
 /// Reads one `T` from a typed slot.
 ///
 /// # Safety
-/// `slot` is a slot of a typed ring of `T` (so `size_of::<T>()` apart from a 128-aligned
-/// base) inside the mapping, as for [`load`].
+/// `slot` is the element of a typed ring slot of `T` (8-aligned) inside the mapping, as
+/// for [`load`].
 #[inline(always)]
 pub(crate) unsafe fn load_value<T: Pod>(slot: *const T) -> T {
     let mut value = T::zeroed();

@@ -62,6 +62,115 @@ fn batches_move_what_fits() {
 }
 
 #[test]
+fn messages_are_built_and_read_in_place() {
+    let ring = Ring::create_anonymous(ChannelSpec::ring::<[u64; 8]>(4)).unwrap();
+    let mut producer = ring.producer::<[u64; 8]>().unwrap();
+    let mut consumer = ring.consumer::<[u64; 8]>().unwrap();
+    {
+        let mut slot = producer.reserve().unwrap();
+        assert_eq!(slot.len(), 64);
+        assert_eq!(slot.as_mut_ptr() as usize % 8, 0);
+        slot.write(0, &[1u64; 8]).unwrap();
+        slot.write(8, &7u64).unwrap();
+        slot.write_bytes(60, &[9, 9, 9, 9]).unwrap();
+        assert_eq!(slot.write_bytes(61, &[0; 4]), Err(tame_ipc::OutOfBounds));
+        assert_eq!(slot.write(usize::MAX, &0u8), Err(tame_ipc::OutOfBounds));
+        // Nothing is visible before the commit.
+        assert_eq!(consumer.is_empty(), Ok(true));
+        slot.commit();
+    }
+    // A reservation dropped uncommitted publishes nothing and frees nothing.
+    producer.reserve().unwrap().write(0, &5u64).unwrap();
+    assert_eq!(consumer.len(), Ok(1));
+    {
+        let peeked = consumer.peek().unwrap();
+        assert_eq!(peeked.read::<u64>(8), Ok(7));
+        let mut tail = [0u8; 4];
+        peeked.read_bytes(60, &mut tail).unwrap();
+        assert_eq!(tail, [9; 4]);
+        assert_eq!(peeked.read::<u64>(60), Err(tame_ipc::OutOfBounds));
+        // Dropped unreleased: still the oldest message.
+    }
+    let peeked = consumer.peek().unwrap();
+    assert_eq!(peeked.read::<u64>(0), Ok(1));
+    peeked.release();
+    assert_eq!(consumer.peek().unwrap_err(), PopError::Empty);
+    // Full rings reserve nothing.
+    for _ in 0..4 {
+        producer.reserve().unwrap().commit();
+    }
+    assert_eq!(producer.reserve().unwrap_err(), PushError::Full);
+}
+
+#[test]
+fn raw_batches_take_whole_elements() {
+    let ring = Ring::create_anonymous(ChannelSpec::raw(tame_ipc::Kind::Ring, 12, 4, 4)).unwrap();
+    let mut producer = ring.raw_producer().unwrap();
+    let mut consumer = ring.raw_consumer().unwrap();
+    let input: Vec<u8> = (0..60).collect();
+    assert_eq!(
+        producer.push_many_bytes(&input[..13]),
+        Err(PushError::WrongSize)
+    );
+    // Five elements offered, four slots.
+    assert_eq!(producer.push_many_bytes(&input), Ok(4));
+    let mut out = vec![0u8; 36];
+    assert_eq!(
+        consumer.pop_many_bytes(&mut out[..5]),
+        Err(PopError::WrongSize)
+    );
+    assert_eq!(consumer.pop_many_bytes(&mut out), Ok(3));
+    assert_eq!(out, input[..36]);
+    assert_eq!(consumer.pop_many_bytes(&mut out), Ok(1));
+    assert_eq!(out[..12], input[36..48]);
+}
+
+#[test]
+fn every_size_crosses_threads_intact() {
+    // Sizes around one cache line and beyond, so elements and sequence words share a
+    // line, fill it, and span several.
+    fn carry<const N: usize>() {
+        let ring = Ring::create_anonymous(ChannelSpec::ring::<[u64; N]>(64)).unwrap();
+        let mut producer = ring.producer::<[u64; N]>().unwrap();
+        let mut consumer = ring.consumer::<[u64; N]>().unwrap();
+        const COUNT: u64 = 20_000;
+        let sender = std::thread::spawn(move || {
+            let mut i = 0;
+            while i < COUNT {
+                let mut slot = match producer.reserve() {
+                    Ok(slot) => slot,
+                    Err(PushError::Full) => {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    Err(e) => panic!("reserve: {e:?}"),
+                };
+                slot.write(0, &[i; N]).unwrap();
+                slot.commit();
+                i += 1;
+            }
+        });
+        let mut expected = 0;
+        while expected < COUNT {
+            match consumer.pop() {
+                Ok(value) => {
+                    assert_eq!(value, [expected; N], "{} B", N * 8);
+                    expected += 1;
+                }
+                Err(PopError::Empty) => std::hint::spin_loop(),
+                Err(e) => panic!("pop: {e:?}"),
+            }
+        }
+        sender.join().unwrap();
+    }
+    carry::<1>();
+    carry::<7>();
+    carry::<8>();
+    carry::<32>();
+    carry::<128>();
+}
+
+#[test]
 fn ring_carries_a_million_messages_across_threads_in_order() {
     let ring = Ring::create_anonymous(ChannelSpec::ring::<u64>(256)).unwrap();
     let mut producer = ring.producer::<u64>().unwrap();

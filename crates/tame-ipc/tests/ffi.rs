@@ -80,6 +80,86 @@ fn null_and_bad_arguments_are_refused_with_codes() {
 }
 
 #[test]
+fn ring_slots_are_reserved_and_peeked_in_place_through_the_c_abi() {
+    // SAFETY: handles are used between their open and their single close on this
+    // thread; slot pointers are used only between reserve/peek and commit/release, for
+    // the element size (16 B); out-parameters are live locals.
+    unsafe {
+        let mut ring = null_mut();
+        assert_eq!(
+            tame_ipc_ring_create_anonymous(16, 8, 2, &mut ring),
+            TAME_IPC_OK
+        );
+        let (mut producer, mut consumer) = (null_mut(), null_mut());
+        assert_eq!(tame_ipc_producer_open(ring, &mut producer), TAME_IPC_OK);
+        assert_eq!(tame_ipc_consumer_open(ring, &mut consumer), TAME_IPC_OK);
+        assert_eq!(tame_ipc_ring_close(ring), TAME_IPC_OK);
+        // Commit and release without a reservation are refused.
+        assert_eq!(
+            tame_ipc_producer_commit(producer),
+            TAME_IPC_ERR_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            tame_ipc_consumer_release(consumer),
+            TAME_IPC_ERR_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            tame_ipc_producer_reserve(producer, null_mut()),
+            TAME_IPC_ERR_INVALID_ARGUMENT
+        );
+        let mut slot: *mut c_void = null_mut();
+        for value in [11u64, 12] {
+            assert_eq!(tame_ipc_producer_reserve(producer, &mut slot), TAME_IPC_OK);
+            assert_eq!(slot as usize % 8, 0);
+            slot.cast::<[u64; 2]>().write([value, value + 100]);
+            let mut peeked: *const c_void = null();
+            if value == 11 {
+                // Not visible before the commit.
+                assert_eq!(
+                    tame_ipc_consumer_peek(consumer, &mut peeked),
+                    TAME_IPC_EMPTY
+                );
+            }
+            assert_eq!(tame_ipc_producer_commit(producer), TAME_IPC_OK);
+        }
+        assert_eq!(
+            tame_ipc_producer_commit(producer),
+            TAME_IPC_ERR_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            tame_ipc_producer_reserve(producer, &mut slot),
+            TAME_IPC_FULL
+        );
+        let mut peeked: *const c_void = null();
+        assert_eq!(tame_ipc_consumer_peek(consumer, &mut peeked), TAME_IPC_OK);
+        assert_eq!(peeked.cast::<[u64; 2]>().read(), [11, 111]);
+        assert_eq!(tame_ipc_consumer_release(consumer), TAME_IPC_OK);
+        assert_eq!(
+            tame_ipc_consumer_release(consumer),
+            TAME_IPC_ERR_INVALID_ARGUMENT
+        );
+        // A pop after a peek takes the peeked element and ends the hold.
+        assert_eq!(tame_ipc_consumer_peek(consumer, &mut peeked), TAME_IPC_OK);
+        let mut out = [0u64; 2];
+        assert_eq!(
+            tame_ipc_consumer_pop(consumer, out.as_mut_ptr() as *mut c_void),
+            TAME_IPC_OK
+        );
+        assert_eq!(out, [12, 112]);
+        assert_eq!(
+            tame_ipc_consumer_release(consumer),
+            TAME_IPC_ERR_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            tame_ipc_consumer_peek(consumer, &mut peeked),
+            TAME_IPC_EMPTY
+        );
+        assert_eq!(tame_ipc_producer_close(producer), TAME_IPC_OK);
+        assert_eq!(tame_ipc_consumer_close(consumer), TAME_IPC_OK);
+    }
+}
+
+#[test]
 fn ring_register_and_event_through_the_c_abi() {
     // SAFETY: each handle is used only between its successful open and its single
     // close, on this thread; element buffers are locals of the element size (u64 for

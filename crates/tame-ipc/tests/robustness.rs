@@ -85,6 +85,8 @@ enum Op {
     Len,
     CorruptTail(u64),
     CorruptHead(u64),
+    /// A sequence word of slot (index) := value.
+    CorruptSeq(u64, u64),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -96,6 +98,7 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Op::Len),
         prop_oneof![any::<u64>(), 0u64..64].prop_map(Op::CorruptTail),
         prop_oneof![any::<u64>(), 0u64..64].prop_map(Op::CorruptHead),
+        (0u64..16, prop_oneof![any::<u64>(), 0u64..64]).prop_map(|(s, v)| Op::CorruptSeq(s, v)),
     ]
 }
 
@@ -157,7 +160,8 @@ proptest! {
         }
     }
 
-    /// Ring operations interleaved with arbitrary head/tail values written by the peer:
+    /// Ring operations interleaved with arbitrary head, tail and slot sequence values
+    /// written by the peer:
     /// every operation returns (bounded work), nothing panics, values only come out of
     /// the ring's own slots, and `Corrupted` is reported whenever the indices are
     /// impossible.
@@ -205,6 +209,10 @@ proptest! {
                 }
                 Op::CorruptTail(value) => peer.word(control).store(value, Ordering::Release),
                 Op::CorruptHead(value) => peer.word(control + 128).store(value, Ordering::Release),
+                Op::CorruptSeq(slot, value) => {
+                    let layout = ring.segment().layout();
+                    peer.word(layout.data_offset + slot * layout.stride + 8).store(value, Ordering::Release)
+                }
             }
         }
     }
@@ -267,20 +275,34 @@ fn dead_writer_mid_write_is_not_read_as_valid() {
 }
 
 #[test]
-fn impossible_indices_are_reported_as_corrupted() {
+fn impossible_sequence_words_and_indices_are_reported_as_corrupted() {
     let ring = Ring::create_anonymous(ChannelSpec::ring::<u64>(8)).unwrap();
-    let control = ring.segment().layout().control_offset;
+    let layout = *ring.segment().layout();
+    let control = layout.control_offset;
+    // The sequence word of slot 0 (a u64 element, then its word).
+    let seq0 = layout.data_offset + 8;
     let peer = PeerView::of(ring.segment());
     let mut producer = ring.producer::<u64>().unwrap();
     let mut consumer = ring.consumer::<u64>().unwrap();
     producer.push(1).unwrap();
-    // The producer claims 9 elements in a ring of 8.
-    peer.word(control).store(9, Ordering::Release);
+    assert_eq!(
+        peer.word(seq0).load(Ordering::Acquire),
+        1,
+        "index 0 written"
+    );
+    // The producer writes a sequence word no lap of index 0 can have.
+    peer.word(seq0).store(5, Ordering::Release);
     assert_eq!(consumer.pop(), Err(PopError::Corrupted));
-    assert_eq!(consumer.len(), Err(tame_ipc::Corrupted));
+    assert_eq!(consumer.is_empty(), Err(tame_ipc::Corrupted));
+    assert_eq!(consumer.pop_into(&mut [0; 4]), Err(tame_ipc::Corrupted));
     // Restoring a possible value makes the ring usable again.
-    peer.word(control).store(1, Ordering::Release);
+    peer.word(seq0).store(1, Ordering::Release);
     assert_eq!(consumer.pop(), Ok(1));
+    // A published tail more than a lap away from the head.
+    peer.word(control).store(1 << 40, Ordering::Release);
+    assert_eq!(consumer.len(), Err(tame_ipc::Corrupted));
+    peer.word(control).store(1, Ordering::Release);
+    assert_eq!(consumer.len(), Ok(0));
     // The consumer claims to have read more than was ever written.
     for i in 0..8 {
         producer.push(i).unwrap();
@@ -291,4 +313,48 @@ fn impossible_indices_are_reported_as_corrupted() {
     drop(producer);
     let err = ring.producer::<u64>().unwrap_err();
     assert!(matches!(err, Error::Corrupted { .. }), "{err}");
+    // And a consumer whose head slot holds an impossible sequence word.
+    drop(consumer);
+    peer.word(control + 128).store(1, Ordering::Release);
+    peer.word(layout.data_offset + layout.stride + 8)
+        .store(77, Ordering::Release);
+    let err = ring.consumer::<u64>().unwrap_err();
+    assert!(matches!(err, Error::Corrupted { .. }), "{err}");
+}
+
+#[test]
+fn producer_that_died_before_publishing_its_tail_is_taken_over_without_loss() {
+    let ring = Ring::create_anonymous(ChannelSpec::ring::<u64>(8)).unwrap();
+    let control = ring.segment().layout().control_offset;
+    let peer = PeerView::of(ring.segment());
+    let mut consumer = ring.consumer::<u64>().unwrap();
+    {
+        let mut producer = ring.producer::<u64>().unwrap();
+        for i in 10..13 {
+            producer.push(i).unwrap();
+        }
+    }
+    // It died after marking index 2 written but before publishing tail 3; and the
+    // consumer already read everything, so the published tail is behind its head.
+    peer.word(control).store(2, Ordering::Release);
+    assert_eq!(consumer.pop_into(&mut [0; 8]), Ok(3));
+    let mut producer = ring.producer::<u64>().unwrap();
+    producer.push(13).unwrap();
+    assert_eq!(
+        consumer.pop(),
+        Ok(13),
+        "the new producer continued at index 3"
+    );
+    assert_eq!(consumer.len(), Ok(0));
+    // Unread unpublished messages are kept too.
+    producer.push(14).unwrap();
+    producer.push(15).unwrap();
+    drop(producer);
+    peer.word(control).store(4, Ordering::Release);
+    let mut producer = ring.producer::<u64>().unwrap();
+    assert_eq!(consumer.len(), Ok(2));
+    producer.push(16).unwrap();
+    let mut out = [0; 8];
+    assert_eq!(consumer.pop_into(&mut out), Ok(3));
+    assert_eq!(out[..3], [14, 15, 16]);
 }

@@ -71,8 +71,9 @@ int main(int argc, char **argv) {
         if ((r = tame_ipc_consumer_pop_many(consumer, batch, 64, &popped)))
             return fail("pop_many", r);
         if (popped == 0) {
-            struct message one;
-            r = tame_ipc_consumer_pop(consumer, &one);
+            /* Nothing in a batch: wait on the next message in place. */
+            const void *slot = NULL;
+            r = tame_ipc_consumer_peek(consumer, &slot);
             if (r == TAME_IPC_EMPTY) {
                 if (time(NULL) > deadline) {
                     fprintf(stderr, "consumer: timed out after %llu messages\n", (unsigned long long)expected);
@@ -81,8 +82,10 @@ int main(int argc, char **argv) {
                 continue;
             }
             if (r != TAME_IPC_OK)
-                return fail("pop", r);
-            batch[0] = one;
+                return fail("peek", r);
+            memcpy(&batch[0], slot, sizeof batch[0]);
+            if ((r = tame_ipc_consumer_release(consumer)))
+                return fail("release", r);
             popped = 1;
         }
         for (size_t i = 0; i < popped; i++, expected++) {

@@ -61,12 +61,25 @@ int main(int argc, char **argv) {
     }
 
     for (uint64_t seq = 0; seq < count;) {
-        struct message m = {seq, seq * seq};
-        r = tame_ipc_producer_push(producer, &m);
+        if (seq % 2 == 0) {
+            /* Copied in from a finished message... */
+            struct message m = {seq, seq * seq};
+            r = tame_ipc_producer_push(producer, &m);
+        } else {
+            /* ...or built in place in the reserved slot, then published. */
+            void *slot = NULL;
+            r = tame_ipc_producer_reserve(producer, &slot);
+            if (r == TAME_IPC_OK) {
+                struct message *m = slot;
+                m->seq = seq;
+                m->square = seq * seq;
+                r = tame_ipc_producer_commit(producer);
+            }
+        }
         if (r == TAME_IPC_FULL)
             continue;
         if (r != TAME_IPC_OK)
-            return fail("push", r);
+            return fail("push or reserve/commit", r);
         seq++;
         if (seq % 1024 == 0 || seq == count)
             tame_ipc_writer_write(writer, &seq);

@@ -83,8 +83,8 @@ pub const TAME_IPC_ERR_PANIC: tame_ipc_result = -12;
 pub const TAME_IPC_ERR_UNTRUSTED: tame_ipc_result = -13;
 
 /// Layout version this library writes; segments with the same major are compatible.
-pub const TAME_IPC_LAYOUT_MAJOR: u32 = 1;
-pub const TAME_IPC_LAYOUT_MINOR: u32 = 1;
+pub const TAME_IPC_LAYOUT_MAJOR: u32 = 2;
+pub const TAME_IPC_LAYOUT_MINOR: u32 = 0;
 /// Longest segment name, in bytes, without the `tame.` prefix.
 pub const TAME_IPC_MAX_NAME_LEN: u32 = 200;
 /// Largest element size, in bytes.

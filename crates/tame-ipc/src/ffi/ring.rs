@@ -241,6 +241,64 @@ pub unsafe extern "C" fn tame_ipc_producer_push_many(
     })
 }
 
+/// Reserves the next free slot to build one element in place: `*slot` receives its
+/// address (aligned to the ring's element alignment, valid for the element size) and
+/// the consumer sees nothing until `tame_ipc_producer_commit`. TAME_IPC_OK,
+/// TAME_IPC_FULL (`*slot` untouched) or TAME_IPC_ERR_CORRUPTED. Reserving again
+/// before committing returns the same slot. Wait-free, no system call.
+///
+/// # Safety
+/// `producer` is NULL or a live producer handle that no other thread uses during the
+/// call; `slot` is NULL or valid for writing a `void *`.
+#[no_mangle]
+pub unsafe extern "C" fn tame_ipc_producer_reserve(
+    producer: *mut tame_ipc_producer,
+    slot: *mut *mut c_void,
+) -> tame_ipc_result {
+    guard(|| {
+        // SAFETY: `producer` is NULL or live and used by this thread only (this
+        // function's contract).
+        let producer = unsafe { handle_mut(producer, "producer") }?;
+        if slot.is_null() {
+            return Err(invalid("slot is NULL"));
+        }
+        match producer.raw.reserve_raw() {
+            Ok(address) => {
+                // SAFETY: `slot` is non-NULL (checked above) and writable (the contract).
+                unsafe { slot.write(address.cast()) };
+                Ok(TAME_IPC_OK)
+            }
+            Err(PushError::Full) => Ok(TAME_IPC_FULL),
+            Err(PushError::Corrupted) => Err(corrupted("consumer")),
+            Err(PushError::WrongSize) => Err(invalid("wrong element size")),
+        }
+    })
+}
+
+/// Publishes the slot `tame_ipc_producer_reserve` returned. TAME_IPC_OK, or
+/// TAME_IPC_ERR_INVALID_ARGUMENT when no slot is reserved. Wait-free, no system call.
+///
+/// # Safety
+/// `producer` is NULL or a live producer handle that no other thread uses during the
+/// call.
+#[no_mangle]
+pub unsafe extern "C" fn tame_ipc_producer_commit(
+    producer: *mut tame_ipc_producer,
+) -> tame_ipc_result {
+    guard(|| {
+        // SAFETY: `producer` is NULL or live and used by this thread only (this
+        // function's contract).
+        let producer = unsafe { handle_mut(producer, "producer") }?;
+        if producer.raw.commit_reserved() {
+            Ok(TAME_IPC_OK)
+        } else {
+            Err(invalid(
+                "no slot is reserved — call tame_ipc_producer_reserve first",
+            ))
+        }
+    })
+}
+
 /// The consumer's state (TAME_IPC_PEER_*), checked on demand; `pid` (may be NULL)
 /// receives its pid.
 ///
@@ -348,6 +406,64 @@ pub unsafe extern "C" fn tame_ipc_consumer_pop_many(
         // SAFETY: `popped` is non-NULL (checked above) and writable (the contract).
         unsafe { popped.write(n) };
         Ok(TAME_IPC_OK)
+    })
+}
+
+/// Looks at the oldest element in place: `*slot` receives its address (valid for
+/// reading the element size) until `tame_ipc_consumer_release`, which frees it for the
+/// producer. TAME_IPC_OK, TAME_IPC_EMPTY (`*slot` untouched) or
+/// TAME_IPC_ERR_CORRUPTED. Peeking again before releasing returns the same element.
+/// Wait-free, no system call.
+///
+/// # Safety
+/// `consumer` is NULL or a live consumer handle that no other thread uses during the
+/// call; `slot` is NULL or valid for writing a `const void *`.
+#[no_mangle]
+pub unsafe extern "C" fn tame_ipc_consumer_peek(
+    consumer: *mut tame_ipc_consumer,
+    slot: *mut *const c_void,
+) -> tame_ipc_result {
+    guard(|| {
+        // SAFETY: `consumer` is NULL or live and used by this thread only (this
+        // function's contract).
+        let consumer = unsafe { handle_mut(consumer, "consumer") }?;
+        if slot.is_null() {
+            return Err(invalid("slot is NULL"));
+        }
+        match consumer.raw.peek_raw() {
+            Ok(address) => {
+                // SAFETY: `slot` is non-NULL (checked above) and writable (the contract).
+                unsafe { slot.write(address.cast()) };
+                Ok(TAME_IPC_OK)
+            }
+            Err(PopError::Empty) => Ok(TAME_IPC_EMPTY),
+            Err(PopError::Corrupted) => Err(corrupted("producer")),
+            Err(PopError::WrongSize) => Err(invalid("wrong element size")),
+        }
+    })
+}
+
+/// Frees the element `tame_ipc_consumer_peek` returned. TAME_IPC_OK, or
+/// TAME_IPC_ERR_INVALID_ARGUMENT when none is held. Wait-free, no system call.
+///
+/// # Safety
+/// `consumer` is NULL or a live consumer handle that no other thread uses during the
+/// call.
+#[no_mangle]
+pub unsafe extern "C" fn tame_ipc_consumer_release(
+    consumer: *mut tame_ipc_consumer,
+) -> tame_ipc_result {
+    guard(|| {
+        // SAFETY: `consumer` is NULL or live and used by this thread only (this
+        // function's contract).
+        let consumer = unsafe { handle_mut(consumer, "consumer") }?;
+        if consumer.raw.release_peeked() {
+            Ok(TAME_IPC_OK)
+        } else {
+            Err(invalid(
+                "no element is held — call tame_ipc_consumer_peek first",
+            ))
+        }
     })
 }
 
