@@ -36,6 +36,11 @@ const NAMED: &[(&str, Better)] = &[
     ("missed_periods", Better::Lower),
     ("noise_share_percent", Better::Lower),
     ("median_over_floor", Better::Lower),
+    // cache: how much slower the task ran beside the competitor.
+    ("slowdown_p50", Better::Lower),
+    ("slowdown_p99_9", Better::Lower),
+    // reserve: the client's share varying from window to window (stability).
+    ("cv", Better::Lower),
     ("throughput_msgs_per_s", Better::Higher),
     ("throughput", Better::Higher),
     ("throughput_per_cpu", Better::Higher),
@@ -46,8 +51,8 @@ const NAMED: &[(&str, Better)] = &[
 /// few samples for it to be more than the maximum again.
 const METRIC_FIGURES: &[&str] = &["p50", "p99", "p99_9"];
 
-/// Units of metrics judged (lower is better for each).
-const TIME_UNITS: &[&str] = &["ns", "cycles"];
+/// Units of metrics judged (lower is better for each): times (mem's accesses in ps).
+const TIME_UNITS: &[&str] = &["ns", "ps", "cycles"];
 
 /// What the gate is told: the default ratio, per-figure ratios, whether `max` counts.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -323,7 +328,7 @@ impl Gate {
         tally.judged = figures.iter().filter(|f| f.verdict.judged()).count();
         if tally.judged == 0 {
             let why = if figures.is_empty() {
-                "neither side has a figure the gate judges (time percentiles, missed_periods, noise_share_percent, ipc throughput)".to_string()
+                "neither side has a figure the gate judges (time percentiles, missed periods, noise share, throughput: docs/bench.md, `compare --gate`, lists them)".to_string()
             } else if baseline.len() < 2 {
                 "one baseline result without a run-to-run spread of its own — give two or more baseline results (repeated runs), or an ipc result of two or more --rounds".to_string()
             } else {
@@ -659,6 +664,10 @@ mod tests {
         assert_eq!(rate(&more).verdict, Verdict::Better);
         assert_eq!(rate(&more).limit, Some(8e6));
         assert_eq!(rate(&more).spread_from, Some(SpreadFrom::Result));
+        // The rounds carry no p99.9: listed, not judged.
+        let tail = find(&more, "tame-ring/8B", "one_way_latency p99_9");
+        assert_eq!(tail.verdict, Verdict::NoSpread);
+        assert_eq!(tail.limit, None);
         let less = Gate::new(
             &base,
             "new",
