@@ -156,6 +156,15 @@ calm() {
     WAITED=$((SECONDS - start))
 }
 
+# Add benchmark $1's entry: load after $2, interrupted $3 (true/false), exit status $4
+# (null in a dry run); the command, start, load before and flags from the loop below.
+record_bench() {
+    local r list="" results=()
+    mapfile -t results < <(results_in "$OUT/$1")
+    for r in "${results[@]}"; do list+="${list:+, }$(json_str "$1/$r")"; done
+    ENTRIES+=("{\"bench\": \"$1\", \"command\": $(json_str "${cmd[*]}"), \"started_utc\": \"$started\", \"ended_utc\": \"$(utc)\", \"load_before\": $before, \"load_after\": $2, \"waited_s\": $WAITED, \"refused\": false, \"busy\": $flag, \"interrupted\": $3, \"exit\": $4, \"dir\": $(json_str "$OUT/$1"), \"results\": [$list]}")
+}
+
 CHILD=""
 stop() {
     if [ -n "$CHILD" ]; then
@@ -164,7 +173,18 @@ stop() {
         CHILD=""
     fi
 }
-trap 'stop; write_record; echo "interrupted: record in $OUT/run-all.json" >&2; exit 130' INT TERM
+# The benchmark running now: recorded as interrupted when a signal cuts it short.
+RUNNING=""
+interrupted() {
+    stop
+    if [ -n "$RUNNING" ]; then
+        record_bench "$RUNNING" "$(load_now)" true 130
+    fi
+    write_record
+    echo "interrupted: record in $OUT/run-all.json" >&2
+    exit 130
+}
+trap interrupted INT TERM
 trap stop EXIT
 
 STATUS=0
@@ -183,7 +203,7 @@ for b in "${BENCHES[@]}"; do
             exit 3
         fi
     fi
-    before=$LOAD started=$(utc)
+    before=$LOAD started=$(utc) RUNNING=$b
     echo "== $b: ${cmd[*]} (load $before)"
     rc=0
     if [ "$DRY" = 0 ]; then
@@ -195,11 +215,8 @@ for b in "${BENCHES[@]}"; do
         CHILD=""
         [ "$rc" = 0 ] || { STATUS=1; echo "== $b: exit $rc (output in $dir/output.txt)" >&2; }
     fi
-    after=$(load_now)
-    mapfile -t results < <(results_in "$dir")
-    list=""
-    for r in "${results[@]}"; do list+="${list:+, }$(json_str "$b/$r")"; done
-    ENTRIES+=("{\"bench\": \"$b\", \"command\": $(json_str "${cmd[*]}"), \"started_utc\": \"$started\", \"ended_utc\": \"$(utc)\", \"load_before\": $before, \"load_after\": $after, \"waited_s\": $WAITED, \"refused\": false, \"busy\": $flag, \"exit\": $([ "$DRY" = 1 ] && echo null || echo "$rc"), \"dir\": $(json_str "$dir"), \"results\": [$list]}")
+    RUNNING=""
+    record_bench "$b" "$(load_now)" false "$([ "$DRY" = 1 ] && echo null || echo "$rc")"
     write_record
 done
 
