@@ -653,13 +653,8 @@ mod tests {
         // throughput rounds 9..10 M/s (limit min(9 − 1, 9 / 1.05) = 8 M/s).
         let base = named(vec![ipc(45, (40.0, 50.0), 9.5e6, (9e6, 10e6))]);
         let rate = |g: &Gate| find(g, "tame-ring/8B", "throughput_msgs_per_s").clone();
-        let more = Gate::new(
-            &base,
-            "new",
-            &ipc(45, (44.0, 46.0), 12e6, (11e6, 13e6)),
-            Rule::default(),
-        )
-        .unwrap();
+        let gate = |new: Compared| Gate::new(&base, "new", &new, Rule::default()).unwrap();
+        let more = gate(ipc(45, (44.0, 46.0), 12e6, (11e6, 13e6)));
         assert_eq!(rate(&more).better, Better::Higher);
         assert_eq!(rate(&more).verdict, Verdict::Better);
         assert_eq!(rate(&more).limit, Some(8e6));
@@ -668,23 +663,11 @@ mod tests {
         let tail = find(&more, "tame-ring/8B", "one_way_latency p99_9");
         assert_eq!(tail.verdict, Verdict::NoSpread);
         assert_eq!(tail.limit, None);
-        let less = Gate::new(
-            &base,
-            "new",
-            &ipc(45, (44.0, 46.0), 7.9e6, (7e6, 8e6)),
-            Rule::default(),
-        )
-        .unwrap();
+        let less = gate(ipc(45, (44.0, 46.0), 7.9e6, (7e6, 8e6)));
         assert_eq!(rate(&less).verdict, Verdict::Worse);
         assert!(!less.passed);
-        // 60 ns > limit max(50 + 10, 52.5): worse.
-        let slow = Gate::new(
-            &base,
-            "new",
-            &ipc(61, (58.0, 62.0), 9.5e6, (9e6, 10e6)),
-            Rule::default(),
-        )
-        .unwrap();
+        // 61 ns > limit max(50 + 10, 50 × 1.05) = 60 ns: worse.
+        let slow = gate(ipc(61, (58.0, 62.0), 9.5e6, (9e6, 10e6)));
         assert_eq!(
             find(&slow, "tame-ring/8B", "one_way_latency p50").verdict,
             Verdict::Worse
