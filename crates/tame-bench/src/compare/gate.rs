@@ -102,10 +102,16 @@ impl Rule {
         Ok(())
     }
 
-    /// The ratio for `name` (`metric figure` or a counter/derived name).
-    fn ratio_for(&self, name: &str) -> f64 {
+    /// The keys a threshold for `name` may have, most specific first: the figure, its
+    /// metric, its percentile.
+    fn keys_of(name: &str) -> [&str; 3] {
         let (metric, fig) = name.split_once(' ').unwrap_or((name, name));
         [name, metric, fig]
+    }
+
+    /// The ratio for `name` (`metric figure` or a counter/derived name).
+    fn ratio_for(&self, name: &str) -> f64 {
+        Self::keys_of(name)
             .iter()
             .find_map(|k| self.thresholds.get(*k))
             .copied()
@@ -345,6 +351,18 @@ impl Gate {
                 "{} figure(s) not judged (listed as such): they do not fail the gate, nor pass it",
                 tally.not_judged
             ));
+        }
+        // A threshold that names no figure here is a typo or meant for another bench: said,
+        // not refused (bench/run-all.sh passes the same thresholds to every bench's gate).
+        for key in rule.thresholds.keys() {
+            if !figures
+                .iter()
+                .any(|f| Rule::keys_of(&f.name).contains(&key.as_str()))
+            {
+                notes.push(format!(
+                    "--threshold {key}=…: no figure of this result is named so (figures are named as in the table: `latency p99`, a metric `latency`, a percentile `p99`)"
+                ));
+            }
         }
         Ok(Gate {
             bench: bench.clone(),
@@ -636,6 +654,23 @@ mod tests {
             let e = Rule::default().threshold(bad).unwrap_err();
             assert!(e.is_bad_input() && e.to_string().contains(bad), "{e}");
         }
+        // A key that names no figure is said.
+        let mut typo = Rule::default();
+        typo.threshold("latncy=2").unwrap();
+        let g = Gate::new(&base, "new", &cycle(1_000, 10_000, 0), typo).unwrap();
+        assert!(
+            g.notes
+                .iter()
+                .any(|n| n.starts_with("--threshold latncy=…: no figure")),
+            "{:?}",
+            g.notes
+        );
+        let g = Gate::new(&base, "new", &cycle(1_000, 10_000, 0), rule).unwrap();
+        assert!(
+            g.notes.iter().all(|n| !n.contains("no figure")),
+            "{:?}",
+            g.notes
+        );
         let mut all = Rule::default();
         all.threshold("*=1.5").unwrap();
         assert_eq!(all.default_ratio, 1.5);
