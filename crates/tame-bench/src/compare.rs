@@ -7,6 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+pub mod gate;
+
 /// Version of a comparison as JSON, its `schema` (docs/results.md, at its end). Comparisons
 /// written before it have no `schema`.
 pub const COMPARE_SCHEMA: &str = "tame.compare/1";
@@ -130,7 +132,7 @@ impl Row {
 /// The summary figures compared, in row order.
 const FIGURES: &[&str] = &["count", "mean", "p50", "p99", "p99_9", "p99_999", "max"];
 
-fn figure(s: &Summary, name: &str) -> u64 {
+pub(crate) fn figure(s: &Summary, name: &str) -> u64 {
     match name {
         "count" => s.count,
         "mean" => s.mean,
@@ -144,15 +146,15 @@ fn figure(s: &Summary, name: &str) -> u64 {
 }
 
 /// A group as compared: its unique label, and whether it is the result's merged group.
-struct Labelled<'a> {
-    label: String,
-    group: &'a GroupResult,
-    merged: bool,
+pub(crate) struct Labelled<'a> {
+    pub(crate) label: String,
+    pub(crate) group: &'a GroupResult,
+    pub(crate) merged: bool,
 }
 
 /// The groups of a result (the merged one last) under unique labels: a label already
 /// taken gets ` #2`, ` #3`, … so that no two groups share rows.
-fn labelled(r: &BenchResult) -> Vec<Labelled<'_>> {
+pub(crate) fn labelled(r: &BenchResult) -> Vec<Labelled<'_>> {
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     let all = r.groups.iter().map(|g| (g, false));
     all.chain(std::iter::once((&r.merged, true)))
@@ -175,7 +177,7 @@ fn labelled(r: &BenchResult) -> Vec<Labelled<'_>> {
 
 /// The label of a result's only group when its merged group repeats it figure for figure
 /// (a run on one CPU).
-fn merged_repeats_only_group(r: &BenchResult) -> Option<&str> {
+pub(crate) fn merged_repeats_only_group(r: &BenchResult) -> Option<&str> {
     let [only] = r.groups.as_slice() else {
         return None;
     };
@@ -232,14 +234,14 @@ pub fn compare(a: &Compared, b: &Compared) -> (Vec<Row>, Vec<String>) {
 }
 
 /// One result's group, with what it takes to know a figure's spread.
-struct Side<'a> {
+pub(crate) struct Side<'a> {
     group: &'a GroupResult,
     /// The threads' groups when this is the merged group `all` of several threads.
     threads: Option<&'a [GroupResult]>,
 }
 
 impl<'a> Side<'a> {
-    fn of(result: &'a BenchResult, g: &Labelled<'a>) -> Self {
+    pub(crate) fn of(result: &'a BenchResult, g: &Labelled<'a>) -> Self {
         let threads = (g.merged && g.group.label == "all" && result.groups.len() >= 2)
             .then_some(result.groups.as_slice());
         Side {
@@ -250,7 +252,7 @@ impl<'a> Side<'a> {
 
     /// The spread of a metric's figure: recorded in the group (rounds), else over the
     /// threads for `all` (not for `count`, which adds up rather than varies).
-    fn figure_spread(&self, metric: &str, f: &str) -> Option<Spread> {
+    pub(crate) fn figure_spread(&self, metric: &str, f: &str) -> Option<Spread> {
         if let Some(s) = self.group.spread.get(&format!("{metric} {f}")) {
             return Some(*s);
         }
@@ -397,7 +399,7 @@ fn noise_sources(a: Option<&NoiseFindings>, b: Option<&NoiseFindings>) -> Vec<Ro
     rows
 }
 
-fn fmt_value(v: Option<f64>, unit: &str) -> String {
+pub(crate) fn fmt_value(v: Option<f64>, unit: &str) -> String {
     match v {
         None => "-".into(),
         Some(x) if unit == "ns" => {
@@ -448,7 +450,17 @@ pub fn table(c: &Comparison) -> String {
         }
         lines.push(line);
     }
-    let columns = lines[0].len();
+    out.push_str(&aligned(&lines, &[0, 1, 6]));
+    for note in &c.notes {
+        let _ = writeln!(out, "{note}");
+    }
+    out
+}
+
+/// Rows of cells as lines with aligned columns, two spaces apart: the columns in `left`
+/// (names, verdicts) padded on the right, the others (numbers) on the left.
+pub(crate) fn aligned(lines: &[Vec<String>], left: &[usize]) -> String {
+    let columns = lines.first().map_or(0, Vec::len);
     let widths: Vec<usize> = (0..columns)
         .map(|i| {
             lines
@@ -458,14 +470,14 @@ pub fn table(c: &Comparison) -> String {
                 .unwrap_or(0)
         })
         .collect();
-    for l in &lines {
+    let mut out = String::new();
+    for l in lines {
         let cells: Vec<String> = l
             .iter()
             .enumerate()
             .map(|(i, s)| {
                 let pad = " ".repeat(widths[i] - s.chars().count());
-                // Names left, numbers right, the spread verdict left.
-                if i < 2 || i == 6 {
+                if left.contains(&i) {
                     format!("{s}{pad}")
                 } else {
                     format!("{pad}{s}")
@@ -473,9 +485,6 @@ pub fn table(c: &Comparison) -> String {
             })
             .collect();
         let _ = writeln!(out, "{}", cells.join("  ").trim_end());
-    }
-    for note in &c.notes {
-        let _ = writeln!(out, "{note}");
     }
     out
 }

@@ -63,7 +63,8 @@ enum Command {
     Status(cmd::partition::StatusArgs),
     /// Undo every change of `tame apply`, from its journal.
     Revert(cmd::partition::RevertArgs),
-    /// Compare two results of the same bench: per-metric and per-source differences and ratios.
+    /// Compare two results of the same bench: per-metric and per-source differences and ratios;
+    /// --gate: fail (exit 1) when a new result is worse than baselines by more than their spread.
     Compare(cmd::compare::CompareArgs),
     /// Draw results as one self-contained HTML page of figures (and each figure as SVG).
     Report(cmd::report::ReportArgs),

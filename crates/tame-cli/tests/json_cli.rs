@@ -288,6 +288,25 @@ fn compare_of_two_recorded_results() {
 }
 
 #[test]
+fn compare_gate_of_recorded_results() {
+    let data = workspace().join("crates/tame-cli/tests/fixtures/gate");
+    // The recorded loaded run fails the gate: exit 1, the verdict still printed.
+    let v = matches_docs_with_code(
+        "tame compare --gate BASELINE… NEW --json -",
+        &[
+            "compare",
+            "--gate",
+            data.join("baseline").to_str().unwrap(),
+            data.join("loaded.json").to_str().unwrap(),
+            "--json",
+            "-",
+        ],
+        1,
+    );
+    assert_eq!(v["passed"], false);
+}
+
+#[test]
 fn every_command_with_a_json_flag_has_a_row() {
     // The commands whose man page (generated from the clap definitions) offers --json.
     let dir = tempfile::tempdir().unwrap();
