@@ -2,23 +2,28 @@
 # Side by side, interleaved: tame bench cycle vs cyclictest, and tame bench fwq vs oslat,
 # on the same CPU, with and without the same stress-ng load. Prints distributions and ratios.
 #
-#   bench/parity.sh [--cpu N] [--rounds R] [--seconds S] [--out DIR]
+#   bench/parity.sh [--cpu N] [--rounds R] [--seconds S] [--out DIR] [--only cycle|fwq]
 #
 # Both cycle tools: SCHED_FIFO 95, memory locked, /dev/cpu_dma_latency held at 0 (cyclictest's
 # default), intervals 200 µs and 1 ms. Rounds alternate which tool goes first. Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cpu=0 rounds=3 seconds=20 out=""
+cpu=0 rounds=3 seconds=20 out="" only=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --cpu) cpu=$2; shift 2 ;;
         --rounds) rounds=$2; shift 2 ;;
         --seconds) seconds=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
+        --only) only=$2; shift 2 ;;
         *) echo "unknown option $1 — see the usage at the top of $0" >&2; exit 2 ;;
     esac
 done
+case "$only" in
+    "" | cycle | fwq) ;;
+    *) echo "--only takes cycle or fwq, not '$only' — see the usage at the top of $0" >&2; exit 2 ;;
+esac
 [ "$(id -u)" -eq 0 ] || { echo "parity.sh needs root (SCHED_FIFO, mlock, /dev/cpu_dma_latency)" >&2; exit 2; }
 out=${out:-$(mktemp -d /tmp/tame-parity.XXXXXX)}
 mkdir -p "$out"
@@ -79,10 +84,12 @@ run_fwq_pair() { # load round
 for load in idle stress; do
     [ "$load" = stress ] && start_load
     for round in $(seq 1 "$rounds"); do
-        for interval in 200 1000; do
-            run_cycle_pair "$interval" "$load" "$round"
-        done
-        run_fwq_pair "$load" "$round"
+        if [ "$only" != fwq ]; then
+            for interval in 200 1000; do
+                run_cycle_pair "$interval" "$load" "$round"
+            done
+        fi
+        [ "$only" = cycle ] || run_fwq_pair "$load" "$round"
     done
     stop_load
 done

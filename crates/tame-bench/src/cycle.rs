@@ -148,11 +148,7 @@ pub fn run(
     sample_capacity: usize,
     tick: impl FnMut(u64),
 ) -> Result<Measured<CycleOutput>> {
-    let plans = engine::plans(
-        &settings.cpus.iter().map(Some).collect::<Vec<_>>(),
-        &setup,
-        settings.threads.mlock,
-    );
+    let plans = thread_plans(settings, &setup);
     let cpus: Vec<u32> = settings.cpus.iter().collect();
     let (interval, loops, busy) = (settings.interval_ns, settings.loops, settings.busy_wait);
     let thread_control = control.clone();
@@ -181,6 +177,17 @@ pub fn run(
         );
         out
     })
+}
+
+/// One thread per CPU. Each sleeps with the least timer slack: a SCHED_OTHER thread would
+/// otherwise inherit 50 µs, and its wakeups would be late by the slack, not by the system.
+fn thread_plans(settings: &CycleSettings, setup: &ThreadSetup) -> Vec<engine::ThreadPlan> {
+    let cpus: Vec<Option<u32>> = settings.cpus.iter().map(Some).collect();
+    let mut plans = engine::plans(&cpus, setup, settings.threads.mlock);
+    for plan in &mut plans {
+        plan.timer_slack_ns = Some(tame_rt::clock::MIN_TIMER_SLACK_NS);
+    }
+    plans
 }
 
 /// The measuring loop: no allocation, no system call but the sleep and clock reads.
@@ -263,6 +270,16 @@ mod tests {
             .to_string();
         assert!(err.contains("50µs..10s"), "{err}");
         assert!(CycleSettings::validate_interval(10_000_000_001).is_err());
+    }
+
+    #[test]
+    fn measuring_threads_sleep_without_timer_slack() {
+        let plans = thread_plans(
+            &settings(1, 1_000_000),
+            &ThreadSetup::unplaced(tame_rt::sched::SchedSpec::other()),
+        );
+        assert_eq!(plans.len(), 1);
+        assert_eq!(plans[0].timer_slack_ns, Some(1));
     }
 
     #[test]
