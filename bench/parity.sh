@@ -36,7 +36,7 @@ out=${out:-$(mktemp -d /tmp/tame-parity.XXXXXX)}
 mkdir -p "$out"
 scripts/install-deps.sh
 cargo build --release -q -p tame-cli
-tame=target/release/tame
+tame=${CARGO_TARGET_DIR:-target}/release/tame
 
 load_pid=""
 stop_load() {
