@@ -78,13 +78,16 @@ def main(out):
         print(f"\ntame clock-read cost (median of back-to-back CLOCK_MONOTONIC reads): {reads[0]}–{reads[-1]} ns; "
               "cyclictest reads the same vDSO clock_gettime(CLOCK_MONOTONIC).")
 
+    fwq_files = sorted(glob.glob(os.path.join(out, "tame-fwq-*.json")))
+    if not fwq_files:  # parity.sh --only cycle
+        return
     print("\n## tame bench fwq vs oslat (busy-loop noise share = time taken from the loop)\n")
     print("oslat's loop values are whole microseconds, so its stolen time is estimated from its histogram as a")
     print("lower bound: a loop in bucket i µs (i ≥ 2) lost at least i − 1 µs; the last bucket (1024 µs with -b 1024)")
     print("also holds every longer gap. fwq's share is exact: Σ(sample − fastest) / Σ sample.\n")
     print("| run | fwq noise share % | fwq max excess µs | fwq p99 excess % | oslat stolen share % (lower bound) | oslat max µs |")
     print("|---|---|---|---|---|---|")
-    for tame_file in sorted(glob.glob(os.path.join(out, "tame-fwq-*.json"))):
+    for tame_file in fwq_files:
         tag = os.path.basename(tame_file)[len("tame-"):-len(".json")]
         r, g = tame_summary(tame_file)
         d = g["derived"]

@@ -227,12 +227,15 @@ pub struct ThreadPlan {
     pub prefault: bool,
     /// The partition cgroup the thread joins before it pins itself (`bench -p`).
     pub join: Option<Arc<JoinGroup>>,
+    /// Timer slack the thread sets once scheduled (None: it keeps what it inherits).
+    pub timer_slack_ns: Option<u64>,
 }
 
 /// Why a measuring thread could not be set up.
 enum SetupFailure {
     Join(std::io::Error),
     Sched(sched::SchedError),
+    Slack(std::io::Error),
 }
 
 impl SetupFailure {
@@ -246,6 +249,10 @@ impl SetupFailure {
                 what: "measuring thread setup failed".into(),
                 source,
             }),
+            SetupFailure::Slack(e) => io_failed(
+                "a measuring thread could not set its timer slack (prctl PR_SET_TIMERSLACK)",
+                e,
+            ),
         }
     }
 }
@@ -333,6 +340,12 @@ where
                             .map_or(Ok(()), sched::pin_current_thread)
                             .and_then(|_| sched::set_current_thread(&plan.sched))
                             .map_err(SetupFailure::Sched)
+                    })
+                    // After the policy: an RT thread keeps the kernel's zero slack.
+                    .and_then(|()| {
+                        plan.timer_slack_ns
+                            .map_or(Ok(()), tame_rt::clock::set_timer_slack_ns)
+                            .map_err(SetupFailure::Slack)
                     });
                 if let Err(e) = setup {
                     *setup_failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
@@ -381,6 +394,7 @@ pub fn plans(cpus: &[Option<u32>], setup: &ThreadSetup, prefault: bool) -> Vec<T
             sched: setup.sched,
             prefault,
             join: setup.join.clone(),
+            timer_slack_ns: None,
         })
         .collect()
 }
@@ -537,6 +551,33 @@ mod tests {
     }
 
     #[test]
+    fn a_planned_timer_slack_is_set_on_the_measuring_thread() {
+        let plan = |timer_slack_ns| ThreadPlan {
+            cpu: None,
+            sched: SchedSpec::other(),
+            prefault: false,
+            join: None,
+            timer_slack_ns,
+        };
+        let inherited = tame_rt::clock::timer_slack_ns();
+        assert_ne!(
+            inherited, 1,
+            "the test needs a slack other than 1 ns to start from"
+        );
+        let outs = run_threads(
+            &[plan(Some(1)), plan(None)],
+            1_000_000,
+            |_| {},
+            |_, gate, _| {
+                gate.wait();
+                tame_rt::clock::timer_slack_ns()
+            },
+        )
+        .unwrap();
+        assert_eq!(outs, vec![1, inherited]);
+    }
+
+    #[test]
     fn threads_start_together_and_report_in_order() {
         let plans = vec![
             ThreadPlan {
@@ -544,6 +585,7 @@ mod tests {
                 sched: SchedSpec::other(),
                 prefault: true,
                 join: None,
+                timer_slack_ns: None,
             };
             3
         ];
