@@ -35,27 +35,14 @@ pub fn bytes_mut<const W: usize>(msg: &mut Message<W>) -> &mut [u8] {
 /// other size gives an `InvalidInput` error (settings validation refuses it first).
 macro_rules! with_words {
     ($size:expr, $w:ident => $body:expr) => {
+        with_words!(@match $size, $w, $body, [8 => 1, 56 => 7, 64 => 8, 256 => 32, 1024 => 128])
+    };
+    (@match $size:expr, $w:ident, $body:expr, [$($bytes:literal => $words:literal),*]) => {
         match $size {
-            8 => {
-                const $w: usize = 1;
+            $($bytes => {
+                const $w: usize = $words;
                 $body
-            }
-            56 => {
-                const $w: usize = 7;
-                $body
-            }
-            64 => {
-                const $w: usize = 8;
-                $body
-            }
-            256 => {
-                const $w: usize = 32;
-                $body
-            }
-            1024 => {
-                const $w: usize = 128;
-                $body
-            }
+            })*
             other => Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!("message size {other} B is not one the bench knows"),
