@@ -25,9 +25,13 @@ run: deps
 lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	@# The ipc bench's iceoryx2 transport is behind a cargo feature the workspace build leaves off.
+	$(CARGO) clippy -p tame-bench --features iceoryx2 --all-targets -- -D warnings
 
 unit: deps test-deps
 	$(CARGO) test --workspace
+	@# The ipc bench with its iceoryx2 transport (a short live run among them).
+	$(CARGO) test -p tame-bench --features iceoryx2 --lib ipc::
 
 test: lint unit
 

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::message::{bytes, bytes_mut, set_seq, Message};
 use tame_ipc::{
     ChannelSpec, Consumer, PopError, Producer, PushError, Reader, Register, Ring, Writer,
 };
@@ -20,14 +21,25 @@ use tame_ipc::{
 /// How long a spinning end waits without progress before calling the run failed.
 pub const STALL_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub trait Endpoint<const N: usize>: Send {
-    fn send(&mut self, msg: &[u8; N]) -> io::Result<()>;
-    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()>;
+/// Not `Send`: an end may have to stay on the thread that made it (iceoryx2's ports), so
+/// each thread gets a [`Make`] and makes its end itself.
+pub trait Endpoint<const W: usize> {
+    fn send(&mut self, msg: &Message<W>) -> io::Result<()>;
+    fn recv(&mut self, msg: &mut Message<W>) -> io::Result<()>;
+}
+
+/// Makes one end, on the thread that will use it.
+pub trait Make<E>: FnOnce() -> io::Result<E> + Send {}
+impl<E, F: FnOnce() -> io::Result<E> + Send> Make<E> for F {}
+
+/// Two ends made here, each handed over to its thread as it is.
+pub fn handed<E: Send>((a, b): (E, E)) -> (impl Make<E>, impl Make<E>) {
+    (move || Ok(a), move || Ok(b))
 }
 
 /// Spins on `attempt` until it yields; checks the clock only every 2^16 spins.
 #[inline(always)]
-fn spin_until<T>(mut attempt: impl FnMut() -> Option<io::Result<T>>) -> io::Result<T> {
+pub(super) fn spin_until<T>(mut attempt: impl FnMut() -> Option<io::Result<T>>) -> io::Result<T> {
     let mut spins: u32 = 0;
     let mut since: Option<Instant> = None;
     loop {
@@ -80,9 +92,9 @@ pub fn floor_pair() -> (FloorEnd, FloorEnd) {
     (end(0), end(1))
 }
 
-impl<const N: usize> Endpoint<N> for FloorEnd {
+impl<const W: usize> Endpoint<W> for FloorEnd {
     #[inline]
-    fn send(&mut self, _msg: &[u8; N]) -> io::Result<()> {
+    fn send(&mut self, _msg: &Message<W>) -> io::Result<()> {
         self.sent += 1;
         self.outgoing[self.out_index]
             .0
@@ -91,29 +103,29 @@ impl<const N: usize> Endpoint<N> for FloorEnd {
     }
 
     #[inline]
-    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()> {
+    fn recv(&mut self, msg: &mut Message<W>) -> io::Result<()> {
         let expected = self.received + 1;
         let line = &self.outgoing[1 - self.out_index].0;
         spin_until(|| (line.load(Ordering::Acquire) == expected).then_some(Ok(())))?;
         self.received = expected;
-        msg[..8].copy_from_slice(&(expected - 1).to_le_bytes());
+        set_seq(msg, expected - 1);
         Ok(())
     }
 }
 
 // ---- tame ring -----------------------------------------------------------------------
 
-pub struct TameRingEnd<const N: usize> {
-    tx: Producer<[u8; N]>,
-    rx: Consumer<[u8; N]>,
+pub struct TameRingEnd<const W: usize> {
+    tx: Producer<Message<W>>,
+    rx: Consumer<Message<W>>,
 }
 
 /// Two anonymous (memfd) rings, one per direction: the same shared mappings two
 /// processes would use.
-pub fn tame_ring_pair<const N: usize>(
+pub fn tame_ring_pair<const W: usize>(
     capacity: u64,
-) -> io::Result<(TameRingEnd<N>, TameRingEnd<N>)> {
-    let spec = ChannelSpec::ring::<[u8; N]>(capacity);
+) -> io::Result<(TameRingEnd<W>, TameRingEnd<W>)> {
+    let spec = ChannelSpec::ring::<Message<W>>(capacity);
     let there = Ring::create_anonymous(spec).map_err(io::Error::other)?;
     let back = Ring::create_anonymous(spec).map_err(io::Error::other)?;
     let a = TameRingEnd {
@@ -127,9 +139,9 @@ pub fn tame_ring_pair<const N: usize>(
     Ok((a, b))
 }
 
-impl<const N: usize> Endpoint<N> for TameRingEnd<N> {
+impl<const W: usize> Endpoint<W> for TameRingEnd<W> {
     #[inline]
-    fn send(&mut self, msg: &[u8; N]) -> io::Result<()> {
+    fn send(&mut self, msg: &Message<W>) -> io::Result<()> {
         spin_until(|| match self.tx.push(*msg) {
             Ok(()) => Some(Ok(())),
             Err(PushError::Full) => None,
@@ -138,7 +150,7 @@ impl<const N: usize> Endpoint<N> for TameRingEnd<N> {
     }
 
     #[inline]
-    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()> {
+    fn recv(&mut self, msg: &mut Message<W>) -> io::Result<()> {
         *msg = spin_until(|| match self.rx.pop() {
             Ok(value) => Some(Ok(value)),
             Err(PopError::Empty) => None,
@@ -150,16 +162,16 @@ impl<const N: usize> Endpoint<N> for TameRingEnd<N> {
 
 // ---- tame register -------------------------------------------------------------------
 
-pub struct TameRegisterEnd<const N: usize> {
-    tx: Writer<[u8; N]>,
-    rx: Reader<[u8; N]>,
+pub struct TameRegisterEnd<const W: usize> {
+    tx: Writer<Message<W>>,
+    rx: Reader<Message<W>>,
 }
 
 /// Two anonymous registers, one per direction. A register keeps only the latest
 /// value, so it is measured for latency only (one message in flight).
-pub fn tame_register_pair<const N: usize>() -> io::Result<(TameRegisterEnd<N>, TameRegisterEnd<N>)>
+pub fn tame_register_pair<const W: usize>() -> io::Result<(TameRegisterEnd<W>, TameRegisterEnd<W>)>
 {
-    let spec = ChannelSpec::register::<[u8; N]>();
+    let spec = ChannelSpec::register::<Message<W>>();
     let there = Register::create_anonymous(spec).map_err(io::Error::other)?;
     let back = Register::create_anonymous(spec).map_err(io::Error::other)?;
     let a = TameRegisterEnd {
@@ -173,15 +185,15 @@ pub fn tame_register_pair<const N: usize>() -> io::Result<(TameRegisterEnd<N>, T
     Ok((a, b))
 }
 
-impl<const N: usize> Endpoint<N> for TameRegisterEnd<N> {
+impl<const W: usize> Endpoint<W> for TameRegisterEnd<W> {
     #[inline]
-    fn send(&mut self, msg: &[u8; N]) -> io::Result<()> {
+    fn send(&mut self, msg: &Message<W>) -> io::Result<()> {
         self.tx.write(msg);
         Ok(())
     }
 
     #[inline]
-    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()> {
+    fn recv(&mut self, msg: &mut Message<W>) -> io::Result<()> {
         *msg = spin_until(|| match self.rx.read() {
             Ok(sample) if sample.fresh => Some(Ok(sample.value)),
             // Not new yet, never written, or overlapping a write: keep spinning.
@@ -193,12 +205,12 @@ impl<const N: usize> Endpoint<N> for TameRegisterEnd<N> {
 
 // ---- rtrb (in-process) ---------------------------------------------------------------
 
-pub struct RtrbEnd<const N: usize> {
-    tx: rtrb::Producer<[u8; N]>,
-    rx: rtrb::Consumer<[u8; N]>,
+pub struct RtrbEnd<const W: usize> {
+    tx: rtrb::Producer<Message<W>>,
+    rx: rtrb::Consumer<Message<W>>,
 }
 
-pub fn rtrb_pair<const N: usize>(capacity: usize) -> (RtrbEnd<N>, RtrbEnd<N>) {
+pub fn rtrb_pair<const W: usize>(capacity: usize) -> (RtrbEnd<W>, RtrbEnd<W>) {
     let (there_tx, there_rx) = rtrb::RingBuffer::new(capacity);
     let (back_tx, back_rx) = rtrb::RingBuffer::new(capacity);
     (
@@ -213,14 +225,14 @@ pub fn rtrb_pair<const N: usize>(capacity: usize) -> (RtrbEnd<N>, RtrbEnd<N>) {
     )
 }
 
-impl<const N: usize> Endpoint<N> for RtrbEnd<N> {
+impl<const W: usize> Endpoint<W> for RtrbEnd<W> {
     #[inline]
-    fn send(&mut self, msg: &[u8; N]) -> io::Result<()> {
+    fn send(&mut self, msg: &Message<W>) -> io::Result<()> {
         spin_until(|| self.tx.push(*msg).ok().map(Ok))
     }
 
     #[inline]
-    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()> {
+    fn recv(&mut self, msg: &mut Message<W>) -> io::Result<()> {
         *msg = spin_until(|| self.rx.pop().ok().map(Ok))?;
         Ok(())
     }
@@ -296,13 +308,13 @@ fn read_exact_fd(fd: &OwnedFd, mut bytes: &mut [u8]) -> io::Result<()> {
     Ok(())
 }
 
-impl<const N: usize> Endpoint<N> for PipeEnd {
-    fn send(&mut self, msg: &[u8; N]) -> io::Result<()> {
-        write_all_fd(&self.write, msg)
+impl<const W: usize> Endpoint<W> for PipeEnd {
+    fn send(&mut self, msg: &Message<W>) -> io::Result<()> {
+        write_all_fd(&self.write, bytes(msg))
     }
 
-    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()> {
-        read_exact_fd(&self.read, msg)
+    fn recv(&mut self, msg: &mut Message<W>) -> io::Result<()> {
+        read_exact_fd(&self.read, bytes_mut(msg))
     }
 }
 
@@ -315,13 +327,13 @@ pub fn unix_pair() -> io::Result<(UnixEnd, UnixEnd)> {
     Ok((UnixEnd(a), UnixEnd(b)))
 }
 
-impl<const N: usize> Endpoint<N> for UnixEnd {
-    fn send(&mut self, msg: &[u8; N]) -> io::Result<()> {
-        self.0.write_all(msg)
+impl<const W: usize> Endpoint<W> for UnixEnd {
+    fn send(&mut self, msg: &Message<W>) -> io::Result<()> {
+        self.0.write_all(bytes(msg))
     }
 
-    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()> {
-        self.0.read_exact(msg)
+    fn recv(&mut self, msg: &mut Message<W>) -> io::Result<()> {
+        self.0.read_exact(bytes_mut(msg))
     }
 }
 
@@ -418,12 +430,14 @@ pub fn mq_pair(msg_size: usize, segment_bound: Duration) -> io::Result<(MqEnd, M
     ))
 }
 
-impl<const N: usize> Endpoint<N> for MqEnd {
-    fn send(&mut self, msg: &[u8; N]) -> io::Result<()> {
+impl<const W: usize> Endpoint<W> for MqEnd {
+    fn send(&mut self, msg: &Message<W>) -> io::Result<()> {
         loop {
-            // SAFETY: msg is N readable bytes; the queue's message size is N.
-            let r =
-                unsafe { libc::mq_timedsend(self.tx.0, msg.as_ptr().cast(), N, 0, &self.deadline) };
+            let msg = bytes(msg);
+            // SAFETY: msg is msg.len() readable bytes, the queue's message size.
+            let r = unsafe {
+                libc::mq_timedsend(self.tx.0, msg.as_ptr().cast(), msg.len(), 0, &self.deadline)
+            };
             if r == 0 {
                 return Ok(());
             }
@@ -434,19 +448,20 @@ impl<const N: usize> Endpoint<N> for MqEnd {
         }
     }
 
-    fn recv(&mut self, msg: &mut [u8; N]) -> io::Result<()> {
+    fn recv(&mut self, msg: &mut Message<W>) -> io::Result<()> {
         loop {
-            // SAFETY: msg is N writable bytes, the queue's message size.
+            let msg = bytes_mut(msg);
+            // SAFETY: msg is msg.len() writable bytes, the queue's message size.
             let r = unsafe {
                 libc::mq_timedreceive(
                     self.rx.0,
                     msg.as_mut_ptr().cast(),
-                    N,
+                    msg.len(),
                     std::ptr::null_mut(),
                     &self.deadline,
                 )
             };
-            if r == N as isize {
+            if r == msg.len() as isize {
                 return Ok(());
             }
             if r >= 0 {

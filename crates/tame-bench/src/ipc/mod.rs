@@ -1,5 +1,5 @@
 //! `tame bench ipc`: one-way latency (ping-pong round trip / 2) and throughput of
-//! 8- and 64-byte messages between two pinned threads, for a raw cache-line
+//! 8- to 1024-byte messages ([`SIZES`]) between two pinned threads, for a raw cache-line
 //! ping-pong (the floor), tame-ipc's SPSC ring and register, a pipe, a Unix socket,
 //! a POSIX message queue and the rtrb crate — in one run, interleaved round by round
 //! so that machine noise hits every transport alike.
@@ -19,6 +19,9 @@
 //! transports ([`ratios`]) as derived figures.
 
 mod endpoint;
+#[cfg(feature = "iceoryx2")]
+mod iox2;
+mod message;
 mod ratios;
 mod run;
 mod samples;
@@ -26,6 +29,7 @@ pub mod sides;
 mod view;
 
 pub use endpoint::STALL_TIMEOUT;
+pub use message::SIZES;
 pub use ratios::{ratios, Quantity, Ratio};
 pub use run::{check, run, IpcRun, Samples};
 pub use samples::write_samples_csv;
@@ -42,8 +46,6 @@ pub const SCHEMA_VERSION: u32 = 2;
 
 /// Messages per throughput sample.
 pub const BLOCK: u64 = 1024;
-/// Message sizes the bench knows (the 8 and 64 bytes).
-pub const SIZES: [usize; 2] = [8, 64];
 
 /// A way to move a message from one thread to another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -57,10 +59,14 @@ pub enum Transport {
     Pipe,
     UnixSocket,
     Mq,
+    /// The iceoryx2 crate's publish-subscribe over shared memory (zero-copy loans), one
+    /// service per direction: a well-known transport a user would pick. Only in a tame
+    /// built with the `iceoryx2` feature ([`Transport::built`]).
+    Iceoryx2,
 }
 
 impl Transport {
-    pub const ALL: [Transport; 7] = [
+    pub const ALL: [Transport; 8] = [
         Transport::Floor,
         Transport::TameRing,
         Transport::TameRegister,
@@ -68,7 +74,28 @@ impl Transport {
         Transport::Pipe,
         Transport::UnixSocket,
         Transport::Mq,
+        Transport::Iceoryx2,
     ];
+
+    /// Whether this build of tame can measure it (iceoryx2 needs the `iceoryx2` feature).
+    pub fn built(self) -> bool {
+        self != Transport::Iceoryx2 || cfg!(feature = "iceoryx2")
+    }
+
+    /// Every transport this build can measure: what `--transports all` means.
+    pub fn available() -> Vec<Transport> {
+        Transport::ALL.into_iter().filter(|t| t.built()).collect()
+    }
+
+    /// Why `self` cannot be measured by this build, when it cannot.
+    fn unbuilt(self) -> Option<String> {
+        (!self.built()).then(|| {
+            format!(
+                "{} is not built into this tame — rebuild with `cargo build --release -p tame-cli --features iceoryx2` (bench/ipc.sh does), or leave it out of --transports",
+                self.name()
+            )
+        })
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -79,6 +106,7 @@ impl Transport {
             Transport::Pipe => "pipe",
             Transport::UnixSocket => "unix-socket",
             Transport::Mq => "mq",
+            Transport::Iceoryx2 => "iceoryx2",
         }
     }
 
@@ -89,7 +117,7 @@ impl Transport {
     /// `all`, or a comma-separated list of names (repeats count once).
     pub fn parse_list(text: &str) -> crate::Result<Vec<Transport>> {
         if text.trim() == "all" {
-            return Ok(Transport::ALL.to_vec());
+            return Ok(Transport::available());
         }
         let mut transports = Vec::new();
         for name in text.split(',').map(str::trim) {
@@ -100,6 +128,9 @@ impl Transport {
                     known.join(", ")
                 ))
             })?;
+            if let Some(why) = transport.unbuilt() {
+                return Err(crate::error::invalid(format!("--transports: {why}")));
+            }
             if !transports.contains(&transport) {
                 transports.push(transport);
             }
@@ -114,6 +145,11 @@ impl Transport {
     }
 }
 
+/// `8, 56, 64, 256, 1024`: the sizes a message may have, for error messages.
+fn sizes_text() -> String {
+    SIZES.map(|s| s.to_string()).join(", ")
+}
+
 /// Message sizes from a comma-separated list (repeats count once); only [`SIZES`].
 pub fn parse_sizes(text: &str) -> crate::Result<Vec<usize>> {
     let mut sizes = Vec::new();
@@ -124,7 +160,8 @@ pub fn parse_sizes(text: &str) -> crate::Result<Vec<usize>> {
             .filter(|s| SIZES.contains(s))
             .ok_or_else(|| {
                 crate::error::invalid(format!(
-                    "--sizes: {part:?} is not a supported size — use 8, 64 or 8,64"
+                    "--sizes: {part:?} is not a supported size — use any of {}",
+                    sizes_text()
                 ))
             })?;
         if !sizes.contains(&size) {
@@ -186,14 +223,18 @@ impl IpcSettings {
         }
         if self.sizes.is_empty() || self.sizes.iter().any(|s| !SIZES.contains(s)) {
             return Err(invalid(format!(
-                "message sizes {:?} — supported sizes are 8 and 64 bytes",
-                self.sizes
+                "message sizes {:?} — supported sizes are {} bytes",
+                self.sizes,
+                sizes_text()
             )));
         }
         if self.transports.is_empty() {
             return Err(invalid(
                 "no transport selected — name at least one with --transports",
             ));
+        }
+        if let Some(why) = self.transports.iter().find_map(|t| t.unbuilt()) {
+            return Err(invalid(why));
         }
         if self.rounds == 0 || self.round_trips < u64::from(self.rounds) {
             return Err(invalid(format!(
@@ -226,7 +267,7 @@ mod tests {
         IpcSettings {
             sides: Sides::unplaced([0, 1]),
             sizes: vec![8, 64],
-            transports: Transport::ALL.to_vec(),
+            transports: Transport::available(),
             round_trips: 1000,
             warmup_round_trips: 100,
             throughput_messages: 10 * BLOCK,
@@ -260,7 +301,7 @@ mod tests {
                     sizes: vec![16],
                     ..settings()
                 },
-                "8 and 64",
+                "8, 56, 64, 256, 1024 bytes",
             ),
             (
                 IpcSettings {
@@ -309,8 +350,30 @@ mod tests {
     fn argument_lists_parse_and_refuse_with_the_flag_named() {
         assert_eq!(
             Transport::parse_list("all").unwrap(),
-            Transport::ALL.to_vec()
+            Transport::available()
         );
+        // iceoryx2 is known by name in every build, measured only with its feature.
+        assert_eq!(
+            Transport::available().contains(&Transport::Iceoryx2),
+            cfg!(feature = "iceoryx2")
+        );
+        let named = Transport::parse_list("iceoryx2");
+        if cfg!(feature = "iceoryx2") {
+            assert_eq!(named.unwrap(), vec![Transport::Iceoryx2]);
+        } else {
+            let e = named.unwrap_err();
+            assert!(
+                e.is_bad_input() && e.to_string().contains("--features iceoryx2"),
+                "{e}"
+            );
+            let e = IpcSettings {
+                transports: vec![Transport::Iceoryx2],
+                ..settings()
+            }
+            .validate(&tame_host::CpuList::parse("0-1").unwrap())
+            .unwrap_err();
+            assert!(e.to_string().contains("not built into this tame"), "{e}");
+        }
         assert_eq!(
             Transport::parse_list("pipe, mq,pipe").unwrap(),
             vec![Transport::Pipe, Transport::Mq]
@@ -321,10 +384,15 @@ mod tests {
             "{e}"
         );
         assert_eq!(parse_sizes("64,8,64").unwrap(), vec![64, 8]);
-        assert!(parse_sizes("16")
-            .unwrap_err()
-            .to_string()
-            .contains("--sizes"));
+        assert_eq!(
+            parse_sizes("8,56,64,256,1024").unwrap(),
+            vec![8, 56, 64, 256, 1024]
+        );
+        let e = parse_sizes("16").unwrap_err().to_string();
+        assert!(
+            e.contains("--sizes") && e.contains("8, 56, 64, 256, 1024"),
+            "{e}"
+        );
         assert_eq!(parse_cpu_pair("2, 3").unwrap(), [2, 3]);
         for bad in ["1", "1,2,3", "a,b"] {
             assert!(parse_cpu_pair(bad).unwrap_err().is_bad_input(), "{bad}");

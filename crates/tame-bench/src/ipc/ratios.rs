@@ -1,7 +1,8 @@
 //! Ratios between the transports of one run, for each size:
-//! - each tame channel's median one-way latency over the floor's (how far above the hardware);
+//! - each tame channel's median and p99.9 one-way latency over the floor's (how far above the
+//!   hardware, in the middle and in the tail);
 //! - the pipe's, Unix socket's and mq's median over each tame channel's (how much lower tame is);
-//! - the tame ring's throughput over rtrb's.
+//! - the tame ring's throughput over rtrb's and iceoryx2's, and its median over iceoryx2's.
 //!
 //! Only ratios: what counts as good enough is the reader's to decide.
 
@@ -17,6 +18,9 @@ use super::Transport;
 pub enum Quantity {
     /// Median one-way latency (p50 of `one_way_latency`).
     MedianLatency,
+    /// The tail: p99.9 of `one_way_latency`.
+    #[serde(rename = "p99_9_latency")]
+    P99_9Latency,
     /// Messages per second over the whole throughput measurement.
     Throughput,
 }
@@ -25,6 +29,7 @@ impl Quantity {
     pub fn describe(self) -> &'static str {
         match self {
             Quantity::MedianLatency => "median latency",
+            Quantity::P99_9Latency => "p99.9 latency",
             Quantity::Throughput => "msgs/s",
         }
     }
@@ -52,11 +57,19 @@ fn find(groups: &[GroupResult], transport: Transport, size: usize) -> Option<&Gr
     groups.iter().find(|g| g.label == label)
 }
 
+/// The group's one-way latency figure `quantity` (not throughput), when there is one.
+fn latency(group: &GroupResult, quantity: Quantity) -> Option<u64> {
+    let summary = group.metric("one_way_latency")?.summary;
+    let value = match quantity {
+        Quantity::MedianLatency => summary.p50,
+        Quantity::P99_9Latency => summary.p99_9,
+        Quantity::Throughput => return None,
+    };
+    (value > 0).then_some(value)
+}
+
 fn median(group: &GroupResult) -> Option<u64> {
-    group
-        .metric("one_way_latency")
-        .map(|m| m.summary.p50)
-        .filter(|&p50| p50 > 0)
+    latency(group, Quantity::MedianLatency)
 }
 
 fn rate(group: &GroupResult) -> Option<f64> {
@@ -81,19 +94,29 @@ pub fn ratios(groups: &[GroupResult], sizes: &[usize]) -> Vec<Ratio> {
         });
     };
     for &size in sizes {
-        let floor = find(groups, Transport::Floor, size).and_then(median);
+        let floor = find(groups, Transport::Floor, size);
         for tame in [Transport::TameRing, Transport::TameRegister] {
-            let Some(tame_p50) = find(groups, tame, size).and_then(median) else {
+            let Some(tame_group) = find(groups, tame, size) else {
+                continue;
+            };
+            let Some(tame_p50) = median(tame_group) else {
                 continue;
             };
             let tame_label = label(tame, size).replace('/', "_");
-            if let Some(floor) = floor {
-                push(
-                    format!("latency_{tame_label}_over_floor"),
-                    (tame, Transport::Floor, size),
-                    Quantity::MedianLatency,
-                    tame_p50 as f64 / floor as f64,
-                );
+            // The goals' two figures: the middle and the tail, each over the floor's.
+            for (quantity, prefix) in [
+                (Quantity::MedianLatency, "latency"),
+                (Quantity::P99_9Latency, "p99_9"),
+            ] {
+                let figure = |g| latency(g, quantity);
+                if let (Some(over), Some(under)) = (figure(tame_group), floor.and_then(figure)) {
+                    push(
+                        format!("{prefix}_{tame_label}_over_floor"),
+                        (tame, Transport::Floor, size),
+                        quantity,
+                        over as f64 / under as f64,
+                    );
+                }
             }
             for kernel in [Transport::Pipe, Transport::UnixSocket, Transport::Mq] {
                 if let Some(kernel_p50) = find(groups, kernel, size).and_then(median) {
@@ -106,15 +129,30 @@ pub fn ratios(groups: &[GroupResult], sizes: &[usize]) -> Vec<Ratio> {
                 }
             }
         }
-        let ring = find(groups, Transport::TameRing, size).and_then(rate);
-        let rtrb = find(groups, Transport::Rtrb, size).and_then(rate);
-        if let (Some(ring), Some(rtrb)) = (ring, rtrb) {
+        let ring = find(groups, Transport::TameRing, size);
+        // The well-known shared-memory transport a user might pick instead: medians.
+        let iceoryx2 = find(groups, Transport::Iceoryx2, size);
+        if let (Some(ring), Some(other)) = (ring.and_then(median), iceoryx2.and_then(median)) {
             push(
-                format!("throughput_tame-ring_{size}B_over_rtrb"),
-                (Transport::TameRing, Transport::Rtrb, size),
-                Quantity::Throughput,
-                ring / rtrb,
+                format!("latency_tame-ring_{size}B_over_iceoryx2"),
+                (Transport::TameRing, Transport::Iceoryx2, size),
+                Quantity::MedianLatency,
+                ring as f64 / other as f64,
             );
+        }
+        for other in [Transport::Rtrb, Transport::Iceoryx2] {
+            let rates = (
+                ring.and_then(rate),
+                find(groups, other, size).and_then(rate),
+            );
+            if let (Some(ring), Some(other_rate)) = rates {
+                push(
+                    format!("throughput_tame-ring_{size}B_over_{}", other.name()),
+                    (Transport::TameRing, other, size),
+                    Quantity::Throughput,
+                    ring / other_rate,
+                );
+            }
         }
     }
     out
@@ -135,6 +173,7 @@ mod tests {
     use crate::result::Metric;
     use crate::stats::Summary;
 
+    /// A group whose p99.9 is twice its median.
     fn group(transport: Transport, size: usize, p50: u64, rate: Option<f64>) -> GroupResult {
         GroupResult {
             label: label(transport, size),
@@ -144,6 +183,7 @@ mod tests {
                 summary: Summary {
                     count: 10,
                     p50,
+                    p99_9: 2 * p50,
                     ..Summary::default()
                 },
                 distribution: None,
@@ -158,12 +198,15 @@ mod tests {
 
     #[test]
     fn ratios_of_medians_and_throughputs() {
+        let mut tail = group(Transport::TameRing, 8, 140, Some(9e6));
+        tail.metrics[0].summary.p99_9 = 600;
         let groups = vec![
             group(Transport::Floor, 8, 100, None),
-            group(Transport::TameRing, 8, 140, Some(9e6)),
+            tail,
             group(Transport::TameRegister, 8, 200, None),
             group(Transport::Pipe, 8, 5000, Some(1e5)),
             group(Transport::Rtrb, 8, 130, Some(10e6)),
+            group(Transport::Iceoryx2, 8, 280, Some(4.5e6)),
         ];
         let all = ratios(&groups, &[8]);
         let get = |n: &str| {
@@ -188,8 +231,20 @@ mod tests {
         let throughput = get("throughput_tame-ring_8B_over_rtrb");
         assert!((throughput.value - 0.9).abs() < 1e-9);
         assert_eq!(throughput.quantity, Quantity::Throughput);
-        // floor + pipe for each of the two tame channels, and the throughput.
-        assert_eq!(all.len(), 5);
+        // The tail: the ring's p99.9 600 ns over the floor's 200 ns.
+        let tail = get("p99_9_tame-ring_8B_over_floor");
+        assert!((tail.value - 3.0).abs() < 1e-9);
+        assert_eq!(tail.quantity, Quantity::P99_9Latency);
+        assert_eq!(tail.denominator, "floor/8B");
+        assert!((get("p99_9_tame-register_8B_over_floor").value - 2.0).abs() < 1e-9);
+        // iceoryx2: the ring's median and msgs/s over its.
+        let iceoryx2 = get("latency_tame-ring_8B_over_iceoryx2");
+        assert!((iceoryx2.value - 0.5).abs() < 1e-9);
+        assert_eq!(iceoryx2.denominator, "iceoryx2/8B");
+        assert!((get("throughput_tame-ring_8B_over_iceoryx2").value - 2.0).abs() < 1e-9);
+        // Median and p99.9 over the floor + pipe for each of the two tame channels, the
+        // ring over iceoryx2 (median) and the throughputs over rtrb and iceoryx2.
+        assert_eq!(all.len(), 2 * 3 + 1 + 2);
         // Transports not measured give no ratio.
         assert!(all
             .iter()

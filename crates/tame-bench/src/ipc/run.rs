@@ -16,7 +16,8 @@ use tame_host::environment::RunEnvironment;
 use tame_host::Root;
 use tame_rt::Clock;
 
-use super::endpoint::{self, Endpoint, STALL_TIMEOUT};
+use super::endpoint::{self, handed, Endpoint, Make, STALL_TIMEOUT};
+use super::message::{seq, set_seq, with_words, Message};
 use super::ratios::{self, Ratio};
 use super::{IpcSettings, Side, Sides, Transport, BLOCK, SCHEMA_VERSION};
 use crate::distribution::Distribution;
@@ -494,14 +495,7 @@ fn measure_latency(
     samples: &mut SampleBuffer,
 ) -> io::Result<()> {
     let out = Timed { recorder, samples };
-    match size {
-        8 => latency_for::<8>(transport, plan, settings, round_trips, out),
-        64 => latency_for::<64>(transport, plan, settings, round_trips, out),
-        other => Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("size {other}"),
-        )),
-    }
+    with_words!(size, W => latency_for::<W>(transport, plan, settings, round_trips, out))
 }
 
 fn measure_throughput(
@@ -512,14 +506,7 @@ fn measure_throughput(
     messages: u64,
     recorder: &mut Recorder,
 ) -> io::Result<u64> {
-    match size {
-        8 => throughput_for::<8>(transport, plan, settings, messages, recorder),
-        64 => throughput_for::<64>(transport, plan, settings, messages, recorder),
-        other => Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("size {other}"),
-        )),
-    }
+    with_words!(size, W => throughput_for::<W>(transport, plan, settings, messages, recorder))
 }
 
 /// Where the timing thread puts what it measures.
@@ -528,7 +515,7 @@ struct Timed<'a> {
     samples: &'a mut SampleBuffer,
 }
 
-fn latency_for<const N: usize>(
+fn latency_for<const W: usize>(
     transport: Transport,
     plan: &Plan,
     settings: &IpcSettings,
@@ -537,34 +524,55 @@ fn latency_for<const N: usize>(
 ) -> io::Result<()> {
     let capacity = settings.ring_capacity;
     match transport {
-        Transport::Floor => ping_pong::<N, _>(endpoint::floor_pair(), plan, round_trips, out),
-        Transport::TameRing => ping_pong::<N, _>(
-            endpoint::tame_ring_pair::<N>(capacity)?,
-            plan,
-            round_trips,
-            out,
-        ),
-        Transport::TameRegister => {
-            ping_pong::<N, _>(endpoint::tame_register_pair::<N>()?, plan, round_trips, out)
+        Transport::Floor => {
+            ping_pong::<W, _>(handed(endpoint::floor_pair()), plan, round_trips, out)
         }
-        Transport::Rtrb => ping_pong::<N, _>(
-            endpoint::rtrb_pair::<N>(capacity as usize),
+        Transport::TameRing => ping_pong::<W, _>(
+            handed(endpoint::tame_ring_pair::<W>(capacity)?),
             plan,
             round_trips,
             out,
         ),
-        Transport::Pipe => ping_pong::<N, _>(endpoint::pipe_pair()?, plan, round_trips, out),
-        Transport::UnixSocket => ping_pong::<N, _>(endpoint::unix_pair()?, plan, round_trips, out),
-        Transport::Mq => ping_pong::<N, _>(
-            endpoint::mq_pair(N, mq_segment_bound(plan.warmup + round_trips))?,
+        Transport::TameRegister => ping_pong::<W, _>(
+            handed(endpoint::tame_register_pair::<W>()?),
             plan,
             round_trips,
             out,
         ),
+        Transport::Rtrb => ping_pong::<W, _>(
+            handed(endpoint::rtrb_pair::<W>(capacity as usize)),
+            plan,
+            round_trips,
+            out,
+        ),
+        Transport::Pipe => {
+            ping_pong::<W, _>(handed(endpoint::pipe_pair()?), plan, round_trips, out)
+        }
+        Transport::UnixSocket => {
+            ping_pong::<W, _>(handed(endpoint::unix_pair()?), plan, round_trips, out)
+        }
+        Transport::Mq => ping_pong::<W, _>(
+            handed(endpoint::mq_pair(
+                std::mem::size_of::<Message<W>>(),
+                mq_segment_bound(plan.warmup + round_trips),
+            )?),
+            plan,
+            round_trips,
+            out,
+        ),
+        #[cfg(feature = "iceoryx2")]
+        Transport::Iceoryx2 => ping_pong::<W, _>(
+            super::iox2::pair::<W>(capacity as usize)?,
+            plan,
+            round_trips,
+            out,
+        ),
+        #[cfg(not(feature = "iceoryx2"))]
+        Transport::Iceoryx2 => Err(unbuilt()),
     }
 }
 
-fn throughput_for<const N: usize>(
+fn throughput_for<const W: usize>(
     transport: Transport,
     plan: &Plan,
     settings: &IpcSettings,
@@ -573,37 +581,67 @@ fn throughput_for<const N: usize>(
 ) -> io::Result<u64> {
     let capacity = settings.ring_capacity;
     match transport {
-        Transport::TameRing => stream::<N, _>(
-            endpoint::tame_ring_pair::<N>(capacity)?,
+        Transport::TameRing => stream::<W, _>(
+            handed(endpoint::tame_ring_pair::<W>(capacity)?),
             plan,
             messages,
             recorder,
         ),
-        Transport::Rtrb => stream::<N, _>(
-            endpoint::rtrb_pair::<N>(capacity as usize),
+        Transport::Rtrb => stream::<W, _>(
+            handed(endpoint::rtrb_pair::<W>(capacity as usize)),
             plan,
             messages,
             recorder,
         ),
-        Transport::Pipe => stream::<N, _>(endpoint::pipe_pair()?, plan, messages, recorder),
-        Transport::UnixSocket => stream::<N, _>(endpoint::unix_pair()?, plan, messages, recorder),
-        Transport::Mq => stream::<N, _>(
-            endpoint::mq_pair(N, mq_segment_bound(messages))?,
+        Transport::Pipe => stream::<W, _>(handed(endpoint::pipe_pair()?), plan, messages, recorder),
+        Transport::UnixSocket => {
+            stream::<W, _>(handed(endpoint::unix_pair()?), plan, messages, recorder)
+        }
+        Transport::Mq => stream::<W, _>(
+            handed(endpoint::mq_pair(
+                std::mem::size_of::<Message<W>>(),
+                mq_segment_bound(messages),
+            )?),
             plan,
             messages,
             recorder,
         ),
+        #[cfg(feature = "iceoryx2")]
+        Transport::Iceoryx2 => stream::<W, _>(
+            super::iox2::pair::<W>(capacity as usize)?,
+            plan,
+            messages,
+            recorder,
+        ),
+        #[cfg(not(feature = "iceoryx2"))]
+        Transport::Iceoryx2 => Err(unbuilt()),
         Transport::Floor | Transport::TameRegister => Ok(0),
     }
 }
 
+/// Settings validation refuses iceoryx2 in a build without it; this is the last guard.
+#[cfg(not(feature = "iceoryx2"))]
+fn unbuilt() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "iceoryx2 is not built into this tame (cargo feature iceoryx2)",
+    )
+}
+
 /// Places the calling thread on its side (joins the partition's cgroup first where the
-/// side is in it, then pins), then meets the other thread at the barrier whatever
-/// happened, so a failed placement never leaves the peer waiting at the barrier.
-fn place_and_meet(side: Side, plan: &Plan, barrier: &Barrier) -> io::Result<()> {
-    let placed = place(side, plan);
+/// side is in it, then pins), makes its end, then meets the other thread at the barrier
+/// whatever happened, so a failure never leaves the peer waiting at the barrier.
+fn place_and_meet<E>(
+    side: Side,
+    plan: &Plan,
+    barrier: &Barrier,
+    make: impl FnOnce() -> io::Result<E>,
+) -> io::Result<E> {
+    // Made after placing: an end made here (iceoryx2's ports) lives on this thread, and
+    // before the barrier, so both ends exist before the first message.
+    let end = place(side, plan).and_then(|()| make());
     barrier.wait();
-    placed
+    end
 }
 
 fn place(side: Side, plan: &Plan) -> io::Result<()> {
@@ -630,18 +668,10 @@ fn join(handle: std::thread::ScopedJoinHandle<'_, io::Result<()>>) -> io::Result
         .unwrap_or_else(|_| Err(io::Error::other("a bench thread panicked")))
 }
 
-fn write_seq<const N: usize>(msg: &mut [u8; N], seq: u64) {
-    msg[..8].copy_from_slice(&seq.to_le_bytes());
-}
-
-fn read_seq<const N: usize>(msg: &[u8; N]) -> u64 {
-    u64::from_le_bytes(msg[..8].try_into().expect("messages are at least 8 bytes"))
-}
-
 /// Timed thread: send, wait for the echo, record half the round trip. Echo thread:
 /// receive, send back.
-fn ping_pong<const N: usize, E: Endpoint<N>>(
-    (timed, echo): (E, E),
+fn ping_pong<const W: usize, E: Endpoint<W>>(
+    (timed, echo): (impl Make<E>, impl Make<E>),
     plan: &Plan,
     round_trips: u64,
     out: Timed<'_>,
@@ -653,11 +683,10 @@ fn ping_pong<const N: usize, E: Endpoint<N>>(
     // peer sees EOF instead of waiting forever.
     std::thread::scope(|scope| {
         let echoing = scope.spawn(move || -> io::Result<()> {
-            place_and_meet(plan.sides.echo, plan, barrier)?;
             // On this thread's own stack: the two ends' private indices must not share
             // a cache line (closures live side by side on the heap).
-            let mut echo = echo;
-            let mut msg = [0u8; N];
+            let mut echo = place_and_meet(plan.sides.echo, plan, barrier, echo)?;
+            let mut msg = [0u64; W];
             for _ in 0..total {
                 echo.recv(&mut msg)?;
                 echo.send(&msg)?;
@@ -665,21 +694,20 @@ fn ping_pong<const N: usize, E: Endpoint<N>>(
             Ok(())
         });
         let timing = scope.spawn(move || -> io::Result<()> {
-            place_and_meet(plan.sides.timing, plan, barrier)?;
-            let mut timed = timed;
+            let mut timed = place_and_meet(plan.sides.timing, plan, barrier, timed)?;
             let clock = plan.clock;
-            let mut msg = [0u8; N];
-            let mut reply = [0u8; N];
+            let mut msg = [0u64; W];
+            let mut reply = [0u64; W];
             for i in 0..total {
-                write_seq(&mut msg, i);
+                set_seq(&mut msg, i);
                 let t0 = clock.raw();
                 timed.send(&msg)?;
                 timed.recv(&mut reply)?;
                 let t1 = clock.raw();
-                if read_seq(&reply) != i {
+                if seq(&reply) != i {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
-                        format!("reply {} arrived for message {i}", read_seq(&reply)),
+                        format!("reply {} arrived for message {i}", seq(&reply)),
                     ));
                 }
                 if i >= plan.warmup {
@@ -703,8 +731,8 @@ fn ping_pong<const N: usize, E: Endpoint<N>>(
 /// Sender streams `messages` as fast as it can; the receiver checks their order and
 /// records the time per message of each block of [`BLOCK`]. Returns the receiver's
 /// total time, ns.
-fn stream<const N: usize, E: Endpoint<N>>(
-    (sender, receiver): (E, E),
+fn stream<const W: usize, E: Endpoint<W>>(
+    (sender, receiver): (impl Make<E>, impl Make<E>),
     plan: &Plan,
     messages: u64,
     recorder: &mut Recorder,
@@ -712,28 +740,26 @@ fn stream<const N: usize, E: Endpoint<N>>(
     let barrier = &Barrier::new(2);
     std::thread::scope(|scope| {
         let sending = scope.spawn(move || -> io::Result<()> {
-            place_and_meet(plan.sides.timing, plan, barrier)?;
-            let mut sender = sender;
-            let mut msg = [0u8; N];
+            let mut sender = place_and_meet(plan.sides.timing, plan, barrier, sender)?;
+            let mut msg = [0u64; W];
             for i in 0..messages {
-                write_seq(&mut msg, i);
+                set_seq(&mut msg, i);
                 sender.send(&msg)?;
             }
             Ok(())
         });
         let receiving = scope.spawn(move || -> io::Result<u64> {
-            place_and_meet(plan.sides.echo, plan, barrier)?;
-            let mut receiver = receiver;
+            let mut receiver = place_and_meet(plan.sides.echo, plan, barrier, receiver)?;
             let clock = plan.clock;
-            let mut msg = [0u8; N];
+            let mut msg = [0u64; W];
             let start = clock.raw();
             let mut block_start = start;
             for i in 0..messages {
                 receiver.recv(&mut msg)?;
-                if read_seq(&msg) != i {
+                if seq(&msg) != i {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
-                        format!("message {} arrived in place of {i}", read_seq(&msg)),
+                        format!("message {} arrived in place of {i}", seq(&msg)),
                     ));
                 }
                 if (i + 1) % BLOCK == 0 {
@@ -929,9 +955,10 @@ mod tests {
         );
     }
 
-    /// A short real run over every transport: each produces its distributions and its
-    /// spread over the rounds, the shared-memory ones beat the kernel ones, the ratios
-    /// are computed and the raw round trips kept.
+    /// A short real run over every transport this build has (iceoryx2 with its feature) and
+    /// every size: each produces its distributions and its spread over the rounds, the
+    /// shared-memory ones beat the kernel ones, the ratios are computed and the raw round
+    /// trips kept.
     #[test]
     fn short_run_measures_every_transport() {
         let allowed = allowed();
@@ -943,8 +970,8 @@ mod tests {
         }
         let settings = IpcSettings {
             sides: Sides::unplaced([allowed[0], allowed[1]]),
-            sizes: vec![8, 64],
-            transports: Transport::ALL.to_vec(),
+            sizes: super::super::SIZES.to_vec(),
+            transports: Transport::available(),
             round_trips: 2_000,
             warmup_round_trips: 100,
             throughput_messages: 4 * BLOCK,
@@ -969,7 +996,8 @@ mod tests {
             (result.partition.as_deref(), result.load.as_ref()),
             (None, None)
         );
-        assert_eq!(result.groups.len(), 2 * Transport::ALL.len());
+        let transports = Transport::available().len();
+        assert_eq!(result.groups.len(), 5 * transports);
         for group in &result.groups {
             let latency = group.metric("one_way_latency").unwrap().summary;
             assert_eq!(latency.count, 2_000, "{}", group.label);
@@ -1006,8 +1034,14 @@ mod tests {
             p50("tame-ring/8B") < p50("pipe/8B"),
             "shared memory beats a pipe"
         );
-        // Per size: 2 tame channels × (floor + 3 kernel transports) + ring over rtrb.
-        assert_eq!(run.ratios.len(), 2 * (2 * 4 + 1));
+        // Per size: 2 tame channels × (median and p99.9 over the floor + 3 kernel
+        // transports) + ring over rtrb; with iceoryx2, the ring's median and msgs/s over its.
+        let per_size = 2 * (2 + 3) + 1 + if cfg!(feature = "iceoryx2") { 2 } else { 0 };
+        assert_eq!(run.ratios.len(), 5 * per_size);
+        for size in super::super::SIZES {
+            let name = format!("p99_9_tame-ring_{size}B_over_floor");
+            assert!(run.ratios.iter().any(|r| r.name == name), "{name}");
+        }
         assert_eq!(result.merged.label, "ratios");
         assert_eq!(result.merged.derived.len(), run.ratios.len());
         assert!(result.merged.counters.is_empty());

@@ -199,6 +199,7 @@ mod tests {
                         Transport::Pipe => 2_000,
                         Transport::UnixSocket => 1_500,
                         Transport::Mq => 30_000,
+                        Transport::Iceoryx2 => 160,
                     };
                 let mut tally = Tally::new(0);
                 for k in 0..1_000 {
@@ -255,7 +256,8 @@ mod tests {
         }
     }
 
-    /// The expected text was produced by `summary_text` before it was split into pieces.
+    /// The expected text was produced by `summary_text` before it was split into pieces (the
+    /// iceoryx2 rows and the p99.9 and iceoryx2 ratios added since).
     #[test]
     fn summary_of_every_transport_is_unchanged() {
         let run = recorded_run(&Transport::ALL, false, true);
@@ -269,6 +271,7 @@ mod tests {
             "pipe/8B                     1000   2000ns  21.97µs  37.98µs  41.57µs  41.95µs  41.96µs  41.96µs   41.96µs\n",
             "unix-socket/8B              1000   1500ns  16.48µs  28.48µs  31.18µs  31.45µs  31.47µs  31.47µs   31.47µs\n",
             "mq/8B                       1000  30.00µs 329.47µs 569.86µs 623.62µs 629.25µs 629.40µs 629.40µs  629.40µs\n",
+            "iceoryx2/8B                 1000    160ns   1756ns   3037ns   3325ns   3353ns   3356ns   3356ns    3356ns\n",
             "floor/64B                   1000    800ns   8791ns  15.19µs  16.64µs  16.78µs  16.78µs  16.78µs   16.78µs\n",
             "tame-ring/64B               1000   1120ns  12.30µs  21.26µs  23.28µs  23.49µs  23.50µs  23.50µs   23.50µs\n",
             "tame-register/64B           1000   1440ns  15.81µs  27.34µs  29.93µs  30.19µs  30.21µs  30.21µs   30.21µs\n",
@@ -276,6 +279,7 @@ mod tests {
             "pipe/64B                    1000  16.00µs 175.74µs 303.87µs 332.54µs 335.62µs 335.68µs 335.68µs  335.68µs\n",
             "unix-socket/64B             1000  12.00µs 131.84µs 227.84µs 249.47µs 251.65µs 251.76µs 251.76µs  251.76µs\n",
             "mq/64B                      1000 240.00µs  2.636ms  4.559ms  4.989ms  5.034ms  5.035ms  5.035ms   5.035ms\n",
+            "iceoryx2/64B                1000   1280ns  14.05µs  24.30µs  26.61µs  26.83µs  26.85µs  26.85µs   26.85µs\n",
             "\n",
             "throughput (receiver side; ns per message in blocks of 1024)\n",
             "transport                  messages         msgs/s      p50      p99      max\n",
@@ -284,31 +288,41 @@ mod tests {
             "pipe/8B                        8192        2000000    503ns    507ns    507ns\n",
             "unix-socket/8B                 8192        2666667    378ns    382ns    382ns\n",
             "mq/8B                          8192         133333   7503ns   7507ns   7507ns\n",
+            "iceoryx2/8B                    8192       25000000     43ns     47ns     47ns\n",
             "tame-ring/64B                  8192        3571429    283ns    287ns    287ns\n",
             "rtrb/64B                       8192        3333333    303ns    307ns    307ns\n",
             "pipe/64B                       8192         250000   4003ns   4007ns   4007ns\n",
             "unix-socket/64B                8192         333333   3003ns   3007ns   3007ns\n",
             "mq/64B                         8192          16667  60.01µs  60.01µs  60.01µs\n",
+            "iceoryx2/64B                   8192        3125000    323ns    327ns    327ns\n",
             "\n",
             "ratios\n",
             "  median latency tame-ring/8B ÷ floor/8B                  1.40\n",
+            "  p99.9 latency tame-ring/8B ÷ floor/8B                   1.40\n",
             "  median latency pipe/8B ÷ tame-ring/8B                  14.29\n",
             "  median latency unix-socket/8B ÷ tame-ring/8B           10.72\n",
             "  median latency mq/8B ÷ tame-ring/8B                   214.36\n",
             "  median latency tame-register/8B ÷ floor/8B              1.80\n",
+            "  p99.9 latency tame-register/8B ÷ floor/8B               1.80\n",
             "  median latency pipe/8B ÷ tame-register/8B              11.12\n",
             "  median latency unix-socket/8B ÷ tame-register/8B        8.34\n",
             "  median latency mq/8B ÷ tame-register/8B               166.74\n",
+            "  median latency tame-ring/8B ÷ iceoryx2/8B               0.88\n",
             "  msgs/s tame-ring/8B ÷ rtrb/8B                           1.07\n",
+            "  msgs/s tame-ring/8B ÷ iceoryx2/8B                       1.14\n",
             "  median latency tame-ring/64B ÷ floor/64B                1.40\n",
+            "  p99.9 latency tame-ring/64B ÷ floor/64B                 1.40\n",
             "  median latency pipe/64B ÷ tame-ring/64B                14.28\n",
             "  median latency unix-socket/64B ÷ tame-ring/64B         10.72\n",
             "  median latency mq/64B ÷ tame-ring/64B                 214.24\n",
             "  median latency tame-register/64B ÷ floor/64B            1.80\n",
+            "  p99.9 latency tame-register/64B ÷ floor/64B             1.80\n",
             "  median latency pipe/64B ÷ tame-register/64B            11.11\n",
             "  median latency unix-socket/64B ÷ tame-register/64B      8.34\n",
             "  median latency mq/64B ÷ tame-register/64B             166.66\n",
+            "  median latency tame-ring/64B ÷ iceoryx2/64B             0.88\n",
             "  msgs/s tame-ring/64B ÷ rtrb/64B                         1.07\n",
+            "  msgs/s tame-ring/64B ÷ iceoryx2/64B                     1.14\n",
             "\n",
             "clock monotonic (read 25 ns); kernel 6.1.0-rt (full); virtualised (KVM): hypervisor noise no guest setting removes\n",
         );

@@ -22,11 +22,14 @@ pub struct IpcBenchArgs {
     /// partition's first).
     #[arg(long, value_name = "A,B")]
     pub cpus: Option<String>,
-    /// Transports to compare: all, or a list of floor, tame-ring, tame-register, rtrb, pipe, unix-socket, mq.
+    /// Transports to compare: all, or a list of floor, tame-ring, tame-register, rtrb, pipe,
+    /// unix-socket, mq, iceoryx2 (iceoryx2 only in a tame built with `--features iceoryx2`;
+    /// `all` includes it there).
     #[arg(long, default_value = "all", value_name = "LIST")]
     pub transports: String,
-    /// Message sizes in bytes: 8, 64 or both.
-    #[arg(long, default_value = "8,64", value_name = "LIST")]
+    /// Message sizes in bytes, any of 8, 56, 64, 256, 1024 (default: the three of the ring's
+    /// goals; all five take about 5/3 as long).
+    #[arg(long, default_value = "8,56,64", value_name = "LIST")]
     pub sizes: String,
     /// Measured round trips per transport and size (spread over the rounds).
     #[arg(long, default_value_t = 200_000)]
