@@ -152,7 +152,6 @@ pub fn run(
     let cpus: Vec<u32> = settings.cpus.iter().collect();
     let (interval, loops, busy) = (settings.interval_ns, settings.loops, settings.busy_wait);
     let thread_control = control.clone();
-    let _away = WaitingThreadAway::from(&cpus);
     engine::measure(&plans, control, tick, move |index, gate, progress| {
         let mut out = CycleOutput {
             cpu: Some(cpus[index]),
@@ -178,40 +177,6 @@ pub fn run(
         );
         out
     })
-}
-
-/// Keeps the calling (waiting) thread off the measured CPUs while it lives, where other CPUs
-/// are allowed; restores its affinity when dropped. A thread that wakes on a measured CPU
-/// (this one every 100 ms) brings timer interrupts there, and a measurement deadline that
-/// falls inside one is served without an interrupt of its own: a faster wakeup than the
-/// system gives a lone periodic task (cyclictest's 10 ms main loop on the measured CPU sets
-/// its minimum that way; docs/benchmarks.md, parity).
-struct WaitingThreadAway {
-    restore: Option<Vec<u32>>,
-}
-
-impl WaitingThreadAway {
-    fn from(measured: &[u32]) -> Self {
-        let allowed = tame_rt::sched::allowed_cpus();
-        let elsewhere: Vec<u32> = allowed
-            .iter()
-            .copied()
-            .filter(|c| !measured.contains(c))
-            .collect();
-        // Nowhere else to go (or a failed call): stay, as before; only placement changes.
-        let moved = !elsewhere.is_empty() && tame_rt::sched::set_affinity(0, elsewhere).is_ok();
-        Self {
-            restore: moved.then_some(allowed),
-        }
-    }
-}
-
-impl Drop for WaitingThreadAway {
-    fn drop(&mut self) {
-        if let Some(cpus) = self.restore.take() {
-            let _ = tame_rt::sched::set_affinity(0, cpus);
-        }
-    }
 }
 
 /// One thread per CPU. Each sleeps with the least timer slack: a SCHED_OTHER thread would
@@ -315,31 +280,6 @@ mod tests {
         );
         assert_eq!(plans.len(), 1);
         assert_eq!(plans[0].timer_slack_ns, Some(1));
-    }
-
-    #[test]
-    fn the_waiting_thread_leaves_the_measured_cpus_and_comes_back() {
-        std::thread::spawn(|| {
-            let allowed = tame_rt::sched::allowed_cpus();
-            let Some(&first) = allowed.first() else {
-                panic!("no allowed CPU")
-            };
-            {
-                let _away = WaitingThreadAway::from(&[first]);
-                let now = tame_rt::sched::allowed_cpus();
-                if allowed.len() > 1 {
-                    assert!(
-                        !now.contains(&first) && now.len() == allowed.len() - 1,
-                        "{now:?}"
-                    );
-                } else {
-                    assert_eq!(now, allowed, "a single allowed CPU is kept");
-                }
-            }
-            assert_eq!(tame_rt::sched::allowed_cpus(), allowed, "restored");
-        })
-        .join()
-        .unwrap();
     }
 
     #[test]

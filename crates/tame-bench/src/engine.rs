@@ -425,6 +425,8 @@ where
     T: Send + 'static,
     F: Fn(usize, &StartGate, &Progress) -> T + Send + Sync + 'static,
 {
+    let measured: Vec<u32> = plans.iter().filter_map(|p| p.cpu).collect();
+    let _away = (!measured.is_empty()).then(|| WaitingThreadAway::from(&measured));
     let started = std::time::Instant::now();
     let outputs = run_threads(plans, 10_000_000, tick, body)?;
     Ok(crate::measure::Measured {
@@ -432,6 +434,40 @@ where
         elapsed_ns: started.elapsed().as_nanos() as u64,
         interrupted: control.stopped(),
     })
+}
+
+/// Keeps the calling (waiting) thread off the measured CPUs while it lives, where other CPUs
+/// are allowed; restores its affinity when dropped. A thread that wakes on a measured CPU
+/// (the session's, every 100 ms) brings timer interrupts there, and a measurement deadline that
+/// falls inside one is served without an interrupt of its own: a faster wakeup than the
+/// system gives a lone periodic task (cyclictest's 10 ms main loop on the measured CPU sets
+/// its minimum that way; docs/benchmarks.md, parity).
+struct WaitingThreadAway {
+    restore: Option<Vec<u32>>,
+}
+
+impl WaitingThreadAway {
+    fn from(measured: &[u32]) -> Self {
+        let allowed = sched::allowed_cpus();
+        let elsewhere: Vec<u32> = allowed
+            .iter()
+            .copied()
+            .filter(|c| !measured.contains(c))
+            .collect();
+        // Nowhere else to go (or a failed call): stay, as before; only placement changes.
+        let moved = !elsewhere.is_empty() && sched::set_affinity(0, elsewhere).is_ok();
+        Self {
+            restore: moved.then_some(allowed),
+        }
+    }
+}
+
+impl Drop for WaitingThreadAway {
+    fn drop(&mut self) {
+        if let Some(cpus) = self.restore.take() {
+            let _ = sched::set_affinity(0, cpus);
+        }
+    }
 }
 
 /// One measuring thread on `cpu` whose body measures several groups in turn (mem: a group per
@@ -548,6 +584,31 @@ mod tests {
         let cpus = CpuList::parse("2,5").unwrap();
         assert_eq!(assign_cpus(3, Some(&cpus)), vec![Some(2), Some(5), Some(2)]);
         assert_eq!(assign_cpus(2, None), vec![None, None]);
+    }
+
+    #[test]
+    fn the_waiting_thread_leaves_the_measured_cpus_and_comes_back() {
+        std::thread::spawn(|| {
+            let allowed = sched::allowed_cpus();
+            let Some(&first) = allowed.first() else {
+                panic!("no allowed CPU")
+            };
+            {
+                let _away = WaitingThreadAway::from(&[first]);
+                let now = sched::allowed_cpus();
+                if allowed.len() > 1 {
+                    assert!(
+                        !now.contains(&first) && now.len() == allowed.len() - 1,
+                        "{now:?}"
+                    );
+                } else {
+                    assert_eq!(now, allowed, "a single allowed CPU is kept");
+                }
+            }
+            assert_eq!(sched::allowed_cpus(), allowed, "restored");
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
