@@ -419,10 +419,17 @@ impl RawProducer {
     /// Marks the slot at the tail written and moves the tail past it.
     #[inline(always)]
     fn commit_one(&mut self) {
-        // Whatever was reserved is this slot: a later commit must not publish the next.
-        self.reserved = false;
         self.core.mark_written(self.tail);
-        self.tail = self.tail.wrapping_add(1);
+        self.advance(1);
+    }
+
+    /// Moves the tail past `n` slots already marked written.
+    #[inline(always)]
+    fn advance(&mut self, n: u64) {
+        // Whatever was reserved was the first of them: a later commit must not publish
+        // the slot after.
+        self.reserved = false;
+        self.tail = self.tail.wrapping_add(n);
         // For len, inspection and takeover only; nobody waits on it.
         self.core.tail_cell().store(self.tail, Ordering::Release);
     }
@@ -503,9 +510,7 @@ impl RawProducer {
             self.core.mark_written(index);
         }
         if n > 0 {
-            self.reserved = false;
-            self.tail = self.tail.wrapping_add(n as u64);
-            self.core.tail_cell().store(self.tail, Ordering::Release);
+            self.advance(n as u64);
         }
         Ok(n)
     }
@@ -559,9 +564,21 @@ impl RawProducer {
     }
 }
 
-/// A written field would not fit in the element.
+/// A field written or read would not fit in the element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OutOfBounds;
+
+/// `len` bytes at `offset` lie inside an element of `elem_size` bytes.
+fn within_element(
+    offset: usize,
+    len: usize,
+    elem_size: usize,
+) -> std::result::Result<(), OutOfBounds> {
+    match offset.checked_add(len) {
+        Some(end) if end <= elem_size => Ok(()),
+        _ => Err(OutOfBounds),
+    }
+}
 
 /// A ring slot reserved for building one message in place ([`RawProducer::reserve`],
 /// [`Producer::reserve`]). The consumer sees nothing of it until [`SlotWriter::commit`].
@@ -598,12 +615,7 @@ impl SlotWriter<'_> {
         offset: usize,
         bytes: &[u8],
     ) -> std::result::Result<(), OutOfBounds> {
-        if offset
-            .checked_add(bytes.len())
-            .is_none_or(|end| end > self.len())
-        {
-            return Err(OutOfBounds);
-        }
+        within_element(offset, bytes.len(), self.len())?;
         // SAFETY: offset + len ≤ elem_size: inside the reserved slot's element, shared
         // memory accessed only atomically; `bytes` is a private slice.
         unsafe { slots::store(bytes.as_ptr(), self.slot.add(offset), bytes.len()) };
@@ -851,12 +863,7 @@ impl SlotReader<'_> {
         offset: usize,
         dst: &mut [u8],
     ) -> std::result::Result<(), OutOfBounds> {
-        if offset
-            .checked_add(dst.len())
-            .is_none_or(|end| end > self.len())
-        {
-            return Err(OutOfBounds);
-        }
+        within_element(offset, dst.len(), self.len())?;
         // SAFETY: offset + len ≤ elem_size: inside the held slot's element, shared
         // memory accessed only atomically; `dst` is a private slice.
         unsafe { slots::load(self.slot.add(offset), dst.as_mut_ptr(), dst.len()) };
@@ -914,9 +921,7 @@ impl<T: Pod> Producer<T> {
             core.mark_written(index);
         }
         if n > 0 {
-            self.raw.reserved = false;
-            self.raw.tail = self.raw.tail.wrapping_add(n as u64);
-            core.tail_cell().store(self.raw.tail, Ordering::Release);
+            self.raw.advance(n as u64);
         }
         Ok(n)
     }
