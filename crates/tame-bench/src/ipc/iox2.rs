@@ -19,6 +19,7 @@ use std::sync::{Arc, Barrier};
 
 use iceoryx2::port::publisher::Publisher;
 use iceoryx2::port::subscriber::Subscriber;
+use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::prelude::*;
 use iceoryx2::service::port_factory::publish_subscribe::PortFactory;
 
@@ -27,8 +28,8 @@ use super::message::Message;
 
 type Ipc = ipc::Service;
 
-/// Where iceoryx2 puts its shared-memory segments (POSIX shm).
-const SHM_DIR: &str = "/dev/shm";
+/// Where iceoryx2 puts its shared-memory segments (POSIX shm, as tame-ipc's named ones).
+use tame_ipc::SHM_DIR;
 
 /// One side: its publisher on one service, its subscriber on the other. Fields drop in
 /// order: the ports before the services, the services before the node, the node before
@@ -112,20 +113,36 @@ pub fn pair<const W: usize>(
         "tame-bench/there".to_string(),
         "tame-bench/back".to_string(),
     ];
-    // The opening side waits until the creating side has created (or failed to).
-    let created = Arc::new(Barrier::new(2));
+    // The opening side waits until the creating side has created (or failed to); then the
+    // creating side waits until the opening side has made its ports (or failed to), and
+    // connects its subscriber to the other's publisher before any message flows. Without
+    // that, the creator's subscriber connected on its first receive, after the echo's reply
+    // had been delivered, and lost it (the first round trip stalled in about 1 run of 7).
+    let (created, opened) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
     let creator = {
-        let (names, created, domain) = (names.clone(), created.clone(), domain.clone());
+        let (names, created, opened, domain) = (
+            names.clone(),
+            created.clone(),
+            opened.clone(),
+            domain.clone(),
+        );
         move || {
             let end = make::<W>(&domain, &names, capacity, true);
             created.wait();
-            end
+            opened.wait();
+            let end = end?;
+            end.subscriber
+                .update_connections()
+                .map_err(|e| failed("connecting to the peer's publisher", e))?;
+            Ok(end)
         }
     };
     let opener = move || {
         created.wait();
         let [there, back] = names;
-        make::<W>(&domain, &[back, there], capacity, false)
+        let end = make::<W>(&domain, &[back, there], capacity, false);
+        opened.wait();
+        end
     };
     Ok((creator, opener))
 }
@@ -187,15 +204,20 @@ fn make<const W: usize>(
 impl<const W: usize> Endpoint<W> for Iceoryx2End<W> {
     #[inline]
     fn send(&mut self, msg: &Message<W>) -> io::Result<()> {
-        let sample = self
-            .publisher
-            .loan_uninit()
-            .map_err(|e| failed("loaning a sample", e))?;
-        sample
-            .write_payload(*msg)
-            .send()
-            .map_err(|e| failed("sending", e))?;
-        Ok(())
+        spin_until(|| {
+            let sample = match self.publisher.loan_uninit() {
+                Ok(sample) => sample,
+                Err(e) => return Some(Err(failed("loaning a sample", e))),
+            };
+            match sample.write_payload(*msg).send() {
+                // Delivered to no subscriber: the peer's subscriber was not connected yet
+                // (iceoryx2 connects ports when it next looks); the message went nowhere,
+                // so send it again rather than lose it.
+                Ok(0) => None,
+                Ok(_) => Some(Ok(())),
+                Err(e) => Some(Err(failed("sending", e))),
+            }
+        })
     }
 
     #[inline]
