@@ -66,6 +66,9 @@ enum Command {
     /// Compare two results of the same bench: per-metric and per-source differences and ratios;
     /// --gate: fail (exit 1) when a new result is worse than baselines by more than their spread.
     Compare(cmd::compare::CompareArgs),
+    /// Results and specs for fleet engines: Prometheus metrics, Kubernetes node settings.
+    #[command(subcommand)]
+    Export(cmd::export::ExportCommand),
     /// Draw results as one self-contained HTML page of figures (and each figure as SVG).
     Report(cmd::report::ReportArgs),
     /// Guarantee a process a CPU share per period (scheduling server, SCHED_DEADLINE or cgroup).
@@ -101,6 +104,7 @@ fn main() {
         Command::Status(a) => cmd::partition::run_status(&ctx, a),
         Command::Revert(a) => cmd::partition::run_revert(&ctx, a),
         Command::Compare(a) => cmd::compare::run(&ctx, a),
+        Command::Export(c) => cmd::export::run(&ctx, c),
         Command::Report(a) => cmd::report::run(&ctx, a),
         Command::Reserve(a) => cmd::reserve::run(&ctx, a),
         Command::Serve(a) => cmd::serve::run(&ctx, a),
