@@ -170,7 +170,7 @@ impl<'a> Layout<'a> {
         let non_system: Vec<&PartitionSpec> = self.non_system().collect();
         if !self.exclusive_cpus.is_empty() {
             notes.push(format!(
-                "exclusive CPUs {} are exclusive only once claimed: the kubelet runs every pod that is not Guaranteed with integer CPUs on all CPUs no such pod holds yet, where tame keeps ordinary tasks off isolated CPUs — give the real-time pods integer CPU requests equal to their limits",
+                "the exclusive CPUs ({}) are exclusive only once claimed: the kubelet runs every pod that is not Guaranteed with integer CPUs on all CPUs no such pod holds yet, where tame keeps ordinary tasks off isolated CPUs — give the real-time pods integer CPU requests equal to their limits",
                 self.exclusive_cpus
             ));
         }
