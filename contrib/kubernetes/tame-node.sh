@@ -4,13 +4,15 @@
 # /proc, /sys, /etc, /boot and /var/lib/tame mounted below /host), measure a short cycle
 # bench on the CPUs this pod may use (no partition: the bench only watches), and write
 # the results as Prometheus text where node_exporter's textfile collector reads them.
+# The last round's JSON results stay in $out/json (the collector reads only *.prom files
+# at the top), for `kubectl cp` and `tame compare` across nodes (docs/fleet.md).
 set -u
 
 out=${TAME_METRICS_DIR:-/var/lib/tame-metrics}
 interval=${TAME_INTERVAL:-900}
 duration=${TAME_BENCH_DURATION:-5s}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+work=$out/json
+mkdir -p "$work" || exit 1
 trap 'exit 0' TERM INT
 
 # keep FILE CMD...: FILE holds CMD's JSON when CMD printed a result; else FILE is removed,

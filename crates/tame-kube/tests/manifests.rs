@@ -184,6 +184,8 @@ fn every_manifest_carries_what_its_kind_requires() {
     );
     let script = std::fs::read_to_string(contrib().join("tame-node.sh")).unwrap();
     assert!(script.contains("out=${TAME_METRICS_DIR:-/var/lib/tame-metrics}"));
+    // The JSON results stay for `kubectl cp` (docs/fleet.md), below what the collector reads.
+    assert!(script.contains("work=$out/json"));
     assert!(script.contains("tame export prometheus \"$@\" -o \"$out/tame.prom\""));
 }
 
