@@ -69,6 +69,13 @@ fn exports_match_the_golden_files_for_every_fixture_host() {
                 "{stderr}"
             );
             assert!(stderr.contains("exclusive only once claimed"), "{stderr}");
+            // The plan's own warnings come along: CPU 0 carries housekeeping.
+            if *host == "dev-vm" {
+                assert!(
+                    stderr.contains("tame plan warns about the spec on this host (so for nodes like it):\n  - partition \"rt\" isolates CPU 0"),
+                    "{stderr}"
+                );
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::document::{lookup, yaml, Check, Export, Field};
 use crate::kubelet::{API_VERSION, DEFAULT_EVICTION_MI, KIND};
 
 /// Version of the JSON shape of [`Comparison`].
-pub const COMPARISON_SCHEMA: u32 = 1;
+pub const COMPARISON_SCHEMA: &str = "tame.kubelet.compare/1";
 
 /// A kubelet config file that cannot be compared: what is wrong and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -42,7 +42,7 @@ pub struct Checked {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Comparison {
-    pub schema: u32,
+    pub schema: &'static str,
     pub checks: Vec<Checked>,
 }
 
@@ -266,6 +266,7 @@ mod tests {
             name: None,
             fields,
             not_expressed: vec![],
+            plan_warnings: vec![],
         }
     }
 

@@ -60,6 +60,8 @@ pub struct Export {
     pub fields: Vec<Field>,
     /// Everything the spec says that this document cannot express, one sentence each.
     pub not_expressed: Vec<String>,
+    /// `tame plan`'s warnings about the spec on this host (they hold for the fleet too).
+    pub plan_warnings: Vec<String>,
 }
 
 impl Export {
@@ -162,6 +164,7 @@ mod tests {
                 Field::new(&["top"], 3, "why top"),
             ],
             not_expressed: vec!["cache ways".into()],
+            plan_warnings: vec![],
         };
         let text = e.to_yaml("from s.toml");
         assert_eq!(

@@ -85,6 +85,7 @@ pub fn export(spec: &Spec, host: &HostModel, plan: &Plan) -> Export {
         name: None,
         fields,
         not_expressed,
+        plan_warnings: Vec::new(),
     }
 }
 

@@ -29,11 +29,15 @@ use tame_partition::{Invalid, Spec};
 /// that cannot be applied here is refused with the plan's errors.
 pub fn kubelet_for(spec: &Spec, host: &HostModel) -> Result<Export, Invalid> {
     let plan = tame_partition::plan(spec, host)?;
-    Ok(kubelet::export(spec, host, &plan))
+    let mut export = kubelet::export(spec, host, &plan);
+    export.plan_warnings = plan.warnings;
+    Ok(export)
 }
 
 /// The PerformanceProfile named `name`, validated on the host first.
 pub fn profile_for(spec: &Spec, host: &HostModel, name: &str) -> Result<Export, Invalid> {
-    tame_partition::plan(spec, host)?;
-    Ok(profile::export(spec, host, name))
+    let plan = tame_partition::plan(spec, host)?;
+    let mut export = profile::export(spec, host, name);
+    export.plan_warnings = plan.warnings;
+    Ok(export)
 }

@@ -112,6 +112,7 @@ pub fn export(spec: &Spec, host: &HostModel, name: &str) -> Export {
         name: Some(name.to_string()),
         fields,
         not_expressed,
+        plan_warnings: Vec::new(),
     }
 }
 

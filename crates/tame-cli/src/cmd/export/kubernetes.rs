@@ -91,16 +91,26 @@ fn emit(c: &Common, export: &Export, header: &str, command: &str) -> anyhow::Res
         Some(path) => write_file(path, &text)?,
         None => print_out(&text)?,
     }
-    if !export.not_expressed.is_empty() {
-        let mut notes = format!(
-            "tame {command}: what the spec says that a {} cannot express:\n",
-            export.kind
-        );
-        for n in &export.not_expressed {
+    let mut notes = String::new();
+    for (title, lines) in [
+        (
+            format!("what the spec says that a {} cannot express", export.kind),
+            &export.not_expressed,
+        ),
+        (
+            "tame plan warns about the spec on this host (so for nodes like it)".to_string(),
+            &export.plan_warnings,
+        ),
+    ] {
+        if lines.is_empty() {
+            continue;
+        }
+        notes.push_str(&format!("tame {command}: {title}:\n"));
+        for n in lines {
             notes.push_str(&format!("  - {n}\n"));
         }
-        eprint!("{notes}");
     }
+    eprint!("{notes}");
     Ok(0)
 }
 
