@@ -80,19 +80,21 @@ fn exports_match_the_golden_files_for_every_fixture_host() {
     }
 }
 
+/// `tame --root fixtures/hosts/HOST export WHAT SPEC --json EXTRA…`, which must succeed.
+fn export_json(host: &str, what: &str, spec: &str, extra: &[&str]) -> serde_json::Value {
+    let root = root(host);
+    let mut args = vec!["--root", root.as_str(), "export", what, spec, "--json"];
+    args.extend(extra);
+    let out = tame(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// The fields each export must carry, by value, on the richest fixture (2 sockets, SMT, mems).
 #[test]
 fn the_two_socket_exports_carry_the_layout() {
-    let out = tame(&[
-        "--root",
-        &root("two-socket-smt"),
-        "export",
-        "kubelet",
-        "examples/numa-resctrl.toml",
-        "--json",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let k: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let spec = "examples/numa-resctrl.toml";
+    let k = export_json("two-socket-smt", "kubelet", spec, &[]);
     assert_eq!(k["apiVersion"], "kubelet.config.k8s.io/v1beta1");
     assert_eq!(k["kind"], "KubeletConfiguration");
     assert_eq!(k["cpuManagerPolicy"], "static");
@@ -101,18 +103,12 @@ fn the_two_socket_exports_carry_the_layout() {
     assert_eq!(k["cpuManagerPolicyOptions"]["full-pcpus-only"], "true");
     assert_eq!(k["memoryManagerPolicy"], "Static");
     assert_eq!(k["reservedMemory"][1]["numaNode"], 1);
-    let out = tame(&[
-        "--root",
-        &root("two-socket-smt"),
-        "export",
+    let p = export_json(
+        "two-socket-smt",
         "performance-profile",
-        "examples/numa-resctrl.toml",
-        "--json",
-        "--name",
-        "fleet-a",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let p: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        spec,
+        &["--name", "fleet-a"],
+    );
     assert_eq!(p["apiVersion"], "performance.openshift.io/v2");
     assert_eq!(p["metadata"]["name"], "fleet-a");
     assert_eq!(p["spec"]["cpu"]["reserved"], "0-3,12-15,24-27,36-39");
@@ -125,15 +121,7 @@ fn the_two_socket_exports_carry_the_layout() {
         ""
     );
     // The PREEMPT_RT fixture asks for the real-time kernel.
-    let out = tame(&[
-        "--root",
-        &root("rt-8cpu"),
-        "export",
-        "performance-profile",
-        HOSTS[1].1,
-        "--json",
-    ]);
-    let p: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = export_json("rt-8cpu", "performance-profile", HOSTS[1].1, &[]);
     assert_eq!(p["spec"]["realTimeKernel"]["enabled"], true);
     assert_eq!(p["metadata"]["name"], "tame-rt-8cpu");
 }
@@ -212,15 +200,21 @@ fn bad_input_is_refused_with_exit_2() {
         ),
     ];
     for (args, needle) in cases {
-        let out = tame(args);
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(
-            stderr.contains(needle),
-            "{args:?}: expected {needle:?} in {stderr}"
-        );
-        assert!(out.stdout.is_empty(), "{args:?}");
+        expect_bad_input(args, needle);
     }
+}
+
+/// `tame ARGS` (from the workspace root) is refused as bad input, exit 2, with `needle` in
+/// its message and no document printed.
+fn expect_bad_input(args: &[&str], needle: &str) {
+    let out = tame(args);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: expected {needle:?} in {stderr}"
+    );
+    assert!(out.stdout.is_empty(), "{args:?}");
 }
 
 /// `plan --from-kubelet` on a file written by `tame export kubelet` (YAML and JSON): every
@@ -342,33 +336,26 @@ fn from_kubelet_refuses_malformed_files_with_exit_2() {
         ),
         ("list.yaml", "- a\n", "not a map of fields"),
     ];
+    let refused = |file: &str, needle: &str| {
+        expect_bad_input(
+            &[
+                "--root",
+                "fixtures/hosts/rt-8cpu",
+                "plan",
+                HOSTS[1].1,
+                "--from-kubelet",
+                file,
+            ],
+            needle,
+        )
+    };
     for (name, content, needle) in cases {
         let file = dir.path().join(name);
         std::fs::write(&file, content).unwrap();
-        let out = tame(&[
-            "--root",
-            "fixtures/hosts/rt-8cpu",
-            "plan",
-            HOSTS[1].1,
-            "--from-kubelet",
-            file.to_str().unwrap(),
-        ]);
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
-        assert!(
-            stderr.contains(needle),
-            "{name}: expected {needle:?} in {stderr}"
-        );
-        assert!(out.stdout.is_empty(), "{name}");
+        refused(file.to_str().unwrap(), needle);
     }
-    let out = tame(&[
-        "--root",
-        "fixtures/hosts/rt-8cpu",
-        "plan",
-        HOSTS[1].1,
-        "--from-kubelet",
+    refused(
         "/no/such/config.yaml",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("cannot read the kubelet config /no/such/config.yaml"));
+        "cannot read the kubelet config /no/such/config.yaml",
+    );
 }
