@@ -131,7 +131,9 @@ pub fn add(e: &mut Exposition, c: &Compared, config: &str) -> Result<(), WriteEr
             let Some((unit, divisor)) = base_unit(&m.unit) else {
                 continue;
             };
-            let name = family(&bench, &m.name, unit);
+            // `excess_cycles` in cycles is `tame_fwq_excess_cycles`, not `…_cycles_cycles`.
+            let stem = m.name.strip_suffix(&format!("_{unit}")).unwrap_or(&m.name);
+            let name = family(&bench, stem, unit);
             e.declare(
                 &name,
                 Kind::Summary,
@@ -152,7 +154,7 @@ pub fn add(e: &mut Exposition, c: &Compared, config: &str) -> Result<(), WriteEr
                 s.mean as f64 * s.count as f64 / divisor,
                 s.count,
             )?;
-            let max = family(&bench, &format!("{}_max", m.name), unit);
+            let max = family(&bench, &format!("{stem}_max"), unit);
             e.declare(
                 &max,
                 Kind::Gauge,
