@@ -12,7 +12,7 @@ use tame_bench::result::GroupResult;
 use tame_bench::BenchResult;
 
 use crate::names::{family, sanitise};
-use crate::writer::{Exposition, Kind, Labels, WriteError};
+use crate::writer::{with, Exposition, Kind, Labels, WriteError};
 
 /// The counters exported: events of the run, so counters (`_total`). Others are sizes or
 /// settings (`buffer_bytes`, `loops`), or times already given as metrics.
@@ -77,13 +77,8 @@ pub fn run_labels(result: &BenchResult, config: &str) -> Labels {
 }
 
 fn group_labels(run: &Labels, g: &GroupResult) -> Labels {
-    let mut l = run.clone();
-    l.push(("group".into(), g.label.clone()));
-    l.push((
-        "cpu".into(),
-        g.cpu.map(|c| c.to_string()).unwrap_or_default(),
-    ));
-    l
+    let cpu = g.cpu.map(|c| c.to_string()).unwrap_or_default();
+    with(run, &[("group", &g.label), ("cpu", &cpu)])
 }
 
 /// Add one result.
@@ -233,11 +228,9 @@ fn add_noise(
         "The share of the noise time the trace explained (attributed to an OS activity), 0-1.",
     )?;
     for cpu in &noise.cpus {
-        let mut l = run.clone();
-        l.push(("cpu".into(), cpu.cpu.to_string()));
+        let l = with(run, &[("cpu", &cpu.cpu.to_string())]);
         for class in &cpu.classes {
-            let mut lc = l.clone();
-            lc.push(("class".into(), class.class.as_str().into()));
+            let lc = with(&l, &[("class", class.class.as_str())]);
             e.sample(
                 "tame_noise_class_seconds",
                 &lc,
@@ -254,9 +247,7 @@ fn add_noise(
         let mut top: Vec<((&str, &str), u64)> = merged.into_iter().collect();
         top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         for ((class, source), ns) in top.into_iter().take(TOP_SOURCES) {
-            let mut ls = l.clone();
-            ls.push(("class".into(), class.into()));
-            ls.push(("source".into(), source.into()));
+            let ls = with(&l, &[("class", class), ("source", source)]);
             e.sample("tame_noise_source_seconds", &ls, ns as f64 / 1e9)?;
         }
         if let (Some(attributed), true) = (cpu.attributed_ns, cpu.noise_ns > 0) {

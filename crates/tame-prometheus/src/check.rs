@@ -4,7 +4,7 @@
 
 use tame_check::{CheckReport, Severity};
 
-use crate::writer::{labels, Exposition, Kind, WriteError};
+use crate::writer::{labels, with, Exposition, Kind, WriteError};
 
 const SEVERITIES: [Severity; 4] = [Severity::Ok, Severity::Info, Severity::Warn, Severity::Fail];
 
@@ -36,8 +36,7 @@ pub fn add(e: &mut Exposition, r: &CheckReport, scope: &str) -> Result<(), Write
     )?;
     for s in SEVERITIES {
         let n = r.findings.iter().filter(|f| f.severity == s).count();
-        let mut l = scope_l.clone();
-        l.push(("severity".into(), severity_name(s).into()));
+        let l = with(&scope_l, &[("severity", severity_name(s))]);
         e.sample("tame_check_findings", &l, n as f64)?;
     }
     e.declare(
@@ -58,13 +57,13 @@ pub fn add(e: &mut Exposition, r: &CheckReport, scope: &str) -> Result<(), Write
             (Severity::Warn, sc.warn),
             (Severity::Fail, sc.fail),
         ] {
-            let mut l = scope_l.clone();
-            l.push(("category".into(), cat.clone()));
-            l.push(("severity".into(), severity_name(s).into()));
+            let l = with(
+                &scope_l,
+                &[("category", &cat), ("severity", severity_name(s))],
+            );
             e.sample("tame_check_category_findings", &l, n as f64)?;
         }
-        let mut l = scope_l.clone();
-        l.push(("category".into(), cat));
+        let l = with(&scope_l, &[("category", &cat)]);
         e.sample("tame_check_score_ratio", &l, f64::from(sc.score) / 100.0)?;
     }
     e.declare(
@@ -80,10 +79,14 @@ pub fn add(e: &mut Exposition, r: &CheckReport, scope: &str) -> Result<(), Write
             .or_default() += 1;
     }
     for ((id, cat, s), n) in by_id {
-        let mut l = scope_l.clone();
-        l.push(("id".into(), id.into()));
-        l.push(("category".into(), cat));
-        l.push(("severity".into(), severity_name(s).into()));
+        let l = with(
+            &scope_l,
+            &[
+                ("id", id),
+                ("category", &cat),
+                ("severity", severity_name(s)),
+            ],
+        );
         e.sample("tame_check_finding", &l, n as f64)?;
     }
     e.declare(

@@ -64,6 +64,13 @@ pub fn labels(pairs: &[(&str, &str)]) -> Labels {
         .collect()
 }
 
+/// `base` with `more` after it: one series' labels among its family's.
+pub fn with(base: &Labels, more: &[(&str, &str)]) -> Labels {
+    let mut l = base.clone();
+    l.extend(more.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    l
+}
+
 #[derive(Clone, Debug)]
 struct Family {
     help: String,
