@@ -240,3 +240,43 @@ fn serves_its_live_figures_and_leaves_nothing_behind() {
         cgroups_before
     );
 }
+
+#[test]
+fn a_metrics_port_in_use_is_bad_input_and_leaves_nothing() {
+    if !require(
+        is_root(),
+        "root (tame serve runs its watchdog at SCHED_FIFO)",
+    ) {
+        return;
+    }
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("s");
+    let s = socket.display().to_string();
+    let out = tame(&["serve", "--socket", &s, "--metrics", &addr]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on {addr}")),
+        "{stderr}"
+    );
+    // The watchdog is a fork of tame serve (no exec): its command line names our directory.
+    let gone_by = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = Command::new("pgrep")
+            .args(["-f", &s])
+            .output()
+            .expect("pgrep runs");
+        if left.stdout.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < gone_by,
+            "processes of the refused server are left: {}",
+            String::from_utf8_lossy(&left.stdout)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!socket.exists(), "the socket was left");
+}

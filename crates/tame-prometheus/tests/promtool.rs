@@ -242,3 +242,64 @@ fn results_that_would_share_series_are_refused_unless_told_apart() {
     )
     .unwrap();
 }
+
+#[test]
+fn live_figures_of_a_server_pass_promtool_and_read_the_clients_cpu_time() {
+    use tame_reserve::server::live::{Live, Snapshot, Turned};
+    use tame_reserve::server::protocol::{ClientInfo, Status};
+    let live = Live::new(tame_host::Root::new("/"));
+    let before = tame_prometheus::live::render(&live).unwrap();
+    // Before the first publication: the counters, no client series.
+    assert_eq!(value(&before, "tame_serve_requests_total"), Some(0.0));
+    assert!(!before.contains("tame_serve_reservations"), "{before}");
+    // This test process as the client: its main thread has run for a while.
+    let pid = std::process::id();
+    live.count_turned(Turned::Refused);
+    live.publish(Snapshot {
+        status: Some(Status {
+            version: 1,
+            server_pid: pid,
+            watchdog_pid: pid,
+            cap_ppm: 900_000,
+            clients: vec![ClientInfo {
+                pid,
+                cpu: 0,
+                share_ppm: 250_000,
+                period_ns: 40_000_000,
+                tids: vec![pid],
+            }],
+            notes: vec![],
+        }),
+        scheduler_cpus: vec![0],
+        watchdog_alive: true,
+    });
+    let text = tame_prometheus::live::render(&live).unwrap();
+    let client = format!("{{pid=\"{pid}\",cpu=\"0\"}}");
+    assert_eq!(value(&text, "tame_serve_reservations"), Some(1.0));
+    assert_eq!(
+        value(&text, "tame_serve_reserved_ratio{cpu=\"0\"}"),
+        Some(0.25)
+    );
+    assert_eq!(
+        value(&text, &format!("tame_serve_client_period_seconds{client}")),
+        Some(0.04)
+    );
+    assert_eq!(
+        value(&text, "tame_serve_refusals_total{reason=\"refused\"}"),
+        Some(1.0)
+    );
+    let ran = value(
+        &text,
+        &format!("tame_serve_client_cpu_seconds_total{client}"),
+    )
+    .unwrap();
+    assert!(ran > 0.0, "{text}");
+    if require(
+        have_program("promtool"),
+        "promtool (apt-get install prometheus)",
+    ) {
+        if let Err(said) = tame_prometheus::promtool::check_metrics(&text).unwrap() {
+            panic!("{said}\n{text}");
+        }
+    }
+}
