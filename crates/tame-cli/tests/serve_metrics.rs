@@ -147,6 +147,24 @@ fn serves_its_live_figures_and_leaves_nothing_behind() {
     assert_eq!(value(&idle, "tame_serve_cap_ratio"), Some(0.9));
     assert!(value(&idle, "tame_serve_uptime_seconds").unwrap() > 0.0);
 
+    // A request that is not one is answered, and counted as invalid.
+    let mut peer = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    peer.write_all(b"not json\n").unwrap();
+    let mut answer = String::new();
+    let _ = peer.read_to_string(&mut answer);
+    assert!(answer.contains("\"invalid\""), "{answer}");
+    let junk = scrape(addr).unwrap();
+    assert_eq!(
+        value(&junk, "tame_serve_requests_total"),
+        Some(1.0),
+        "{junk}"
+    );
+    assert_eq!(
+        value(&junk, "tame_serve_refusals_total{reason=\"invalid\"}"),
+        Some(1.0)
+    );
+
     // A busy child, reserved 20 % of the last CPU every 100 ms.
     let child = Killed(
         Command::new("sh")
@@ -186,10 +204,12 @@ fn serves_its_live_figures_and_leaves_nothing_behind() {
         Some(0.2)
     );
     assert_eq!(value(&held, "tame_serve_admissions_total"), Some(1.0));
-    assert_eq!(value(&held, "tame_serve_requests_total"), Some(2.0));
-    let refused = value(&held, "tame_serve_refusals_total{reason=\"refused\"}").unwrap()
-        + value(&held, "tame_serve_refusals_total{reason=\"invalid\"}").unwrap();
-    assert_eq!(refused, 1.0, "{held}");
+    assert_eq!(value(&held, "tame_serve_requests_total"), Some(3.0));
+    assert_eq!(
+        value(&held, "tame_serve_refusals_total{reason=\"refused\"}"),
+        Some(1.0),
+        "{held}"
+    );
     assert_eq!(value(&held, "tame_serve_scheduler_threads"), Some(1.0));
     promtool_accepts(&held);
     // What the client received grows while it holds the reservation.

@@ -124,7 +124,7 @@ pub fn serve_with(
         stop: stop.clone(),
         cpus: BTreeMap::new(),
         stopping: false,
-        live,
+        live: live.clone(),
     }));
     server.lock().unwrap_or_else(|p| p.into_inner()).publish();
     let slots = Slots::default();
@@ -151,7 +151,7 @@ pub fn serve_with(
         match listener.accept() {
             Ok((stream, _)) => {
                 workers.retain(|w| !w.is_finished());
-                if let Some(w) = accept(&server, &slots, stream) {
+                if let Some(w) = accept(&server, &slots, stream, live.clone()) {
                     workers.push(w);
                 }
             }
@@ -307,19 +307,26 @@ fn accept(
     server: &Arc<Mutex<Server>>,
     slots: &Slots,
     stream: UnixStream,
+    live: Option<Arc<Live>>,
 ) -> Option<std::thread::JoinHandle<()>> {
+    // Counted without the server's lock: a refusal never waits for a request in progress.
+    let count_refused = || {
+        if let Some(l) = &live {
+            l.connections_refused.fetch_add(1, Ordering::Relaxed);
+        }
+    };
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
     let asker = match identify(&stream) {
         Ok(a) => a,
         Err(refusal) => {
-            count_refused_connection(server);
+            count_refused();
             reply(&stream, &refusal);
             return None;
         }
     };
     let Some(slot) = slots.take(asker.uid) else {
-        count_refused_connection(server);
+        count_refused();
         reply(
             &stream,
             &error_response(refused(format!(
@@ -336,18 +343,9 @@ fn accept(
         .name("tame-serve-conn".into())
         .spawn(move || {
             let _slot = slot;
-            handle(&server, &stream, &asker);
+            handle(&server, &stream, &asker, live.as_deref());
         })
         .ok()
-}
-
-fn count_refused_connection(server: &Mutex<Server>) {
-    // try_lock: the accept loop never waits for a request in progress; the live figures
-    // are an Arc cloned out, so the counter is bumped without the server's lock.
-    let live = server.try_lock().ok().and_then(|s| s.live.clone());
-    if let Some(l) = live {
-        l.connections_refused.fetch_add(1, Ordering::Relaxed);
-    }
 }
 
 /// Who is asking; a peer that cannot be told is refused, never taken for anyone.
@@ -360,7 +358,7 @@ fn identify(stream: &UnixStream) -> std::result::Result<Asker, Response> {
 }
 
 /// Read one request within the size and time limits, answer it, close.
-fn handle(server: &Mutex<Server>, stream: &UnixStream, asker: &Asker) {
+fn handle(server: &Mutex<Server>, stream: &UnixStream, asker: &Asker, live: Option<&Live>) {
     let deadline = Instant::now() + REQUEST_TIME;
     let response = match conn::read_request(stream, deadline) {
         Ok(bytes) => match serde_json::from_slice::<Request>(&bytes) {
@@ -369,11 +367,9 @@ fn handle(server: &Mutex<Server>, stream: &UnixStream, asker: &Asker) {
                 .unwrap_or_else(|p| p.into_inner())
                 .dispatch(req, asker),
             Err(e) => {
+                // Nothing changed: counted without the server's lock, nothing published.
                 let r = error_response(invalid(format!("not a tame serve request: {e}")));
-                server
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .observe(None, &r);
+                count(live, None, &r);
                 r
             }
         },
@@ -382,10 +378,7 @@ fn handle(server: &Mutex<Server>, stream: &UnixStream, asker: &Asker) {
             let r = error_response(invalid(format!(
                 "{e} — send one JSON request on one line (see docs/reserve.md)"
             )));
-            server
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .observe(None, &r);
+            count(live, None, &r);
             r
         }
     };
@@ -407,6 +400,28 @@ fn error_response(e: crate::ReserveError) -> Response {
     Response::Error {
         kind,
         message: e.to_string(),
+    }
+}
+
+/// Count a request (`None`: one that could not be read) and its outcome in the live figures.
+fn count(live: Option<&Live>, request: Option<&RequestKind>, response: &Response) {
+    let Some(live) = live else {
+        return;
+    };
+    live.requests.fetch_add(1, Ordering::Relaxed);
+    match (request, response) {
+        (Some(RequestKind::Reserve), Response::Ok { .. }) => {
+            live.admitted.fetch_add(1, Ordering::Relaxed);
+        }
+        (Some(RequestKind::Release), Response::Ok { .. }) => {
+            live.released.fetch_add(1, Ordering::Relaxed);
+        }
+        (_, Response::Error { kind, .. }) => live.count_turned(match kind {
+            ErrorKind::Invalid => Turned::Invalid,
+            ErrorKind::Refused => Turned::Refused,
+            ErrorKind::Failed => Turned::Failed,
+        }),
+        _ => {}
     }
 }
 
@@ -455,31 +470,16 @@ impl Server {
             },
             Err(e) => error_response(e),
         };
-        self.observe(Some(&req_kind), &response);
+        self.observe(&req_kind, &response);
         response
     }
 
     /// Count a request and its outcome, and publish what the server holds now.
-    fn observe(&self, request: Option<&RequestKind>, response: &Response) {
-        let Some(live) = &self.live else {
-            return;
-        };
-        live.requests.fetch_add(1, Ordering::Relaxed);
-        match (request, response) {
-            (Some(RequestKind::Reserve), Response::Ok { .. }) => {
-                live.admitted.fetch_add(1, Ordering::Relaxed);
-            }
-            (Some(RequestKind::Release), Response::Ok { .. }) => {
-                live.released.fetch_add(1, Ordering::Relaxed);
-            }
-            (_, Response::Error { kind, .. }) => live.count_turned(match kind {
-                ErrorKind::Invalid => Turned::Invalid,
-                ErrorKind::Refused => Turned::Refused,
-                ErrorKind::Failed => Turned::Failed,
-            }),
-            _ => {}
+    fn observe(&self, request: &RequestKind, response: &Response) {
+        if self.live.is_some() {
+            count(self.live.as_deref(), Some(request), response);
+            self.publish();
         }
-        self.publish();
     }
 
     /// Give the live figures what the server holds now (nothing without --metrics).
