@@ -8,7 +8,7 @@ TAME := target/release/tame
 deps:
 	@scripts/install-deps.sh
 
-# What only the tests need (chromium for the browser tests): not part of `make run`.
+# What only the tests need (chromium for the browser tests, promtool and node_exporter for the Prometheus ones): not part of `make run`.
 test-deps:
 	@scripts/install-test-deps.sh
 

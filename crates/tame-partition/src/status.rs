@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tame_host::cgroup::members::{kernel_places, read_ids};
 use tame_host::irq::IrqModel;
 use tame_host::journal::{self, Change, JournalError, Outcome, Recorded};
@@ -20,7 +20,7 @@ use crate::spec_file::read_spec_file;
 /// Version of the JSON shape of [`Status`].
 pub const STATUS_SCHEMA: u32 = 1;
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Drift {
     pub path: String,
     pub applied: String,
@@ -34,7 +34,7 @@ pub struct Drift {
     pub reapply_fixes: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditTask {
     pub tid: u32,
     pub comm: String,
@@ -44,7 +44,7 @@ pub struct AuditTask {
     pub cpus_allowed: CpuList,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditIrq {
     pub irq: u32,
     pub name: String,
@@ -55,7 +55,7 @@ pub struct AuditIrq {
     pub moving: bool,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Audit {
     pub isolated_cpus: CpuList,
     /// Tasks allowed on isolated CPUs that are not the partitions' own.
@@ -68,7 +68,8 @@ pub struct Audit {
     pub timers: ArmedTimers,
 }
 
-#[derive(Clone, Debug, Serialize)]
+// Deserialize: `tame export prometheus` reads `tame status --json` back.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Status {
     pub schema: u32,
     pub applied: bool,

@@ -9,6 +9,7 @@ pub mod client;
 pub mod conn;
 pub mod daemon;
 pub mod edf;
+pub mod live;
 pub mod policy;
 pub mod protocol;
 pub mod record;

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use tame_host::{CpuList, Root};
 
 use super::conn::{self, ReadError, Slots, REQUEST_TIME};
+use super::live::{Live, Snapshot, Turned};
 use super::policy::{Ask, Asker, Policy, Reservable};
 use super::protocol::{ClientInfo, ErrorKind, Request, Response, Status, PROTOCOL_VERSION};
 use super::record::{self, lock_path, record_path, Record, Recovered};
@@ -64,8 +65,24 @@ pub fn validate(config: &Config) -> Result<Limits> {
     Ok(limits)
 }
 
+/// How often the accept loop publishes the live figures besides after each request (a
+/// client that exited is gone from them within this).
+const PUBLISH_EVERY: Duration = Duration::from_secs(1);
+
 /// Run until `stop` is set. Forks the watchdog first: call before making threads.
 pub fn serve(config: Config, stop: Arc<AtomicBool>) -> Result<()> {
+    serve_with(config, stop, None, || Ok(None))
+}
+
+/// [`serve`], publishing its live figures to `live`; `after_start` runs once the watchdog
+/// is forked and the socket listens (threads made there are not in the watchdog's fork):
+/// `tame serve --metrics` starts its HTTP thread there, which must end once `stop` is set.
+pub fn serve_with(
+    config: Config,
+    stop: Arc<AtomicBool>,
+    live: Option<Arc<Live>>,
+    after_start: impl FnOnce() -> Result<Option<std::thread::JoinHandle<()>>>,
+) -> Result<()> {
     let limits = validate(&config)?;
     let lock = take_lock(&config.socket)?;
     // A server that died before us may have left clients changed.
@@ -88,6 +105,15 @@ pub fn serve(config: Config, stop: Arc<AtomicBool>) -> Result<()> {
             return Err(e);
         }
     };
+    let observer = match after_start() {
+        Ok(h) => h,
+        Err(e) => {
+            drop(listener);
+            let _ = std::fs::remove_file(&config.socket);
+            watchdog.shutdown();
+            return Err(e);
+        }
+    };
     // Once it listens, so the line says the server is up (the unit's journal, a terminal).
     eprintln!("{}", started(&config, watchdog.pid()));
     let server = Arc::new(Mutex::new(Server {
@@ -98,10 +124,20 @@ pub fn serve(config: Config, stop: Arc<AtomicBool>) -> Result<()> {
         stop: stop.clone(),
         cpus: BTreeMap::new(),
         stopping: false,
+        live: live.clone(),
     }));
+    server.lock().unwrap_or_else(|p| p.into_inner()).publish();
     let slots = Slots::default();
     let mut workers: Vec<std::thread::JoinHandle<()>> = Vec::new();
+    let mut published = Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        if published.elapsed() >= PUBLISH_EVERY {
+            // Never wait for a request in progress: publish at the next turn instead.
+            if let Ok(s) = server.try_lock() {
+                s.publish();
+                published = Instant::now();
+            }
+        }
         // Wait for a connection, looking at the stop flag every 50 ms.
         let mut p = libc::pollfd {
             fd: listener.as_raw_fd(),
@@ -115,7 +151,7 @@ pub fn serve(config: Config, stop: Arc<AtomicBool>) -> Result<()> {
         match listener.accept() {
             Ok((stream, _)) => {
                 workers.retain(|w| !w.is_finished());
-                if let Some(w) = accept(&server, &slots, stream) {
+                if let Some(w) = accept(&server, &slots, stream, live.clone()) {
                     workers.push(w);
                 }
             }
@@ -131,6 +167,10 @@ pub fn serve(config: Config, stop: Arc<AtomicBool>) -> Result<()> {
     let socket = server.config.socket.clone();
     server.shutdown();
     let _ = std::fs::remove_file(&socket);
+    drop(server);
+    if let Some(h) = observer {
+        let _ = h.join();
+    }
     drop(lock);
     Ok(())
 }
@@ -267,17 +307,26 @@ fn accept(
     server: &Arc<Mutex<Server>>,
     slots: &Slots,
     stream: UnixStream,
+    live: Option<Arc<Live>>,
 ) -> Option<std::thread::JoinHandle<()>> {
+    // Counted without the server's lock: a refusal never waits for a request in progress.
+    let count_refused = || {
+        if let Some(l) = &live {
+            l.connections_refused.fetch_add(1, Ordering::Relaxed);
+        }
+    };
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
     let asker = match identify(&stream) {
         Ok(a) => a,
         Err(refusal) => {
+            count_refused();
             reply(&stream, &refusal);
             return None;
         }
     };
     let Some(slot) = slots.take(asker.uid) else {
+        count_refused();
         reply(
             &stream,
             &error_response(refused(format!(
@@ -294,7 +343,7 @@ fn accept(
         .name("tame-serve-conn".into())
         .spawn(move || {
             let _slot = slot;
-            handle(&server, &stream, &asker);
+            handle(&server, &stream, &asker, live.as_deref());
         })
         .ok()
 }
@@ -309,7 +358,7 @@ fn identify(stream: &UnixStream) -> std::result::Result<Asker, Response> {
 }
 
 /// Read one request within the size and time limits, answer it, close.
-fn handle(server: &Mutex<Server>, stream: &UnixStream, asker: &Asker) {
+fn handle(server: &Mutex<Server>, stream: &UnixStream, asker: &Asker, live: Option<&Live>) {
     let deadline = Instant::now() + REQUEST_TIME;
     let response = match conn::read_request(stream, deadline) {
         Ok(bytes) => match serde_json::from_slice::<Request>(&bytes) {
@@ -317,12 +366,21 @@ fn handle(server: &Mutex<Server>, stream: &UnixStream, asker: &Asker) {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .dispatch(req, asker),
-            Err(e) => error_response(invalid(format!("not a tame serve request: {e}"))),
+            Err(e) => {
+                // Nothing changed: counted without the server's lock, nothing published.
+                let r = error_response(invalid(format!("not a tame serve request: {e}")));
+                count(live, None, &r);
+                r
+            }
         },
         Err(ReadError::Closed) => return,
-        Err(e) => error_response(invalid(format!(
-            "{e} — send one JSON request on one line (see docs/reserve.md)"
-        ))),
+        Err(e) => {
+            let r = error_response(invalid(format!(
+                "{e} — send one JSON request on one line (see docs/reserve.md)"
+            )));
+            count(live, None, &r);
+            r
+        }
     };
     reply(stream, &response);
 }
@@ -345,6 +403,35 @@ fn error_response(e: crate::ReserveError) -> Response {
     }
 }
 
+/// Count a request (`None`: one that could not be read) and its outcome in the live figures.
+fn count(live: Option<&Live>, request: Option<&RequestKind>, response: &Response) {
+    let Some(live) = live else {
+        return;
+    };
+    live.requests.fetch_add(1, Ordering::Relaxed);
+    match (request, response) {
+        (Some(RequestKind::Reserve), Response::Ok { .. }) => {
+            live.admitted.fetch_add(1, Ordering::Relaxed);
+        }
+        (Some(RequestKind::Release), Response::Ok { .. }) => {
+            live.released.fetch_add(1, Ordering::Relaxed);
+        }
+        (_, Response::Error { kind, .. }) => live.count_turned(match kind {
+            ErrorKind::Invalid => Turned::Invalid,
+            ErrorKind::Refused => Turned::Refused,
+            ErrorKind::Failed => Turned::Failed,
+        }),
+        _ => {}
+    }
+}
+
+/// What a request asked for, for the live figures' counters.
+enum RequestKind {
+    Reserve,
+    Release,
+    List,
+}
+
 struct Server {
     config: Config,
     limits: Limits,
@@ -353,10 +440,17 @@ struct Server {
     stop: Arc<AtomicBool>,
     cpus: BTreeMap<u32, (Arc<Cpu>, std::thread::JoinHandle<()>)>,
     stopping: bool,
+    /// Where `tame serve --metrics` reads the live figures (None without it).
+    live: Option<Arc<Live>>,
 }
 
 impl Server {
     fn dispatch(&mut self, req: Request, asker: &Asker) -> Response {
+        let req_kind = match req {
+            Request::Reserve { .. } => RequestKind::Reserve,
+            Request::Release { .. } => RequestKind::Release,
+            Request::List => RequestKind::List,
+        };
         let result = match req {
             _ if self.stopping => Err(failed(
                 "the server is stopping and admits nobody — retry once tame serve runs again",
@@ -370,12 +464,39 @@ impl Server {
             } => self.admit(pid, share_ppm, period_ns, cpu, asker),
             Request::Release { pid } => self.release(pid, asker),
         };
-        match result {
+        let response = match result {
             Ok(()) => Response::Ok {
                 status: self.status(),
             },
             Err(e) => error_response(e),
+        };
+        self.observe(&req_kind, &response);
+        response
+    }
+
+    /// Count a request and its outcome, and publish what the server holds now.
+    fn observe(&self, request: &RequestKind, response: &Response) {
+        if self.live.is_some() {
+            count(self.live.as_deref(), Some(request), response);
+            self.publish();
         }
+    }
+
+    /// Give the live figures what the server holds now (nothing without --metrics).
+    fn publish(&self) {
+        let Some(live) = &self.live else {
+            return;
+        };
+        live.publish(Snapshot {
+            status: Some(self.status()),
+            scheduler_cpus: self
+                .cpus
+                .iter()
+                .filter(|(_, (_, h))| !h.is_finished())
+                .map(|(&c, _)| c)
+                .collect(),
+            watchdog_alive: self.watchdog.alive(),
+        });
     }
 
     fn clients(&self) -> Vec<Client> {

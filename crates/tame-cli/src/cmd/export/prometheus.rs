@@ -1,10 +1,79 @@
-//! `tame export prometheus [RESULT.json…]` (placeholder until the exporter lands).
+//! `tame export prometheus RESULT.json… [-o FILE] [--config NAME]`: tame's result
+//! documents as Prometheus text exposition (`tame_prometheus`, series in docs/metrics.md).
+//! With `-o` the file is replaced atomically — written beside it under a name the textfile
+//! collector ignores, then renamed — so node_exporter never reads half a file.
 
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+use tame_prometheus::{Error, Options};
+
+use crate::output::print_out;
 use crate::{bad_input, Context};
 
 #[derive(clap::Args)]
-pub struct PrometheusArgs {}
+pub struct PrometheusArgs {
+    /// Documents to export: bench results (`tame bench … --json`, sweeps too),
+    /// `tame check --json`, `tame status --json`, a reserve study or an assess report.
+    #[arg(required = true, value_name = "RESULT.json")]
+    results: Vec<PathBuf>,
+    /// Write to FILE (atomically, readable by all: node_exporter's textfile collector
+    /// reads `*.prom` in its directory) instead of stdout.
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// The `config` label of bench results, in place of their partition's name (`shared`
+    /// outside one): to tell apart results of one configuration.
+    #[arg(long, value_name = "NAME")]
+    config: Option<String>,
+}
 
-pub fn run(_ctx: &Context, _args: PrometheusArgs) -> anyhow::Result<i32> {
-    Err(bad_input("tame export prometheus is not available yet"))
+pub fn run(_ctx: &Context, args: PrometheusArgs) -> anyhow::Result<i32> {
+    let options = Options {
+        config: args.config.clone(),
+    };
+    let text = tame_prometheus::export(&args.results, &options).map_err(|e| match e {
+        Error::Input(m) => bad_input(m),
+        other => other.into(),
+    })?;
+    match &args.out {
+        None => print_out(&text)?,
+        Some(path) => write_atomically(path, &text)?,
+    }
+    Ok(0)
+}
+
+/// Write `text` to `path` through a temporary file in the same directory and a rename.
+fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
+    let unwritable = |e: std::io::Error| {
+        bad_input(format!(
+            "cannot write {}: {e} — choose a file in a writable directory (node_exporter's --collector.textfile.directory)",
+            path.display()
+        ))
+    };
+    if path.is_dir() {
+        return Err(bad_input(format!(
+            "{} is a directory — name the file to write in it, e.g. {}",
+            path.display(),
+            path.join("tame.prom").display()
+        )));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    // `.tame-…tmp`: not `*.prom`, so the collector never reads the file being written.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tame-export-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(unwritable)?;
+    tmp.write_all(text.as_bytes()).map_err(unwritable)?;
+    tmp.as_file().sync_all().map_err(unwritable)?;
+    // The collector runs as another user (prometheus): the file is readable by all.
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))
+        .map_err(unwritable)?;
+    tmp.persist(path).map_err(|e| unwritable(e.error))?;
+    Ok(())
 }

@@ -1,0 +1,254 @@
+//! A minimal HTTP/1.x responder for GET /metrics, on one thread of its own.
+//!
+//! Hand-written rather than a crate (tiny_http, hyper): it answers one request per
+//! connection, with one body, and its peer may be hostile while tame serve runs as root —
+//! a hundred lines whose every bound is visible here are easier to trust than a server
+//! with keep-alive, chunked bodies and a thread pool it does not need. The bounds: one
+//! connection at a time; the request head at most [`MAX_REQUEST`] bytes, read within
+//! [`READ_TIME`]; the answer written within [`WRITE_TIME`]; no body is ever read; anything
+//! but `GET /metrics` (or HEAD) is answered 404/405/400 and closed.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::writer::CONTENT_TYPE;
+
+/// The largest request head read (a scraper's is ~200 bytes).
+pub const MAX_REQUEST: usize = 8 * 1024;
+/// The longest a peer may take to send its request head.
+pub const READ_TIME: Duration = Duration::from_secs(2);
+/// The longest a peer may take to take the answer.
+pub const WRITE_TIME: Duration = Duration::from_secs(2);
+/// How often the thread looks at the stop flag while nobody connects.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Whether an address is served without `--metrics-remote`: loopback only.
+pub fn is_local(addr: &SocketAddr) -> bool {
+    addr.ip().is_loopback()
+}
+
+/// Listen on `addr`; the address really bound (port 0 picks a free one).
+pub fn bind(addr: SocketAddr) -> io::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    let bound = listener.local_addr()?;
+    Ok((listener, bound))
+}
+
+/// Serve `render()` at GET /metrics on `listener` until `stop` is set.
+pub fn spawn(
+    listener: TcpListener,
+    stop: Arc<AtomicBool>,
+    render: impl Fn() -> String + Send + 'static,
+) -> io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("tame-serve-metrics".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => answer(stream, &render),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(POLL),
+                    // Out of descriptors and the like: wait, never spin.
+                    Err(_) => std::thread::sleep(POLL),
+                }
+            }
+        })
+}
+
+/// What a request head asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Asked {
+    Metrics { head_only: bool },
+    NotFound,
+    NotAllowed,
+    Bad,
+}
+
+/// Read the request line of `head` (the bytes up to the blank line).
+pub fn parse(head: &[u8]) -> Asked {
+    let Ok(text) = std::str::from_utf8(head) else {
+        return Asked::Bad;
+    };
+    let line = text.split("\r\n").next().unwrap_or("");
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Asked::Bad;
+    };
+    if !version.starts_with("HTTP/1.") {
+        return Asked::Bad;
+    }
+    let path = target.split('?').next().unwrap_or("");
+    match (method, path) {
+        ("GET", "/metrics") => Asked::Metrics { head_only: false },
+        ("HEAD", "/metrics") => Asked::Metrics { head_only: true },
+        ("GET" | "HEAD", _) => Asked::NotFound,
+        _ => Asked::NotAllowed,
+    }
+}
+
+/// Read the head within the limits: `None` when the peer is too slow, too long or gone.
+fn read_head(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let deadline = Instant::now() + READ_TIME;
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    loop {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        stream
+            .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .ok()?;
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        head.extend_from_slice(&buf[..n]);
+        if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            head.truncate(end);
+            return Some(head);
+        }
+        if head.len() > MAX_REQUEST {
+            return Some(Vec::new());
+        }
+    }
+}
+
+fn answer(mut stream: TcpStream, render: &dyn Fn() -> String) {
+    if stream.set_nonblocking(false).is_err() {
+        return;
+    }
+    let _ = stream.set_write_timeout(Some(WRITE_TIME));
+    let Some(head) = read_head(&mut stream) else {
+        return;
+    };
+    let (status, body, content_type, head_only) = match parse(&head) {
+        Asked::Metrics { head_only } => ("200 OK", render(), CONTENT_TYPE, head_only),
+        Asked::NotFound => (
+            "404 Not Found",
+            "tame serve answers GET /metrics only\n".to_string(),
+            "text/plain; charset=utf-8",
+            false,
+        ),
+        Asked::NotAllowed => (
+            "405 Method Not Allowed",
+            "tame serve answers GET /metrics only\n".to_string(),
+            "text/plain; charset=utf-8",
+            false,
+        ),
+        Asked::Bad => (
+            "400 Bad Request",
+            "not an HTTP/1.x request within 8 KiB\n".to_string(),
+            "text/plain; charset=utf-8",
+            false,
+        ),
+    };
+    let allow = if status.starts_with("405") {
+        "Allow: GET, HEAD\r\n"
+    } else {
+        ""
+    };
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    if !head_only {
+        out.extend_from_slice(body.as_bytes());
+    }
+    let deadline = Instant::now() + WRITE_TIME;
+    let mut sent = 0;
+    while sent < out.len() && Instant::now() < deadline {
+        match stream.write(&out[sent..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => sent += n,
+        }
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_get_metrics_is_served() {
+        assert_eq!(
+            parse(b"GET /metrics HTTP/1.1\r\nHost: x"),
+            Asked::Metrics { head_only: false }
+        );
+        assert_eq!(
+            parse(b"GET /metrics?x=1 HTTP/1.0"),
+            Asked::Metrics { head_only: false }
+        );
+        assert_eq!(
+            parse(b"HEAD /metrics HTTP/1.1"),
+            Asked::Metrics { head_only: true }
+        );
+        assert_eq!(parse(b"GET / HTTP/1.1"), Asked::NotFound);
+        assert_eq!(parse(b"POST /metrics HTTP/1.1"), Asked::NotAllowed);
+        assert_eq!(parse(b"GET /metrics"), Asked::Bad);
+        assert_eq!(parse(b"GET /metrics SPDY/3"), Asked::Bad);
+        assert_eq!(parse(b"GET  /metrics HTTP/1.1"), Asked::Bad);
+        assert_eq!(parse(&[0xff, 0xfe]), Asked::Bad);
+        assert_eq!(parse(b""), Asked::Bad);
+    }
+
+    #[test]
+    fn loopback_only_by_default() {
+        assert!(is_local(&"127.0.0.1:9100".parse().unwrap()));
+        assert!(is_local(&"[::1]:9100".parse().unwrap()));
+        assert!(!is_local(&"0.0.0.0:9100".parse().unwrap()));
+        assert!(!is_local(&"192.168.1.4:9100".parse().unwrap()));
+    }
+
+    fn exchange(addr: SocketAddr, request: &[u8]) -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(request).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    }
+
+    #[test]
+    fn a_real_exchange_is_bounded_and_answers() {
+        let (listener, addr) = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let h = spawn(listener, stop.clone(), || "tame_x 1\n".to_string()).unwrap();
+        let ok = exchange(addr, b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(
+            ok.contains("Content-Type: text/plain; version=0.0.4"),
+            "{ok}"
+        );
+        assert!(ok.ends_with("\r\n\r\ntame_x 1\n"), "{ok}");
+        let nf = exchange(addr, b"GET /admin HTTP/1.1\r\n\r\n");
+        assert!(nf.starts_with("HTTP/1.1 404"), "{nf}");
+        let na = exchange(addr, b"DELETE /metrics HTTP/1.1\r\n\r\n");
+        assert!(
+            na.starts_with("HTTP/1.1 405") && na.contains("Allow: GET, HEAD"),
+            "{na}"
+        );
+        // A head past the limit is answered 400 without reading it all.
+        let mut long = b"GET /metrics HTTP/1.1\r\nX: ".to_vec();
+        long.extend(vec![b'a'; MAX_REQUEST + 10]);
+        let big = exchange(addr, &long);
+        assert!(big.starts_with("HTTP/1.1 400"), "{big}");
+        // A peer that sends nothing is dropped after READ_TIME, and the next one is served.
+        let silent = TcpStream::connect(addr).unwrap();
+        let t = Instant::now();
+        let after = exchange(addr, b"GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(after.starts_with("HTTP/1.1 200"), "{after}");
+        assert!(
+            t.elapsed() < READ_TIME + Duration::from_secs(2),
+            "{:?}",
+            t.elapsed()
+        );
+        drop(silent);
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+    }
+}

@@ -1,0 +1,180 @@
+//! What `tame export prometheus` reads: the documents `tame report` recognises (bench
+//! results, sweeps, assess reports, reserve studies — through `tame_report::input`, so
+//! both read the schemas the same way) and two it does not draw: `tame check --json`
+//! (`schema` `tame.check/1`) and `tame status --json` (`schema` 1 with `applied`, `drift`
+//! and `audit`). Anything else — a comparison included, which holds differences, not
+//! figures of a machine — is refused with what to give instead.
+
+use std::path::Path;
+
+use serde_json::Value;
+use tame_bench::sweep::{Sweep, SWEEP_SCHEMA};
+use tame_check::{CheckReport, CHECK_SCHEMA};
+use tame_partition::status::{Status, STATUS_SCHEMA};
+use tame_report::input::{self as report_input, Doc};
+
+use crate::Error;
+
+/// The largest file read: a recorded assess report is ~0.5 MB, a long sweep a few MB.
+const MAX_BYTES: u64 = 64 << 20;
+
+const WHAT_TO_GIVE: &str = "give a bench result (`tame bench … --json FILE`, a sweep too), `tame check --json`, `tame status --json`, a reserve study or an assess report (`assess.json`)";
+
+/// One document, recognised.
+#[derive(Clone, Debug)]
+pub enum Export {
+    /// A bench result; `step` names a sweep's step (`tasks=4`).
+    Bench {
+        compared: Box<tame_bench::compare::Compared>,
+        step: Option<String>,
+    },
+    Check(Box<CheckReport>),
+    Status(Box<Status>),
+    Assess(Box<tame_assess::AssessReport>),
+    Reserve(Box<tame_report::input::ReserveDoc>),
+}
+
+/// One input file with what it holds (a sweep holds several results).
+#[derive(Clone, Debug)]
+pub struct Input {
+    pub file: String,
+    pub docs: Vec<Export>,
+}
+
+/// Read and recognise one file.
+pub fn read(path: &Path) -> Result<Input, Error> {
+    let file = path.display().to_string();
+    let size = std::fs::metadata(path)
+        .map_err(|e| Error::Input(format!("cannot read {file}: {e} — {WHAT_TO_GIVE}")))?
+        .len();
+    if size > MAX_BYTES {
+        return Err(Error::Input(format!(
+            "{file} is {size} bytes, more than the {} MiB a tame result takes — {WHAT_TO_GIVE}",
+            MAX_BYTES >> 20
+        )));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Input(format!("cannot read {file}: {e} — {WHAT_TO_GIVE}")))?;
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| Error::Input(format!("{file} is not JSON ({e}) — {WHAT_TO_GIVE}")))?;
+    let docs = recognise(&file, value)?;
+    Ok(Input { file, docs })
+}
+
+/// What the JSON document is.
+pub fn recognise(file: &str, value: Value) -> Result<Vec<Export>, Error> {
+    let damaged = |what: &str, e: serde_json::Error| {
+        Error::Input(format!(
+            "{file} looks like {what} but does not read as one ({e}) — it may be damaged or edited; write it again with this tame"
+        ))
+    };
+    let schema = value.get("schema").cloned();
+    match &schema {
+        Some(Value::String(s)) if s.starts_with("tame.check/") => {
+            if s != CHECK_SCHEMA {
+                return Err(Error::Input(format!(
+                    "{file}: a check report of schema {s}, which this tame does not read (it reads {CHECK_SCHEMA}) — export it with the tame that wrote it"
+                )));
+            }
+            let r: CheckReport =
+                serde_json::from_value(value).map_err(|e| damaged("a check report", e))?;
+            return Ok(vec![Export::Check(Box::new(r))]);
+        }
+        Some(Value::String(s)) if s.starts_with("tame.sweep/") => {
+            if s != SWEEP_SCHEMA {
+                return Err(Error::Input(format!(
+                    "{file}: a sweep of schema {s}, which this tame does not read (it reads {SWEEP_SCHEMA}) — export it with the tame that wrote it"
+                )));
+            }
+            let sweep: Sweep = serde_json::from_value(value).map_err(|e| damaged("a sweep", e))?;
+            return sweep
+                .results
+                .iter()
+                .zip(&sweep.values)
+                .map(|(result, v)| {
+                    let step = format!("{}={v}", sweep.parameter);
+                    let value = serde_json::to_value(result)
+                        .map_err(|e| Error::Input(format!("{file} [{step}]: {e}")))?;
+                    match recognise(&format!("{file} [{step}]"), value)?.pop() {
+                        Some(Export::Bench { compared, .. }) => Ok(Export::Bench {
+                            compared,
+                            step: Some(step),
+                        }),
+                        _ => Err(Error::Input(format!(
+                            "{file} [{step}]: a sweep's step that is not a bench result — write it again with this tame"
+                        ))),
+                    }
+                })
+                .collect();
+        }
+        Some(Value::Number(n))
+            if ["applied", "drift", "audit"]
+                .iter()
+                .all(|k| value.get(k).is_some()) =>
+        {
+            if n.as_u64() != Some(u64::from(STATUS_SCHEMA)) {
+                return Err(Error::Input(format!(
+                    "{file}: a status of schema {n}, which this tame does not read (it reads {STATUS_SCHEMA}) — export it with the tame that wrote it"
+                )));
+            }
+            let s: Status = serde_json::from_value(value)
+                .map_err(|e| damaged("a status (tame status --json)", e))?;
+            return Ok(vec![Export::Status(Box::new(s))]);
+        }
+        _ => {}
+    }
+    let doc = report_input::recognise(file, value).map_err(|e| {
+        // tame report's message names what `tame report` draws; say what export reads.
+        let text = e.to_string();
+        match text.split_once(" — ") {
+            Some((what, _)) => Error::Input(format!("{what} — {WHAT_TO_GIVE}")),
+            None => Error::Input(text),
+        }
+    })?;
+    Ok(vec![match doc {
+        Doc::Bench(compared) => Export::Bench {
+            compared,
+            step: None,
+        },
+        Doc::Assess(r) => Export::Assess(r),
+        Doc::Reserve(r) => Export::Reserve(r),
+        Doc::Compare(_) => {
+            return Err(Error::Input(format!(
+                "{file} is a comparison (tame compare --json): it holds differences between two results, not figures of a machine — export the results themselves: tame export prometheus A.json B.json"
+            )))
+        }
+    }])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn refused(value: Value) -> String {
+        match recognise("x.json", value) {
+            Err(Error::Input(m)) => m,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_documents_are_refused_with_what_to_give() {
+        let m = refused(json!({"hello": 1}));
+        assert!(m.contains("x.json is not a tame result"), "{m}");
+        assert!(m.contains("tame status --json"), "{m}");
+        let m = refused(json!({"schema": "tame.check/9"}));
+        assert!(m.contains("does not read (it reads tame.check/1)"), "{m}");
+        let m = refused(json!({"schema": 7, "applied": true, "drift": [], "audit": {}}));
+        assert!(m.contains("a status of schema 7"), "{m}");
+        let m = refused(
+            json!({"schema": "tame.compare/1", "bench": "cycle", "a": "a", "b": "b", "rows": []}),
+        );
+        assert!(m.contains("is a comparison"), "{m}");
+        let m = refused(json!({"schema": "tame.check/1", "cpus": 3}));
+        assert!(
+            m.contains("looks like a check report but does not read as one"),
+            "{m}"
+        );
+    }
+}

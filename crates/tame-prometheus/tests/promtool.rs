@@ -1,0 +1,305 @@
+//! Every recorded result of tame-report's fixtures, and a check and a status recorded on a
+//! real machine (`tame check --json`, `tame status --json`, no partition applied), exported
+//! and read back: by `promtool check metrics` (Debian package prometheus; lint included,
+//! so no warning either), and by a small parser here that finds the values the documents
+//! hold.
+
+use std::path::{Path, PathBuf};
+
+use tame_prometheus::{export, Error, Options};
+use tame_testing::require::{have_program, require};
+
+fn recorded() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tame-report/tests/fixtures/recorded")
+}
+
+fn own(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// Every document export takes: the recorded fixtures but the comparison, and ours.
+fn documents() -> Vec<PathBuf> {
+    let mut all: Vec<PathBuf> = std::fs::read_dir(recorded())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| {
+            !p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("compare")
+        })
+        .collect();
+    all.sort();
+    all.push(own("check.json"));
+    all.push(own("status.json"));
+    assert!(all.len() >= 20, "{all:?}");
+    all
+}
+
+fn one(path: &Path) -> String {
+    export(&[path.to_path_buf()], &Options::default())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The value of the sample `series` (name with its labels as written), if any.
+fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let (s, v) = l.rsplit_once(' ')?;
+        (s == series).then(|| v.parse().unwrap())
+    })
+}
+
+#[test]
+fn every_export_passes_promtool() {
+    if !require(
+        have_program("promtool"),
+        "promtool (apt-get install prometheus)",
+    ) {
+        return;
+    }
+    for path in documents() {
+        let text = one(&path);
+        assert!(!text.is_empty(), "{}: nothing exported", path.display());
+        if let Err(said) = tame_prometheus::promtool::check_metrics(&text).unwrap() {
+            panic!("the export of {}: {said}", path.display());
+        }
+    }
+}
+
+#[test]
+fn every_family_has_help_and_type_once() {
+    for path in documents() {
+        let text = one(&path);
+        let mut helps = std::collections::BTreeSet::new();
+        let mut types = std::collections::BTreeSet::new();
+        for l in text.lines() {
+            if let Some(rest) = l.strip_prefix("# HELP ") {
+                let name = rest.split(' ').next().unwrap();
+                assert!(helps.insert(name.to_string()), "{name} HELP twice");
+                assert!(name.starts_with("tame_"), "{name}");
+            } else if let Some(rest) = l.strip_prefix("# TYPE ") {
+                let name = rest.split(' ').next().unwrap();
+                assert!(types.insert(name.to_string()), "{name} TYPE twice");
+            }
+        }
+        assert_eq!(helps, types, "{}", path.display());
+    }
+}
+
+#[test]
+fn a_cycle_result_gives_its_quantiles_max_and_misses_in_seconds() {
+    let text = one(&recorded().join("cycle-partitioned.json"));
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(recorded().join("cycle-partitioned.json")).unwrap(),
+    )
+    .unwrap();
+    let g = &json["groups"][0];
+    let m = &g["metrics"][0];
+    assert_eq!(m["name"], "latency");
+    let load = json["load"]["kinds"]
+        .as_array()
+        .map(|k| {
+            k.iter()
+                .map(|x| x.as_str().unwrap())
+                .collect::<Vec<_>>()
+                .join("+")
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "none".into());
+    let labels = format!(
+        "config=\"{}\",load=\"{load}\",group=\"cpu0\",cpu=\"0\"",
+        json["partition"].as_str().unwrap()
+    );
+    for (q, key) in [("0.5", "p50"), ("0.99", "p99"), ("0.99999", "p99_999")] {
+        let want = m["summary"][key].as_u64().unwrap() as f64 / 1e9;
+        let got = value(
+            &text,
+            &format!("tame_cycle_latency_seconds{{{labels},quantile=\"{q}\"}}"),
+        )
+        .unwrap_or_else(|| panic!("no quantile {q} in\n{text}"));
+        assert_eq!(got, want, "quantile {q}");
+    }
+    assert_eq!(
+        value(
+            &text,
+            &format!("tame_cycle_latency_max_seconds{{{labels}}}")
+        )
+        .unwrap(),
+        m["summary"]["max"].as_u64().unwrap() as f64 / 1e9
+    );
+    assert_eq!(
+        value(
+            &text,
+            &format!("tame_cycle_latency_seconds_count{{{labels}}}")
+        )
+        .unwrap(),
+        m["summary"]["count"].as_u64().unwrap() as f64
+    );
+    assert_eq!(
+        value(
+            &text,
+            &format!("tame_cycle_missed_periods_total{{{labels}}}")
+        )
+        .unwrap(),
+        g["counters"]["missed_periods"].as_u64().unwrap() as f64
+    );
+}
+
+#[test]
+fn a_noise_result_gives_its_share_and_top_sources_without_thread_ids() {
+    let text = one(&recorded().join("noise-shared.json"));
+    let share = text
+        .lines()
+        .find(|l| l.starts_with("tame_noise_share_ratio{"))
+        .unwrap();
+    let v: f64 = share.rsplit_once(' ').unwrap().1.parse().unwrap();
+    assert!((v - 0.8947716464818933).abs() < 1e-12, "{share}");
+    let sources: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("tame_noise_source_seconds{"))
+        .collect();
+    assert!(!sources.is_empty() && sources.len() <= 5, "{sources:?}");
+    assert!(
+        sources.iter().all(|l| !l.contains("/18")),
+        "thread ids left in: {sources:?}"
+    );
+    assert!(
+        text.contains("tame_noise_class_seconds{bench=\"noise\",config=\"shared\""),
+        "{text}"
+    );
+}
+
+#[test]
+fn check_and_status_give_findings_and_drift() {
+    let check: tame_check::CheckReport =
+        serde_json::from_str(&std::fs::read_to_string(own("check.json")).unwrap()).unwrap();
+    let text = one(&own("check.json"));
+    let warn = check
+        .findings
+        .iter()
+        .filter(|f| f.severity == tame_check::Severity::Warn)
+        .count();
+    assert_eq!(
+        value(
+            &text,
+            "tame_check_findings{scope=\"as_found\",severity=\"warn\"}"
+        ),
+        Some(warn as f64)
+    );
+    let status = one(&own("status.json"));
+    assert_eq!(value(&status, "tame_partition_applied"), Some(0.0));
+    assert_eq!(value(&status, "tame_partition_drift"), Some(0.0));
+}
+
+#[test]
+fn a_reserve_study_gives_granted_and_received_shares() {
+    let text = one(&recorded().join("reserve.json"));
+    let granted: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("tame_reserve_granted_ratio{"))
+        .collect();
+    let received: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("tame_reserve_received_ratio{"))
+        .collect();
+    assert!(!granted.is_empty(), "{text}");
+    assert_eq!(granted.len(), received.len());
+    for l in received {
+        let v: f64 = l.rsplit_once(' ').unwrap().1.parse().unwrap();
+        assert!((0.0..=1.5).contains(&v), "{l}");
+    }
+}
+
+#[test]
+fn results_that_would_share_series_are_refused_unless_told_apart() {
+    let a = recorded().join("sleep-tasks2.json");
+    let b = recorded().join("sleep-tasks4.json");
+    match export(&[a.clone(), b.clone()], &Options::default()) {
+        Err(Error::Input(m)) => assert!(m.contains("--config NAME"), "{m}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // Told apart one at a time, each file is whole.
+    let text = export(
+        &[a],
+        &Options {
+            config: Some("two".into()),
+        },
+    )
+    .unwrap();
+    assert!(text.contains("config=\"two\""), "{text}");
+    // Results of different configurations go together.
+    export(
+        &[
+            recorded().join("cycle-shared.json"),
+            recorded().join("cycle-partitioned.json"),
+            own("check.json"),
+            own("status.json"),
+        ],
+        &Options::default(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn live_figures_of_a_server_pass_promtool_and_read_the_clients_cpu_time() {
+    use tame_reserve::server::live::{Live, Snapshot, Turned};
+    use tame_reserve::server::protocol::{ClientInfo, Status};
+    let live = Live::new(tame_host::Root::new("/"));
+    let before = tame_prometheus::live::render(&live).unwrap();
+    // Before the first publication: the counters, no client series.
+    assert_eq!(value(&before, "tame_serve_requests_total"), Some(0.0));
+    assert!(!before.contains("tame_serve_reservations"), "{before}");
+    // This test process as the client: its main thread has run for a while.
+    let pid = std::process::id();
+    live.count_turned(Turned::Refused);
+    live.publish(Snapshot {
+        status: Some(Status {
+            version: 1,
+            server_pid: pid,
+            watchdog_pid: pid,
+            cap_ppm: 900_000,
+            clients: vec![ClientInfo {
+                pid,
+                cpu: 0,
+                share_ppm: 250_000,
+                period_ns: 40_000_000,
+                tids: vec![pid],
+            }],
+            notes: vec![],
+        }),
+        scheduler_cpus: vec![0],
+        watchdog_alive: true,
+    });
+    let text = tame_prometheus::live::render(&live).unwrap();
+    let client = format!("{{pid=\"{pid}\",cpu=\"0\"}}");
+    assert_eq!(value(&text, "tame_serve_reservations"), Some(1.0));
+    assert_eq!(
+        value(&text, "tame_serve_reserved_ratio{cpu=\"0\"}"),
+        Some(0.25)
+    );
+    assert_eq!(
+        value(&text, &format!("tame_serve_client_period_seconds{client}")),
+        Some(0.04)
+    );
+    assert_eq!(
+        value(&text, "tame_serve_refusals_total{reason=\"refused\"}"),
+        Some(1.0)
+    );
+    let ran = value(
+        &text,
+        &format!("tame_serve_client_cpu_seconds_total{client}"),
+    )
+    .unwrap();
+    assert!(ran > 0.0, "{text}");
+    if require(
+        have_program("promtool"),
+        "promtool (apt-get install prometheus)",
+    ) {
+        if let Err(said) = tame_prometheus::promtool::check_metrics(&text).unwrap() {
+            panic!("{said}\n{text}");
+        }
+    }
+}
