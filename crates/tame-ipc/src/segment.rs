@@ -597,6 +597,15 @@ impl Segment {
         self.map.len()
     }
 
+    /// Whether `len` bytes at `addr` overlap this mapping. Bindings use it to refuse a
+    /// caller's buffer that aliases the channel's own slots, which the raw copies
+    /// (`push_many_ptr`, `pop_many_ptr`) forbid.
+    pub fn overlaps(&self, addr: *const u8, len: usize) -> bool {
+        let (start, end) = (addr as usize, (addr as usize).saturating_add(len));
+        let base = self.map.base() as usize;
+        len > 0 && start < base + self.map.len() && base < end
+    }
+
     /// Whether this segment was opened read-only.
     pub fn is_read_only(&self) -> bool {
         self.map.access() == Access::ReadOnly
