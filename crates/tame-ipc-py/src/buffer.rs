@@ -6,7 +6,7 @@
 
 use std::ffi::c_int;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
@@ -56,6 +56,9 @@ pub struct SlotView {
     len: usize,
     readonly: bool,
     exports: AtomicUsize,
+    /// False once the end let the slot go: a new buffer of it (`memoryview(view.obj)`)
+    /// is refused from then on.
+    valid: AtomicBool,
     _owner: Py<PyAny>,
     _segment: Segment,
 }
@@ -80,6 +83,7 @@ impl SlotView {
             len,
             readonly,
             exports: AtomicUsize::new(0),
+            valid: AtomicBool::new(true),
             _owner: owner,
             _segment: segment,
         }
@@ -92,6 +96,11 @@ impl SlotView {
     /// Buffers of this slot Python still holds (memoryviews, numpy arrays…).
     pub fn exports(&self) -> usize {
         self.exports.load(Ordering::SeqCst)
+    }
+
+    /// The end let the slot go (only once no buffer of it is exported).
+    pub fn invalidate(&self) {
+        self.valid.store(false, Ordering::SeqCst);
     }
 
     /// A new memoryview of the slot.
@@ -110,6 +119,11 @@ impl SlotView {
         flags: c_int,
     ) -> PyResult<()> {
         let me = slf.get();
+        if !me.valid.load(Ordering::SeqCst) {
+            return Err(PyBufferError::new_err(
+                "this slot was released or committed: it belongs to the other side now — peek() or reserve() again",
+            ));
+        }
         if me.readonly && flags & ffi::PyBUF_WRITABLE != 0 {
             return Err(PyBufferError::new_err(
                 "a peeked slot is read-only: the producer owns its content (copy it to change it)",

@@ -91,8 +91,10 @@ impl PeerState {
         }
     }
 
-    fn __hash__(&self) -> u64 {
-        u64::from(self.pid.unwrap_or(0)) << 3 | self.state.len() as u64
+    /// The hash of the state's name: equal objects (a PeerState and its name among
+    /// them) must hash alike.
+    fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
+        pyo3::types::PyString::new(py, self.state).hash()
     }
 
     fn __repr__(&self) -> String {

@@ -106,10 +106,10 @@ impl Ring {
     }
 
     /// Attaches the producer role (one per ring; taken over only from a dead holder).
-    fn producer(slf: &Bound<'_, Self>) -> PyResult<Producer> {
-        let raw = slf.get().ring.raw_producer().map_err(to_py)?;
+    fn producer(&self) -> PyResult<Producer> {
+        let raw = self.ring.raw_producer().map_err(to_py)?;
         Ok(Producer {
-            segment: slf.get().ring.segment().clone(),
+            segment: self.ring.segment().clone(),
             state: Mutex::new(ProducerState {
                 raw: Some(raw),
                 view: None,
@@ -118,10 +118,10 @@ impl Ring {
     }
 
     /// Attaches the consumer role (one per ring; taken over only from a dead holder).
-    fn consumer(slf: &Bound<'_, Self>) -> PyResult<Consumer> {
-        let raw = slf.get().ring.raw_consumer().map_err(to_py)?;
+    fn consumer(&self) -> PyResult<Consumer> {
+        let raw = self.ring.raw_consumer().map_err(to_py)?;
         Ok(Consumer {
-            segment: slf.get().ring.segment().clone(),
+            segment: self.ring.segment().clone(),
             state: Mutex::new(ConsumerState {
                 raw: Some(raw),
                 view: None,
@@ -183,6 +183,13 @@ struct ProducerState {
 }
 
 impl ProducerState {
+    /// Forgets the held slot, so that no new buffer of it can be made.
+    fn end_view(&mut self) {
+        if let Some(view) = self.view.take() {
+            view.get().invalidate();
+        }
+    }
+
     fn raw(&mut self) -> PyResult<&mut RawProducer> {
         self.raw.as_mut().ok_or_else(|| closed("producer"))
     }
@@ -237,7 +244,7 @@ impl Producer {
         })?;
         if pushed {
             // A push after reserve used the reserved slot: the reservation is over.
-            state.view = None;
+            state.end_view();
         }
         Ok(pushed)
     }
@@ -262,7 +269,7 @@ impl Producer {
             unsafe { raw.push_many_ptr(ptr, len / elem_size) }.map_err(|_| corrupted("push_many"))
         })?;
         if pushed > 0 {
-            state.view = None;
+            state.end_view();
         }
         Ok(pushed)
     }
@@ -324,7 +331,7 @@ impl Producer {
             }
             Err(_) => return Err(corrupted("commit")),
         }
-        state.view = None;
+        state.end_view();
         Ok(())
     }
 
@@ -358,7 +365,7 @@ impl Producer {
     fn close(&self) -> PyResult<()> {
         let mut state = lock(&self.state, "producer")?;
         state.check_unexported("close")?;
-        state.view = None;
+        state.end_view();
         state.raw = None;
         Ok(())
     }
@@ -381,6 +388,13 @@ struct ConsumerState {
 }
 
 impl ConsumerState {
+    /// Forgets the held slot, so that no new buffer of it can be made.
+    fn end_view(&mut self) {
+        if let Some(view) = self.view.take() {
+            view.get().invalidate();
+        }
+    }
+
     fn raw(&mut self) -> PyResult<&mut RawConsumer> {
         self.raw.as_mut().ok_or_else(|| closed("consumer"))
     }
@@ -415,7 +429,7 @@ impl Consumer {
         })?;
         match outcome {
             Ok(()) => {
-                state.view = None;
+                state.end_view();
                 Ok(Some(bytes))
             }
             Err(PopError::Empty) => Ok(None),
@@ -444,7 +458,7 @@ impl Consumer {
             unsafe { raw.pop_many_ptr(ptr, len / elem_size) }.map_err(|_| corrupted("pop_into"))
         })?;
         if popped > 0 {
-            state.view = None;
+            state.end_view();
         }
         Ok(popped)
     }
@@ -501,7 +515,7 @@ impl Consumer {
             Ok(slot) if slot.as_ptr() == expected.cast_const() => slot.release(),
             _ => return Err(corrupted("release")),
         }
-        state.view = None;
+        state.end_view();
         Ok(())
     }
 
@@ -533,7 +547,7 @@ impl Consumer {
     fn close(&self) -> PyResult<()> {
         let mut state = lock(&self.state, "consumer")?;
         state.check_unexported("close")?;
-        state.view = None;
+        state.end_view();
         state.raw = None;
         Ok(())
     }

@@ -78,8 +78,11 @@ def test_peek_is_a_read_only_view_held_until_release(shm):
     again = rx.peek()
     assert bytes(again) == bytes(view), "a second peek sees the same slot"
     del record, again
+    slot = view.obj
     view.release()
     rx.release()
+    with pytest.raises(BufferError, match="released"):
+        memoryview(slot)  # the slot is the producer's again: no new view of it
     assert np.frombuffer(rx.pop(), dtype=STAMP)["seq"][0] == 42
     with pytest.raises(ValueError, match="nothing is peeked"):
         rx.release()
@@ -133,6 +136,7 @@ def test_roles_are_exclusive_and_closing_gives_them_up(shm):
     with pytest.raises(tame_ipc.RoleTakenError, match="consumer role"):
         ring.consumer()
     assert rx.producer_state() == "alive" and rx.producer_state().pid == os.getpid()
+    assert hash(rx.producer_state()) == hash("alive")
     rx.close()
     with pytest.raises(ValueError, match="closed"):
         rx.pop()

@@ -886,6 +886,21 @@ mod tests {
     }
 
     #[test]
+    fn overlaps_is_true_only_for_ranges_touching_the_mapping() {
+        let segment = Segment::create_anonymous(ChannelSpec::register::<u64>()).unwrap();
+        let base = segment.map.base() as *const u8;
+        let len = segment.mapped_len();
+        assert!(segment.overlaps(base, 1));
+        assert!(segment.overlaps(base.wrapping_add(len - 1), 8));
+        assert!(segment.overlaps(base.wrapping_sub(4), 5));
+        assert!(!segment.overlaps(base.wrapping_sub(4), 4));
+        assert!(!segment.overlaps(base.wrapping_add(len), 8));
+        assert!(!segment.overlaps(base, 0));
+        let private = [0u8; 16];
+        assert!(!segment.overlaps(private.as_ptr(), private.len()));
+    }
+
+    #[test]
     fn a_received_descriptor_can_be_mapped_read_only() {
         let spec = ChannelSpec::register::<u64>();
         let segment = Segment::create_anonymous(spec).unwrap();
