@@ -11,6 +11,7 @@
 //! what the C caller must guarantee by hand, and a mistake there is a crash.
 
 mod buffer;
+mod end;
 mod errors;
 mod event;
 mod handle;

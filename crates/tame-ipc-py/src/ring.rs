@@ -15,8 +15,9 @@ use pyo3::types::{PyBytes, PyMemoryView};
 use tame_ipc::layout::Kind;
 use tame_ipc::{ChannelSpec, PopError, PushError, RawConsumer, RawProducer, Segment};
 
-use crate::buffer::{with_buffer, SlotView};
-use crate::errors::{closed, corrupted, exported, to_py};
+use crate::buffer::with_buffer;
+use crate::end::{whole_elements, EndState};
+use crate::errors::{corrupted, to_py};
 use crate::handle::{dup_fd, fileno, lock, name_of, PeerState};
 
 fn spec(elem_size: u32, capacity: u64, elem_align: u32, type_tag: u64) -> ChannelSpec {
@@ -110,10 +111,7 @@ impl Ring {
         let raw = self.ring.raw_producer().map_err(to_py)?;
         Ok(Producer {
             segment: self.ring.segment().clone(),
-            state: Mutex::new(ProducerState {
-                raw: Some(raw),
-                view: None,
-            }),
+            state: Mutex::new(EndState::new(raw, "producer")),
         })
     }
 
@@ -122,10 +120,7 @@ impl Ring {
         let raw = self.ring.raw_consumer().map_err(to_py)?;
         Ok(Consumer {
             segment: self.ring.segment().clone(),
-            state: Mutex::new(ConsumerState {
-                raw: Some(raw),
-                view: None,
-            }),
+            state: Mutex::new(EndState::new(raw, "consumer")),
         })
     }
 
@@ -176,38 +171,11 @@ impl Ring {
     }
 }
 
-struct ProducerState {
-    raw: Option<RawProducer>,
-    /// The reserved slot, while a reservation is held.
-    view: Option<Py<SlotView>>,
-}
-
-impl ProducerState {
-    /// Forgets the held slot, so that no new buffer of it can be made.
-    fn end_view(&mut self) {
-        if let Some(view) = self.view.take() {
-            view.get().invalidate();
-        }
-    }
-
-    fn raw(&mut self) -> PyResult<&mut RawProducer> {
-        self.raw.as_mut().ok_or_else(|| closed("producer"))
-    }
-
-    /// Refuses to give up the reserved slot while Python still holds a view of it.
-    fn check_unexported(&self, what: &str) -> PyResult<()> {
-        match &self.view {
-            Some(view) if view.get().exports() > 0 => Err(exported(what, view.get().exports())),
-            _ => Ok(()),
-        }
-    }
-}
-
 /// The producer end of a ring. Never waits: a full ring is reported, not waited on.
 #[pyclass(frozen, module = "tame_ipc._native")]
 pub struct Producer {
     segment: Segment,
-    state: Mutex<ProducerState>,
+    state: Mutex<EndState<RawProducer>>,
 }
 
 fn push_error(error: PushError, elem_size: usize, len: usize) -> PyErr {
@@ -233,7 +201,7 @@ impl Producer {
             if len != elem_size {
                 return Err(push_error(PushError::WrongSize, elem_size, len));
             }
-            refuse_alias(segment, ptr, len)?;
+            whole_elements(segment, ptr, len, elem_size)?;
             // SAFETY: `ptr` is readable for `len` = elem_size bytes while the buffer is
             // held, and does not point into this ring's mapping (checked above).
             match unsafe { raw.push_ptr(ptr) } {
@@ -253,25 +221,17 @@ impl Producer {
     /// e.g. a numpy array of records) as fit; returns how many.
     fn push_many(&self, data: &Bound<'_, PyAny>) -> PyResult<usize> {
         let mut state = lock(&self.state, "producer")?;
-        state.check_unexported("push_many")?;
-        let segment = &self.segment;
-        let raw = state.raw()?;
-        let elem_size = raw.elem_size();
-        let pushed = with_buffer(data, false, |ptr, len| {
-            if len % elem_size != 0 {
-                return Err(PyValueError::new_err(format!(
-                    "{len} B is not a whole number of {elem_size}-byte elements"
-                )));
-            }
-            refuse_alias(segment, ptr, len)?;
-            // SAFETY: `ptr` is readable for len = count × elem_size bytes while the
-            // buffer is held, and does not point into this ring's mapping.
-            unsafe { raw.push_many_ptr(ptr, len / elem_size) }.map_err(|_| corrupted("push_many"))
-        })?;
-        if pushed > 0 {
-            state.end_view();
-        }
-        Ok(pushed)
+        state.copy_elements(
+            &self.segment,
+            data,
+            false,
+            "push_many",
+            |raw, ptr, count| {
+                // SAFETY: `ptr` is readable for count × elem_size bytes while the buffer
+                // is held, and does not point into this ring's mapping (copy_elements).
+                unsafe { raw.push_many_ptr(ptr, count) }
+            },
+        )
     }
 
     /// Reserves the next free slot and returns it as a writable memoryview of
@@ -281,8 +241,8 @@ impl Producer {
         let py = slf.py();
         let me = slf.get();
         let mut state = lock(&me.state, "producer")?;
-        if let Some(view) = &state.view {
-            return SlotView::memoryview(view.bind(py)).map(Some);
+        if let Some(view) = state.held_view(py) {
+            return view.map(Some);
         }
         let raw = state.raw()?;
         let ptr = match raw.reserve() {
@@ -292,27 +252,17 @@ impl Producer {
             Err(e) => return Err(push_error(e, raw.elem_size(), 0)),
         };
         let len = raw.elem_size();
-        let view = Bound::new(
-            py,
-            SlotView::new(
-                slf.clone().into_any().unbind(),
-                me.segment.clone(),
-                ptr,
-                len,
-                false,
-            ),
-        )?;
-        let memoryview = SlotView::memoryview(&view)?;
-        state.view = Some(view.unbind());
-        Ok(Some(memoryview))
+        state
+            .hold(slf.as_any(), &me.segment, (ptr, len), false)
+            .map(Some)
     }
 
     /// Publishes the reserved slot. Refused while its memoryview is still held.
     fn commit(&self) -> PyResult<()> {
         let mut state = lock(&self.state, "producer")?;
         state.check_unexported("commit")?;
-        let expected = match &state.view {
-            Some(view) => view.get().ptr(),
+        let expected = match state.held() {
+            Some(ptr) => ptr,
             None => {
                 return Err(PyValueError::new_err(
                     "nothing is reserved — call reserve() first",
@@ -363,11 +313,7 @@ impl Producer {
 
     /// Gives the producer role up (refused while a reserved slot's view is held).
     fn close(&self) -> PyResult<()> {
-        let mut state = lock(&self.state, "producer")?;
-        state.check_unexported("close")?;
-        state.end_view();
-        state.raw = None;
-        Ok(())
+        lock(&self.state, "producer")?.close()
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -381,38 +327,11 @@ impl Producer {
     }
 }
 
-struct ConsumerState {
-    raw: Option<RawConsumer>,
-    /// The peeked slot, while a peek is held.
-    view: Option<Py<SlotView>>,
-}
-
-impl ConsumerState {
-    /// Forgets the held slot, so that no new buffer of it can be made.
-    fn end_view(&mut self) {
-        if let Some(view) = self.view.take() {
-            view.get().invalidate();
-        }
-    }
-
-    fn raw(&mut self) -> PyResult<&mut RawConsumer> {
-        self.raw.as_mut().ok_or_else(|| closed("consumer"))
-    }
-
-    /// Refuses to give up the peeked slot while Python still holds a view of it.
-    fn check_unexported(&self, what: &str) -> PyResult<()> {
-        match &self.view {
-            Some(view) if view.get().exports() > 0 => Err(exported(what, view.get().exports())),
-            _ => Ok(()),
-        }
-    }
-}
-
 /// The consumer end of a ring. Never waits: an empty ring is reported.
 #[pyclass(frozen, module = "tame_ipc._native")]
 pub struct Consumer {
     segment: Segment,
-    state: Mutex<ConsumerState>,
+    state: Mutex<EndState<RawConsumer>>,
 }
 
 #[pymethods]
@@ -442,25 +361,11 @@ impl Consumer {
     /// its length; returns how many. Allocates nothing.
     fn pop_into(&self, out: &Bound<'_, PyAny>) -> PyResult<usize> {
         let mut state = lock(&self.state, "consumer")?;
-        state.check_unexported("pop_into")?;
-        let segment = &self.segment;
-        let raw = state.raw()?;
-        let elem_size = raw.elem_size();
-        let popped = with_buffer(out, true, |ptr, len| {
-            if len % elem_size != 0 {
-                return Err(PyValueError::new_err(format!(
-                    "the buffer of {len} B is not a whole number of {elem_size}-byte elements"
-                )));
-            }
-            refuse_alias(segment, ptr, len)?;
-            // SAFETY: `ptr` is writable for len = count × elem_size bytes while the
-            // buffer is held, and does not point into this ring's mapping.
-            unsafe { raw.pop_many_ptr(ptr, len / elem_size) }.map_err(|_| corrupted("pop_into"))
-        })?;
-        if popped > 0 {
-            state.end_view();
-        }
-        Ok(popped)
+        state.copy_elements(&self.segment, out, true, "pop_into", |raw, ptr, count| {
+            // SAFETY: `ptr` is writable for count × elem_size bytes while the buffer
+            // is held, and does not point into this ring's mapping (copy_elements).
+            unsafe { raw.pop_many_ptr(ptr, count) }
+        })
     }
 
     /// The oldest element in place, as a read-only memoryview of `elem_size` bytes
@@ -471,8 +376,8 @@ impl Consumer {
         let py = slf.py();
         let me = slf.get();
         let mut state = lock(&me.state, "consumer")?;
-        if let Some(view) = &state.view {
-            return SlotView::memoryview(view.bind(py)).map(Some);
+        if let Some(view) = state.held_view(py) {
+            return view.map(Some);
         }
         let raw = state.raw()?;
         let ptr = match raw.peek() {
@@ -482,27 +387,17 @@ impl Consumer {
             Err(_) => return Err(corrupted("peek")),
         };
         let len = raw.elem_size();
-        let view = Bound::new(
-            py,
-            SlotView::new(
-                slf.clone().into_any().unbind(),
-                me.segment.clone(),
-                ptr,
-                len,
-                true,
-            ),
-        )?;
-        let memoryview = SlotView::memoryview(&view)?;
-        state.view = Some(view.unbind());
-        Ok(Some(memoryview))
+        state
+            .hold(slf.as_any(), &me.segment, (ptr, len), true)
+            .map(Some)
     }
 
     /// Frees the peeked slot for the producer. Refused while its view is held.
     fn release(&self) -> PyResult<()> {
         let mut state = lock(&self.state, "consumer")?;
         state.check_unexported("release")?;
-        let expected = match &state.view {
-            Some(view) => view.get().ptr(),
+        let expected = match state.held() {
+            Some(ptr) => ptr,
             None => {
                 return Err(PyValueError::new_err(
                     "nothing is peeked — call peek() first",
@@ -545,11 +440,7 @@ impl Consumer {
 
     /// Gives the consumer role up (refused while a peeked slot's view is held).
     fn close(&self) -> PyResult<()> {
-        let mut state = lock(&self.state, "consumer")?;
-        state.check_unexported("close")?;
-        state.end_view();
-        state.raw = None;
-        Ok(())
+        lock(&self.state, "consumer")?.close()
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -561,15 +452,4 @@ impl Consumer {
         self.close()?;
         Ok(false)
     }
-}
-
-/// The raw copies must not read or write the ring's own slots through the caller's
-/// buffer (a memoryview from this ring's `peek` or `reserve` passed back in).
-fn refuse_alias(segment: &Segment, ptr: *const u8, len: usize) -> PyResult<()> {
-    if segment.overlaps(ptr, len) {
-        return Err(PyValueError::new_err(
-            "the buffer lies inside this ring's own shared memory (a view from peek() or reserve()) — copy it first (bytes(view))",
-        ));
-    }
-    Ok(())
 }
