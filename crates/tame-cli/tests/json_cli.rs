@@ -171,6 +171,28 @@ fn plan_and_status() {
         "tame plan SPEC --json",
         &["--root", &f, "plan", spec.to_str().unwrap(), "--json"],
     );
+    // A node config with one of the fields: exit 1 (it does not realise the spec).
+    let dir = tempfile::tempdir().unwrap();
+    let kubelet = dir.path().join("config.yaml");
+    std::fs::write(
+        &kubelet,
+        "cpuManagerPolicy: static\nreservedSystemCPUs: \"x\"\n",
+    )
+    .unwrap();
+    let v = matches_docs_with_code(
+        "tame plan SPEC --from-kubelet FILE --json",
+        &[
+            "--root",
+            &f,
+            "plan",
+            spec.to_str().unwrap(),
+            "--from-kubelet",
+            kubelet.to_str().unwrap(),
+            "--json",
+        ],
+        1,
+    );
+    assert_eq!(v["checks"][1]["note"], "not a CPU list");
     let journal = tempfile::tempdir().unwrap();
     let j = journal.path().to_str().unwrap();
     let v = matches_docs(
@@ -336,8 +358,9 @@ fn every_command_with_a_json_flag_has_a_row() {
         } else {
             words
         };
+        // The page's name spells a dashed subcommand (`performance-profile`) with a space.
         assert!(
-            table.contains(&format!("| `{words}")),
+            table.replace('-', " ").contains(&format!("| `{words}")),
             "{words} takes --json but docs/results.md's table has no row for it"
         );
         with_json.push(words);

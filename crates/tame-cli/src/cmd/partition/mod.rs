@@ -1,6 +1,7 @@
 //! `tame plan | apply | status | revert`: partitions of the machine. Each command is
 //! one `tame_partition` call; [`view`] turns its result into the human text.
 
+mod from_kubelet;
 mod view;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,11 @@ pub struct PlanArgs {
     /// Name every kernel thread that stays where the kernel keeps it (else a count).
     #[arg(long, short)]
     pub verbose: bool,
+    /// Instead of the plan: compare a node's kubelet config file (YAML or JSON) with the
+    /// KubeletConfiguration tame sets for the spec (`tame export kubelet`). Exit 0 when it
+    /// matches, 1 when a field differs or is missing, 2 on bad input.
+    #[arg(long, value_name = "FILE")]
+    pub from_kubelet: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -63,7 +69,7 @@ fn journal_dir(ctx: &Context, given: Option<PathBuf>) -> PathBuf {
     given.unwrap_or_else(|| ctx.root.path(DEFAULT_JOURNAL_DIR))
 }
 
-fn read_spec(path: &Path) -> anyhow::Result<(Spec, String)> {
+pub(crate) fn read_spec(path: &Path) -> anyhow::Result<(Spec, String)> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         bad_input(format!(
             "cannot read spec {}: {e} — give the path of a partition spec (see examples/)",
@@ -77,6 +83,9 @@ fn read_spec(path: &Path) -> anyhow::Result<(Spec, String)> {
 
 pub fn run_plan(ctx: &Context, args: PlanArgs) -> anyhow::Result<i32> {
     let (spec, _) = read_spec(&args.spec)?;
+    if let Some(file) = &args.from_kubelet {
+        return from_kubelet::run(ctx, &args.spec, &spec, file, args.json);
+    }
     let plan = tame_partition::plan(&spec, &HostModel::read(&ctx.root))?;
     if args.json {
         print_json(&plan)?;

@@ -1,0 +1,380 @@
+//! A node's kubelet config file (YAML or JSON) against the KubeletConfiguration fields
+//! tame would set: each field matched, differing (with tame's value and why) or missing.
+
+use serde::Serialize;
+use serde_norway::Value;
+use tame_host::CpuList;
+
+use crate::document::{lookup, yaml, Check, Export, Field};
+use crate::kubelet::{API_VERSION, DEFAULT_EVICTION_MI, KIND};
+
+/// Version of the JSON shape of [`Comparison`].
+pub const COMPARISON_SCHEMA: &str = "tame.kubelet.compare/1";
+
+/// A kubelet config file that cannot be compared: what is wrong and what to do.
+#[derive(Debug, thiserror::Error)]
+#[error("{origin}: {message}")]
+pub struct NodeConfigError {
+    pub origin: String,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    Matched,
+    Differs { node: Value },
+    Missing,
+}
+
+/// One field tame sets, as the node has it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Checked {
+    pub field: String,
+    pub want: Value,
+    pub why: String,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// Why a differing value is wrong beyond "not tame's" (the kubelet refuses it, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Comparison {
+    pub schema: &'static str,
+    pub checks: Vec<Checked>,
+}
+
+impl Comparison {
+    /// Whether the node realises what tame would set.
+    pub fn matches(&self) -> bool {
+        self.checks.iter().all(|c| c.outcome == Outcome::Matched)
+    }
+
+    pub fn count(&self, pick: fn(&Outcome) -> bool) -> usize {
+        self.checks.iter().filter(|c| pick(&c.outcome)).count()
+    }
+}
+
+/// Read a kubelet config file: JSON when it starts with `{`, else YAML. An OpenShift
+/// `KubeletConfig` object is read through its `spec.kubeletConfig`.
+pub fn parse_node_config(origin: &str, text: &str) -> Result<Value, NodeConfigError> {
+    let err = |message: String| NodeConfigError {
+        origin: origin.to_string(),
+        message,
+    };
+    let doc: Value = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).map_err(|e| {
+            err(format!(
+                "not valid JSON at line {}, column {}: {e} — give the node's kubelet config file (/var/lib/kubelet/config.yaml)",
+                e.line(),
+                e.column()
+            ))
+        })?
+    } else {
+        serde_norway::from_str(text).map_err(|e| {
+            let at = e
+                .location()
+                .map(|l| format!(" at line {}, column {}", l.line(), l.column()))
+                .unwrap_or_default();
+            err(format!(
+                "not valid YAML{at}: {e} — give the node's kubelet config file (/var/lib/kubelet/config.yaml)"
+            ))
+        })?
+    };
+    if !doc.is_mapping() {
+        return Err(err(
+            "is not a KubeletConfiguration: the document is not a map of fields — give the node's kubelet config file".into(),
+        ));
+    }
+    let text_of = |key: &str| doc.get(key).and_then(Value::as_str).map(str::to_string);
+    match text_of("kind").as_deref() {
+        None | Some(KIND) => {}
+        Some("KubeletConfig") => {
+            return match doc.get("spec").and_then(|s| s.get("kubeletConfig")) {
+                Some(inner) if inner.is_mapping() => Ok(inner.clone()),
+                _ => Err(err("is an OpenShift KubeletConfig without spec.kubeletConfig — give the node's kubelet config file".into())),
+            };
+        }
+        Some(other) => {
+            return Err(err(format!(
+                "is a {other}, not a {KIND} — give the node's kubelet config file (/var/lib/kubelet/config.yaml)"
+            )))
+        }
+    }
+    if let Some(v) = text_of("apiVersion") {
+        if !v.starts_with("kubelet.config.k8s.io/") {
+            return Err(err(format!(
+                "has apiVersion {v:?}, not {API_VERSION} — give the node's kubelet config file"
+            )));
+        }
+    }
+    Ok(doc)
+}
+
+/// Compare the node's config (from [`parse_node_config`]) with tame's kubelet export.
+pub fn compare(wanted: &Export, node: &Value) -> Comparison {
+    let mut checks: Vec<Checked> = wanted
+        .fields
+        .iter()
+        .filter(|f| f.check != Check::Sizing)
+        .map(|f| check_field(f, lookup(node, &f.path)))
+        .collect();
+    if let Some(c) = checks.iter_mut().find(|c| c.field == "reservedMemory") {
+        if c.outcome == Outcome::Matched {
+            if let Some(problem) = memory_total_problem(node) {
+                c.outcome = Outcome::Differs {
+                    node: lookup(node, &["reservedMemory".into()])
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                };
+                c.note = Some(problem);
+            }
+        }
+    }
+    Comparison {
+        schema: COMPARISON_SCHEMA,
+        checks,
+    }
+}
+
+fn check_field(f: &Field, have: Option<&Value>) -> Checked {
+    let (outcome, note) = match have {
+        None | Some(Value::Null) => (Outcome::Missing, None),
+        Some(have) => {
+            let (same, note) = same(f, have);
+            if same {
+                (Outcome::Matched, None)
+            } else {
+                (Outcome::Differs { node: have.clone() }, note)
+            }
+        }
+    };
+    Checked {
+        field: f.dotted(),
+        want: f.value.clone(),
+        why: f.why.clone(),
+        outcome,
+        note,
+    }
+}
+
+/// Whether the node's value is tame's, and a note where it is unusable as written.
+fn same(f: &Field, have: &Value) -> (bool, Option<String>) {
+    match f.check {
+        Check::Text | Check::Sizing => match have.as_str() {
+            Some(s) => (Some(s) == f.value.as_str(), None),
+            None => (
+                false,
+                Some("not a string: the kubelet reads this field as a string".into()),
+            ),
+        },
+        Check::CpuList => match have.as_str().map(CpuList::parse) {
+            Some(Ok(list)) => (
+                f.value.as_str().and_then(|w| CpuList::parse(w).ok()) == Some(list),
+                None,
+            ),
+            _ => (false, Some("not a CPU list".into())),
+        },
+        Check::NumaNodes => match (numa_nodes(have), numa_nodes(&f.value)) {
+            (Some(node), Some(want)) => (node == want, None),
+            _ => (
+                false,
+                Some("not a list of {numaNode, limits: {memory}} entries".into()),
+            ),
+        },
+    }
+}
+
+/// The NUMA nodes that carry a memory reservation, from a reservedMemory list.
+fn numa_nodes(list: &Value) -> Option<CpuList> {
+    list.as_sequence()?
+        .iter()
+        .map(|e| {
+            let node = u32::try_from(e.get("numaNode")?.as_u64()?).ok()?;
+            e.get("limits")?.get("memory")?;
+            Some(node)
+        })
+        .collect()
+}
+
+/// The kubelet refuses to start with the static memory manager unless reservedMemory adds
+/// up to kubeReserved + systemReserved + the hard eviction threshold for memory.available.
+fn memory_total_problem(node: &Value) -> Option<String> {
+    let get = |path: &[&str]| {
+        let p: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+        lookup(node, &p).cloned()
+    };
+    let amount = |v: Option<Value>| -> Result<u128, String> {
+        match v {
+            None => Ok(0),
+            Some(v) => {
+                let text = v
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| yaml(&v).trim().to_string());
+                crate::quantity::bytes(&text).ok_or(text)
+            }
+        }
+    };
+    let eviction = match get(&["evictionHard", "memory.available"]) {
+        None => Ok(u128::from(DEFAULT_EVICTION_MI) << 20),
+        v => amount(v),
+    };
+    let parts = [
+        amount(get(&["kubeReserved", "memory"])),
+        amount(get(&["systemReserved", "memory"])),
+        eviction,
+    ];
+    // A percentage or unreadable amount: the total cannot be checked here.
+    let expected: u128 = parts
+        .iter()
+        .map(|p| p.as_ref().ok().copied())
+        .sum::<Option<u128>>()?;
+    let reserved: u128 = node
+        .get("reservedMemory")?
+        .as_sequence()?
+        .iter()
+        .map(|e| {
+            let m = e.get("limits")?.get("memory")?;
+            crate::quantity::bytes(m.as_str().unwrap_or(&yaml(m)))
+        })
+        .sum::<Option<u128>>()?;
+    (reserved != expected).then(|| {
+        format!(
+            "reservedMemory adds up to {} MiB but kubeReserved + systemReserved + evictionHard memory.available is {} MiB: the kubelet refuses to start with the static memory manager until they are equal",
+            reserved >> 20,
+            expected >> 20
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(path: &str, value: Value, check: Check) -> Field {
+        let path: Vec<&str> = path.split('.').collect();
+        Field::new(&path, value, "why").checked(check)
+    }
+
+    fn export(fields: Vec<Field>) -> Export {
+        Export {
+            api_version: API_VERSION,
+            kind: KIND,
+            name: None,
+            fields,
+            not_expressed: vec![],
+            plan_warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn cpu_lists_compare_as_sets_and_text_exactly() {
+        let e = export(vec![
+            field("cpuManagerPolicy", "static".into(), Check::Text),
+            field("reservedSystemCPUs", "0-1".into(), Check::CpuList),
+            field(
+                "topologyManagerPolicy",
+                "single-numa-node".into(),
+                Check::Text,
+            ),
+        ]);
+        let node = parse_node_config(
+            "k.yaml",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncpuManagerPolicy: Static\nreservedSystemCPUs: \"0,1\"\n",
+        )
+        .unwrap();
+        let c = compare(&e, &node);
+        let outcomes: Vec<&Outcome> = c.checks.iter().map(|c| &c.outcome).collect();
+        assert_eq!(
+            outcomes,
+            vec![
+                &Outcome::Differs {
+                    node: "Static".into()
+                },
+                &Outcome::Matched,
+                &Outcome::Missing
+            ]
+        );
+        assert!(!c.matches());
+    }
+
+    #[test]
+    fn json_files_and_openshift_kubelet_configs_read() {
+        let doc = parse_node_config(
+            "k.json",
+            "{\"kind\": \"KubeletConfiguration\", \"cpuManagerPolicy\": \"static\"}",
+        )
+        .unwrap();
+        assert_eq!(
+            doc.get("cpuManagerPolicy").and_then(Value::as_str),
+            Some("static")
+        );
+        let doc = parse_node_config(
+            "kc.yaml",
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: KubeletConfig\nspec:\n  kubeletConfig:\n    cpuManagerPolicy: static\n",
+        )
+        .unwrap();
+        assert_eq!(
+            doc.get("cpuManagerPolicy").and_then(Value::as_str),
+            Some("static")
+        );
+    }
+
+    #[test]
+    fn malformed_files_say_what_and_where() {
+        let e = parse_node_config("k.yaml", "cpuManagerPolicy: [static\n").unwrap_err();
+        assert!(
+            e.to_string().starts_with("k.yaml: not valid YAML at line"),
+            "{e}"
+        );
+        let e = parse_node_config("k.json", "{\"a\": }").unwrap_err();
+        assert!(e.to_string().contains("not valid JSON at line 1"), "{e}");
+        let e = parse_node_config("k.yaml", "- a\n- b\n").unwrap_err();
+        assert!(e.to_string().contains("not a map of fields"), "{e}");
+        let e = parse_node_config("p.yaml", "kind: Pod\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("is a Pod, not a KubeletConfiguration"),
+            "{e}"
+        );
+        let e =
+            parse_node_config("p.yaml", "apiVersion: v1\ncpuManagerPolicy: static\n").unwrap_err();
+        assert!(e.to_string().contains("apiVersion \"v1\""), "{e}");
+    }
+
+    #[test]
+    fn reserved_memory_compares_nodes_and_checks_the_total() {
+        let want: Value =
+            serde_norway::from_str("- numaNode: 0\n  limits: {memory: 1124Mi}\n").unwrap();
+        let e = export(vec![field("reservedMemory", want, Check::NumaNodes)]);
+        let ok = "reservedMemory:\n- numaNode: 0\n  limits: {memory: 1124Mi}\nkubeReserved: {memory: 512Mi}\nsystemReserved: {memory: 512Mi}\n";
+        assert!(compare(&e, &parse_node_config("k", ok).unwrap()).matches());
+        // Same node, but the total no longer adds up: the kubelet would refuse it.
+        let short = ok.replace("1124Mi", "1Gi");
+        let c = compare(&e, &parse_node_config("k", &short).unwrap());
+        assert!(matches!(c.checks[0].outcome, Outcome::Differs { .. }));
+        assert!(
+            c.checks[0]
+                .note
+                .as_deref()
+                .unwrap()
+                .contains("adds up to 1024 MiB but"),
+            "{:?}",
+            c.checks[0].note
+        );
+        let other_node = ok.replace("numaNode: 0", "numaNode: 1");
+        assert!(!compare(&e, &parse_node_config("k", &other_node).unwrap()).matches());
+        // Sizing fields are not compared on their own.
+        let e2 = export(vec![field(
+            "kubeReserved.memory",
+            "512Mi".into(),
+            Check::Sizing,
+        )]);
+        assert!(compare(&e2, &parse_node_config("k", "{}").unwrap())
+            .checks
+            .is_empty());
+    }
+}

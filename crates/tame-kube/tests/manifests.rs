@@ -1,0 +1,268 @@
+//! contrib/kubernetes: every manifest parses as YAML and carries what the API requires of
+//! its kind; the DaemonSet is wired as docs/fleet.md says (host mounts below /host, the
+//! textfile directory shared with the node_exporter side car); kubectl reads them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_norway::Value;
+use tame_testing::require::have_program;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn contrib() -> PathBuf {
+    workspace().join("contrib/kubernetes")
+}
+
+/// Every manifest by kind: `kubectl apply -f contrib/kubernetes/` reads the .yaml files.
+fn manifests() -> BTreeMap<String, (PathBuf, Value)> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(contrib()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let doc: Value = serde_norway::from_str(&text)
+            .unwrap_or_else(|e| panic!("{} is not YAML: {e}", path.display()));
+        for key in ["apiVersion", "kind"] {
+            assert!(
+                doc.get(key)
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| !s.is_empty()),
+                "{} lacks {key}",
+                path.display()
+            );
+        }
+        assert!(
+            str_at(&doc, &["metadata", "name"]).is_some_and(|n| !n.is_empty()),
+            "{} lacks metadata.name",
+            path.display()
+        );
+        let kind = str_at(&doc, &["kind"]).unwrap().to_string();
+        assert!(
+            out.insert(kind.clone(), (path, doc)).is_none(),
+            "two {kind}s"
+        );
+    }
+    out
+}
+
+fn at<'a>(doc: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(doc, |v, k| v.get(*k))
+}
+
+fn str_at<'a>(doc: &'a Value, path: &[&str]) -> Option<&'a str> {
+    at(doc, path)?.as_str()
+}
+
+fn list<'a>(doc: &'a Value, path: &[&str]) -> &'a [Value] {
+    at(doc, path)
+        .and_then(Value::as_sequence)
+        .map_or(&[], Vec::as_slice)
+}
+
+#[test]
+fn every_manifest_carries_what_its_kind_requires() {
+    let m = manifests();
+    assert_eq!(
+        m.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["DaemonSet", "Namespace", "ServiceAccount"]
+    );
+    let ns = &m["Namespace"].1;
+    assert_eq!(str_at(ns, &["apiVersion"]), Some("v1"));
+    let namespace = str_at(ns, &["metadata", "name"]).unwrap();
+    // Privileged pods are refused where Pod Security enforces baseline or restricted.
+    assert_eq!(
+        str_at(
+            ns,
+            &["metadata", "labels", "pod-security.kubernetes.io/enforce"]
+        ),
+        Some("privileged")
+    );
+    let sa = &m["ServiceAccount"].1;
+    assert_eq!(str_at(sa, &["metadata", "namespace"]), Some(namespace));
+    let ds = &m["DaemonSet"].1;
+    assert_eq!(str_at(ds, &["apiVersion"]), Some("apps/v1"));
+    assert_eq!(str_at(ds, &["metadata", "namespace"]), Some(namespace));
+    // apps/v1 requires a selector that matches the template's labels.
+    let selector = at(ds, &["spec", "selector", "matchLabels"])
+        .and_then(Value::as_mapping)
+        .expect("spec.selector.matchLabels");
+    let labels = at(ds, &["spec", "template", "metadata", "labels"]).expect("template labels");
+    assert!(!selector.is_empty());
+    for (k, v) in selector {
+        assert_eq!(
+            labels.get(k),
+            Some(v),
+            "selector {k:?} does not match the template"
+        );
+    }
+    let pod = at(ds, &["spec", "template", "spec"]).expect("spec.template.spec");
+    assert_eq!(
+        str_at(pod, &["serviceAccountName"]),
+        str_at(sa, &["metadata", "name"])
+    );
+    assert_eq!(pod.get("hostPID"), Some(&Value::Bool(true)));
+    assert!(at(pod, &["nodeSelector"])
+        .and_then(Value::as_mapping)
+        .is_some_and(|m| !m.is_empty()));
+    assert!(!list(pod, &["tolerations"]).is_empty());
+    let volumes: Vec<&str> = list(pod, &["volumes"])
+        .iter()
+        .map(|v| str_at(v, &["name"]).expect("volume name"))
+        .collect();
+    let containers = list(pod, &["containers"]);
+    assert_eq!(containers.len(), 2);
+    for c in containers {
+        for key in ["name", "image"] {
+            assert!(str_at(c, &[key]).is_some(), "a container lacks {key}");
+        }
+        for mount in list(c, &["volumeMounts"]) {
+            let name = str_at(mount, &["name"]).unwrap();
+            assert!(volumes.contains(&name), "mount of undeclared volume {name}");
+        }
+    }
+    let mount_path = |c: &Value, volume: &str| {
+        list(c, &["volumeMounts"])
+            .iter()
+            .find(|m| str_at(m, &["name"]) == Some(volume))
+            .and_then(|m| str_at(m, &["mountPath"]))
+            .map(str::to_string)
+    };
+    let tame = &containers[0];
+    assert_eq!(
+        at(tame, &["securityContext", "privileged"]),
+        Some(&Value::Bool(true))
+    );
+    // `tame --root /host` reads the host's /proc and /sys there.
+    let host_path = |volume: &str| {
+        list(pod, &["volumes"])
+            .iter()
+            .find(|v| str_at(v, &["name"]) == Some(volume))
+            .and_then(|v| str_at(v, &["hostPath", "path"]))
+            .map(str::to_string)
+    };
+    for dir in ["/proc", "/sys", "/etc", "/var/lib/tame"] {
+        let volume = list(tame, &["volumeMounts"])
+            .iter()
+            .find(|m| str_at(m, &["mountPath"]) == Some(&format!("/host{dir}")))
+            .and_then(|m| str_at(m, &["name"]))
+            .unwrap_or_else(|| panic!("nothing mounted at /host{dir}"));
+        assert_eq!(host_path(volume).as_deref(), Some(dir));
+    }
+    // The textfile directory (the lead's interface): an emptyDir both containers mount.
+    let exporter = &containers[1];
+    for c in [tame, exporter] {
+        assert_eq!(
+            mount_path(c, "metrics").as_deref(),
+            Some("/var/lib/tame-metrics")
+        );
+    }
+    let metrics = list(pod, &["volumes"])
+        .iter()
+        .find(|v| str_at(v, &["name"]) == Some("metrics"))
+        .unwrap();
+    assert!(metrics.get("emptyDir").is_some());
+    let args: Vec<&str> = list(exporter, &["args"])
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        args.contains(&"--collector.textfile.directory=/var/lib/tame-metrics"),
+        "{args:?}"
+    );
+    // The command is the loop the image installs, and the loop writes tame.prom there.
+    let command = list(tame, &["command"])[0].as_str().unwrap();
+    let containerfile = std::fs::read_to_string(contrib().join("Containerfile")).unwrap();
+    assert!(
+        containerfile.contains(&format!("tame-node.sh {command}")),
+        "{command}"
+    );
+    let script = std::fs::read_to_string(contrib().join("tame-node.sh")).unwrap();
+    assert!(script.contains("out=${TAME_METRICS_DIR:-/var/lib/tame-metrics}"));
+    // The JSON results stay for `kubectl cp` (docs/fleet.md), below what the collector reads.
+    assert!(script.contains("work=$out/json"));
+    assert!(script.contains("tame export prometheus \"$@\" -o \"$out/tame.prom\""));
+}
+
+#[test]
+fn the_node_loop_is_valid_shell() {
+    let out = Command::new("sh")
+        .arg("-n")
+        .arg(contrib().join("tame-node.sh"))
+        .output()
+        .expect("sh runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// kubectl without a cluster: `apply --dry-run=client` needs an API server (it maps kinds to
+/// resources through the server's discovery, --validate=false or not), so here kubectl's
+/// own decoder reads every document locally (`label --local`); the dry run runs only where
+/// a cluster answers. kubectl is no dependency the project installs: without it, a skip.
+#[test]
+fn kubectl_reads_the_manifests_and_the_exported_profiles() {
+    if !have_program("kubectl") {
+        eprintln!("skipped: kubectl is not installed (the project does not install it)");
+        return;
+    }
+    let profiles = workspace().join("crates/tame-cli/tests/fixtures/kubernetes");
+    let mut files = vec![contrib()];
+    for e in std::fs::read_dir(&profiles).unwrap() {
+        let p = e.unwrap().path();
+        if p.to_string_lossy().ends_with(".performance-profile.yaml") {
+            files.push(p);
+        }
+    }
+    let mut local = Command::new("kubectl");
+    local
+        .env("KUBECONFIG", "/nonexistent")
+        .args(["label", "--local", "-o", "name"]);
+    for f in &files {
+        local.arg("-f").arg(f);
+    }
+    let out = local
+        .arg("tame.test/read=yes")
+        .output()
+        .expect("kubectl runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in [
+        "namespace/tame",
+        "serviceaccount/tame-node",
+        "daemonset.apps/tame-node",
+        "performanceprofile.performance.openshift.io/tame-numa-resctrl",
+    ] {
+        assert!(stdout.lines().any(|l| l == name), "{name} not in {stdout}");
+    }
+    let reachable = Command::new("kubectl")
+        .args(["version", "--request-timeout=3s"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !reachable {
+        // No cluster is nothing a project set-up provides: a plain skip, under CI too.
+        eprintln!("skipped: kubectl apply --dry-run=client needs a reachable cluster (API discovery); none here");
+        return;
+    }
+    let out = Command::new("kubectl")
+        .args(["apply", "--dry-run=client", "-f"])
+        .arg(contrib())
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
