@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Python environment of the tame-ipc bindings' tests and bench: a venv in
-# target/python (ignored by git; TAME_PYTHON_VENV to put it elsewhere) with pytest and
-# numpy from PyPI and the package built from this checkout (`pip install
+# target/python (ignored by git; TAME_PYTHON_VENV to put it elsewhere) with pytest, numpy
+# and mypy (its stubtest checks the type hints) from PyPI and the package built from this checkout (`pip install
 # ./crates/tame-ipc-py`: maturin and cargo, release build). Run again after changing
 # the bindings: the package is rebuilt and reinstalled each time (cargo only rebuilds
 # what changed). Prints the venv's python on its last line.
@@ -24,8 +24,8 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check --quiet)
 # Only what is missing: a second run costs no download.
-if ! "$venv/bin/python" -c 'import pytest, numpy' 2>/dev/null; then
-    "${pip[@]}" install pytest numpy
+if ! "$venv/bin/python" -c 'import pytest, numpy, mypy' 2>/dev/null; then
+    "${pip[@]}" install pytest numpy mypy
 fi
 "${pip[@]}" install --force-reinstall --no-deps ./crates/tame-ipc-py
 "$venv/bin/python" -c 'import tame_ipc' >/dev/null

@@ -1,9 +1,41 @@
 """Type hints of the extension module (src/*.rs); docs/python.md explains the model."""
 
 from types import TracebackType
-from typing import Final, Literal, Optional, Tuple, Type
+from typing import Final, Literal, Optional, Tuple, Type, final
 
 from typing_extensions import Buffer, Self
+
+__all__ = [
+    "Ring",
+    "Producer",
+    "Consumer",
+    "Register",
+    "Writer",
+    "Reader",
+    "Sample",
+    "Event",
+    "Signaller",
+    "Listener",
+    "PeerState",
+    "SlotView",
+    "unlink",
+    "LAYOUT_MAJOR",
+    "LAYOUT_MINOR",
+    "DEFAULT_MODE",
+    "TameIpcError",
+    "NotFoundError",
+    "AlreadyExistsError",
+    "PermissionDeniedError",
+    "LayoutMismatchError",
+    "IncompatibleVersionError",
+    "NotASegmentError",
+    "NotReadyError",
+    "RoleTakenError",
+    "CorruptedError",
+    "UntrustedError",
+    "ContendedError",
+    "OsError",
+]
 
 LAYOUT_MAJOR: Final[int]
 LAYOUT_MINOR: Final[int]
@@ -26,6 +58,7 @@ class OsError(TameIpcError): ...
 def unlink(name: str) -> None:
     """Removes /dev/shm/tame.NAME (existing mappings stay valid); NotFoundError if absent."""
 
+@final
 class PeerState:
     """Who holds a role, as seen now (checked against /proc on demand)."""
 
@@ -33,14 +66,14 @@ class PeerState:
     def state(self) -> Literal["absent", "alive", "dead", "unknown"]: ...
     @property
     def pid(self) -> Optional[int]: ...
-    def __eq__(self, other: object) -> bool:
+    def __eq__(self, other: object, /) -> bool:
         """Equal to another PeerState with the same state and pid, or to the state's name."""
 
+@final
 class SlotView:
     """A ring slot exported through the buffer protocol (what peek()/reserve() views)."""
 
-    def __buffer__(self, flags: int) -> memoryview: ...
-
+@final
 class Ring:
     """A ring segment: one producer, one consumer, fixed-size elements."""
 
@@ -94,6 +127,7 @@ class Ring:
         """True once someone shrank this named segment and this side was cut off."""
     def unlink(self) -> None: ...
 
+@final
 class Producer:
     """The producer end. Never waits: a full ring is reported."""
 
@@ -121,6 +155,7 @@ class Producer:
         tb: Optional[TracebackType],
     ) -> bool: ...
 
+@final
 class Consumer:
     """The consumer end. Never waits: an empty ring is reported."""
 
@@ -148,6 +183,7 @@ class Consumer:
         tb: Optional[TracebackType],
     ) -> bool: ...
 
+@final
 class Register:
     """A latest-value register: one writer, any number of readers."""
 
@@ -188,6 +224,7 @@ class Register:
     def lost(self) -> bool: ...
     def unlink(self) -> None: ...
 
+@final
 class Writer:
     def write(self, data: Buffer) -> None:
         """Publishes exactly elem_size bytes. Never waits."""
@@ -200,6 +237,7 @@ class Writer:
         tb: Optional[TracebackType],
     ) -> bool: ...
 
+@final
 class Sample:
     @property
     def value(self) -> bytes: ...
@@ -208,6 +246,7 @@ class Sample:
     @property
     def version(self) -> int: ...
 
+@final
 class Reader:
     def read(self) -> Optional[Sample]:
         """The latest value (None if never written); ContendedError after max_attempts."""
@@ -215,6 +254,7 @@ class Reader:
         """Reads into out (exactly elem_size bytes); (fresh, version), None if never written."""
     def writer_state(self) -> PeerState: ...
 
+@final
 class Event:
     """An event counter: any number of signallers and listeners."""
 
@@ -237,10 +277,12 @@ class Event:
     def lost(self) -> bool: ...
     def unlink(self) -> None: ...
 
+@final
 class Signaller:
     def signal(self) -> None: ...
     def signal_and_wake(self) -> None: ...
 
+@final
 class Listener:
     def poll(self) -> int: ...
     def wait(self, timeout: float) -> int:
