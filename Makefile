@@ -2,7 +2,7 @@
 CARGO ?= cargo
 TAME := target/release/tame
 
-.PHONY: run test deps test-deps build lint unit fuzz install install-files uninstall
+.PHONY: run test deps test-deps build lint unit python-test fuzz install install-files uninstall
 .DEFAULT_GOAL := run
 
 deps:
@@ -32,6 +32,12 @@ unit: deps test-deps
 	$(CARGO) test --workspace
 	@# The ipc bench with its iceoryx2 transport (a short live run among them).
 	$(CARGO) test -p tame-bench --features iceoryx2 --lib ipc::
+	@$(MAKE) --no-print-directory python-test
+
+# The tame-ipc Python bindings (crates/tame-ipc-py): a venv in target/python with the
+# package built from this checkout, then pytest (docs/python.md).
+python-test: deps test-deps
+	scripts/python-test.sh
 
 test: lint unit
 

@@ -597,6 +597,15 @@ impl Segment {
         self.map.len()
     }
 
+    /// Whether `len` bytes at `addr` overlap this mapping. Bindings use it to refuse a
+    /// caller's buffer that aliases the channel's own slots, which the raw copies
+    /// (`push_many_ptr`, `pop_many_ptr`) forbid.
+    pub fn overlaps(&self, addr: *const u8, len: usize) -> bool {
+        let (start, end) = (addr as usize, (addr as usize).saturating_add(len));
+        let base = self.map.base() as usize;
+        len > 0 && start < base + self.map.len() && base < end
+    }
+
     /// Whether this segment was opened read-only.
     pub fn is_read_only(&self) -> bool {
         self.map.access() == Access::ReadOnly
@@ -874,6 +883,21 @@ mod tests {
         assert_eq!(name.shm_name(), "/tame.x");
         assert_eq!(SegmentName::from_file_name("tame.x"), Some(name));
         assert_eq!(SegmentName::from_file_name("other.x"), None);
+    }
+
+    #[test]
+    fn overlaps_is_true_only_for_ranges_touching_the_mapping() {
+        let segment = Segment::create_anonymous(ChannelSpec::register::<u64>()).unwrap();
+        let base = segment.map.base() as *const u8;
+        let len = segment.mapped_len();
+        assert!(segment.overlaps(base, 1));
+        assert!(segment.overlaps(base.wrapping_add(len - 1), 8));
+        assert!(segment.overlaps(base.wrapping_sub(4), 5));
+        assert!(!segment.overlaps(base.wrapping_sub(4), 4));
+        assert!(!segment.overlaps(base.wrapping_add(len), 8));
+        assert!(!segment.overlaps(base, 0));
+        let private = [0u8; 16];
+        assert!(!segment.overlaps(private.as_ptr(), private.len()));
     }
 
     #[test]

@@ -1,0 +1,88 @@
+"""Registers and event counters, in one process and across processes."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import tame_ipc
+from conftest import PYTHON
+
+
+def test_register_reads_latest_value_with_freshness(shm):
+    reg = tame_ipc.Register.create(shm("reg"), 16)
+    reader = reg.reader()
+    assert reader.read() is None, "never written"
+    with reg.writer() as writer:
+        writer.write(np.array([1, 2], dtype=np.uint64))
+        sample = reader.read()
+        assert np.frombuffer(sample.value, dtype=np.uint64).tolist() == [1, 2]
+        assert sample.fresh and sample.version == 1
+        assert not reader.read().fresh
+        writer.write(b"\x03" * 16)
+        out = np.zeros(2, dtype=np.uint64)
+        assert reader.read_into(out) == (True, 2) and out[0] == 0x0303030303030303
+        with pytest.raises(ValueError, match="16 B"):
+            writer.write(b"x")
+        with pytest.raises(tame_ipc.RoleTakenError):
+            reg.writer()
+        assert reader.writer_state() == "alive"
+    assert reader.writer_state() == "absent"
+    read_only = tame_ipc.Register.open(reg.name, 16, read_only=True)
+    assert read_only.reader().read().version == 2
+    with pytest.raises(tame_ipc.PermissionDeniedError, match="read-only"):
+        read_only.writer()
+
+
+def test_event_wait_releases_the_gil(shm):
+    event = tame_ipc.Event.create(shm("event"))
+    listener, signaller = event.listener(), event.signaller()
+    assert listener.poll() == 0 and listener.wait(0.001) == 0
+    signaller.signal()
+    signaller.signal()
+    assert listener.poll() == 2
+    woke = threading.Timer(0.05, signaller.signal_and_wake)
+    start = time.monotonic()
+    woke.start()
+    assert listener.wait(10) == 1, "woken by the other thread, which ran while we slept"
+    assert time.monotonic() - start < 5
+    with pytest.raises(ValueError, match="timeout"):
+        listener.wait(-1)
+
+
+WRITER = """
+import sys, numpy as np, tame_ipc
+reg = tame_ipc.Register.open(sys.argv[1], 16)
+event = tame_ipc.Event.from_fd(int(sys.argv[2]))
+writer, signaller = reg.writer(), event.signaller()
+print("READY", flush=True)
+for i in range(1, 201):
+    writer.write(np.array([i, i * i], dtype=np.uint64))
+    signaller.signal_and_wake()
+print("done", flush=True)
+"""
+
+
+def test_register_and_event_across_processes(shm, children):
+    reg = tame_ipc.Register.create(shm("reg"), 16)
+    event = tame_ipc.Event.create_anonymous()
+    listener, reader = event.listener(), reg.reader()
+    fd = event.fileno()
+    child = children([PYTHON, "-c", WRITER, reg.name, fd], pass_fds=(fd,))
+    child.expect("READY")
+    events, last = 0, 0
+    deadline = time.monotonic() + 20
+    while last < 200 and time.monotonic() < deadline:
+        events += listener.wait(1)
+        sample = reader.read()
+        if sample is not None:
+            i, square = np.frombuffer(sample.value, dtype=np.uint64).tolist()
+            assert square == i * i, "never a torn value"
+            assert i >= last, "never older than what was read before"
+            last = i
+    assert last == 200 and events >= 1
+    assert child.finish() == 0
+    assert reader.writer_state() in ("absent", "dead")

@@ -1,0 +1,219 @@
+"""Rings in one process: the API, the buffer rules, and refusals of bad input."""
+
+from __future__ import annotations
+
+import gc
+import os
+import stat
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tame_ipc
+from conftest import PYTHON
+from stamps import CHECK, STAMP
+
+
+def make(shm, capacity=8):
+    ring = tame_ipc.Ring.create(shm(), STAMP.itemsize, capacity, elem_align=STAMP.alignment)
+    return ring, ring.producer(), ring.consumer()
+
+
+def stamps(seqs):
+    out = np.zeros(len(seqs), dtype=STAMP)
+    out["seq"] = seqs
+    out["check"] = np.asarray(seqs, dtype=np.uint64) ^ CHECK
+    return out
+
+
+def test_push_pop_bytes_full_and_empty(shm):
+    ring, tx, rx = make(shm, capacity=4)
+    assert rx.pop() is None and len(rx) == 0
+    for i in range(4):
+        assert tx.push(bytes([i]) * 32)
+    assert tx.push(b"x" * 32) is False, "a full ring refuses, it does not wait"
+    assert tx.free_slots() == 0 and len(rx) == 4
+    assert [rx.pop()[0] for _ in range(4)] == [0, 1, 2, 3]
+    assert rx.pop() is None
+    with pytest.raises(ValueError, match="32 B"):
+        tx.push(b"short")
+
+
+def test_push_many_and_pop_into_numpy_without_copies_in_between(shm):
+    ring, tx, rx = make(shm, capacity=8)
+    assert tx.push_many(stamps(range(10))) == 8, "only what fits"
+    out = np.zeros(5, dtype=STAMP)
+    assert rx.pop_into(out) == 5
+    assert out["seq"].tolist() == [0, 1, 2, 3, 4]
+    assert rx.pop_into(out) == 3
+    assert out["seq"][:3].tolist() == [5, 6, 7]
+    assert rx.pop_into(out) == 0
+    with pytest.raises(ValueError, match="whole number"):
+        rx.pop_into(np.zeros(33, dtype=np.uint8))
+    with pytest.raises((BufferError, TypeError, ValueError)):
+        rx.pop_into(b"\0" * 32)  # read-only
+    with pytest.raises((BufferError, TypeError, ValueError)):
+        rx.pop_into(np.zeros((4, 2), dtype=STAMP)[:, 0])  # not contiguous
+
+
+def test_peek_is_a_read_only_view_held_until_release(shm):
+    ring, tx, rx = make(shm)
+    assert rx.peek() is None
+    tx.push(stamps([41]))
+    tx.push(stamps([42]))
+    view = rx.peek()
+    assert view.readonly and len(view) == 32
+    with pytest.raises(TypeError):
+        view[0] = 1
+    record = np.frombuffer(view, dtype=STAMP)
+    assert record["seq"][0] == 41
+    with pytest.raises(BufferError, match="still in use"):
+        rx.release()
+    with pytest.raises(BufferError):
+        rx.pop()
+    with pytest.raises(BufferError):
+        rx.close()
+    again = rx.peek()
+    assert bytes(again) == bytes(view), "a second peek sees the same slot"
+    del record, again
+    slot = view.obj
+    view.release()
+    rx.release()
+    with pytest.raises(BufferError, match="released"):
+        memoryview(slot)  # the slot is the producer's again: no new view of it
+    assert np.frombuffer(rx.pop(), dtype=STAMP)["seq"][0] == 42
+    with pytest.raises(ValueError, match="nothing is peeked"):
+        rx.release()
+
+
+def test_reserve_builds_in_place_and_commit_waits_for_the_view(shm):
+    ring, tx, rx = make(shm, capacity=2)
+    with tx.reserve() as view:
+        record = np.frombuffer(view, dtype=STAMP)
+        record[0] = (7, 8, 9, np.uint64(7) ^ CHECK)
+        assert rx.pop() is None, "nothing is visible before commit"
+        with pytest.raises(BufferError):
+            tx.commit()
+        with pytest.raises(BufferError):
+            tx.push(stamps([0]))
+        del record
+    tx.commit()
+    got = np.zeros(1, dtype=STAMP)
+    assert rx.pop_into(got) == 1 and tuple(got[0])[:3] == (7, 8, 9)
+    with pytest.raises(ValueError, match="nothing is reserved"):
+        tx.commit()
+    tx.push(stamps([1]))
+    tx.push(stamps([2]))
+    assert tx.reserve() is None, "full"
+
+
+def test_buffers_inside_the_ring_are_refused(shm):
+    ring, tx, rx = make(shm)
+    slot = tx.reserve()
+    with pytest.raises(ValueError, match="own shared memory"):
+        rx.pop_into(slot)
+    slot.release()
+    tx.commit()
+    peeked = rx.peek()
+    with pytest.raises(ValueError, match="own shared memory"):
+        tx.push(peeked)
+    assert tx.push(bytes(peeked)), "a copy is fine"
+
+
+def test_a_view_keeps_the_mapping_after_its_handles_are_gone(shm):
+    ring, tx, rx = make(shm)
+    tx.push(stamps([5]))
+    view = rx.peek()
+    del ring, tx, rx
+    gc.collect()
+    assert np.frombuffer(view, dtype=STAMP)["seq"][0] == 5
+
+
+def test_roles_are_exclusive_and_closing_gives_them_up(shm):
+    ring, tx, rx = make(shm)
+    with pytest.raises(tame_ipc.RoleTakenError, match="consumer role"):
+        ring.consumer()
+    assert rx.producer_state() == "alive" and rx.producer_state().pid == os.getpid()
+    assert hash(rx.producer_state()) == hash("alive")
+    rx.close()
+    with pytest.raises(ValueError, match="closed"):
+        rx.pop()
+    assert tx.consumer_state() == "absent"
+    with ring.consumer() as again:
+        assert again.pop() is None
+    assert tx.consumer_state().state == "absent"
+
+
+def test_opening_refuses_what_does_not_match(shm):
+    name = shm()
+    with pytest.raises(tame_ipc.NotFoundError):
+        tame_ipc.Ring.open(name, 32, 8)
+    tame_ipc.Ring.create(name, 32, 8)
+    with pytest.raises(tame_ipc.AlreadyExistsError):
+        tame_ipc.Ring.create(name, 32, 8)
+    with pytest.raises(tame_ipc.LayoutMismatchError, match="16 × 32 B"):
+        tame_ipc.Ring.open(name, 32, 16)
+    assert tame_ipc.Ring.open_any(name).capacity == 8
+    with pytest.raises(ValueError, match="invalid segment name"):
+        tame_ipc.Ring.create("a/b", 32, 8)
+    with pytest.raises(ValueError, match="power of two"):
+        tame_ipc.Ring.create(shm("odd"), 32, 6)
+    with pytest.raises(ValueError, match="every local user"):
+        tame_ipc.Ring.create(shm("open"), 32, 8, mode=0o666)
+    with pytest.raises(ValueError, match="negative"):
+        tame_ipc.Ring.from_fd(-1, 32, 8)
+
+
+def test_anonymous_rings_travel_by_descriptor_and_unsealed_ones_are_refused(tmp_path):
+    ring = tame_ipc.Ring.create_anonymous(32, 8)
+    assert ring.name is None
+    other = tame_ipc.Ring.from_fd(ring.fileno(), 32, 8)
+    tx, rx = other.producer(), ring.consumer()
+    assert tx.push(b"z" * 32) and rx.pop() == b"z" * 32
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"\0" * 8192)
+    with open(plain, "rb+") as f, pytest.raises(tame_ipc.UntrustedError, match="shrink"):
+        tame_ipc.Ring.from_fd(f.fileno(), 32, 8)
+
+
+def test_garbage_from_a_peer_is_reported_not_followed(shm):
+    ring, tx, rx = make(shm, capacity=4)
+    path = f"/dev/shm/tame.{ring.name}"
+    tx.push(stamps([1]))
+    data = bytearray(open(path, "rb").read())
+    # The first slot's sequence word (after the 32-byte element, slots from 384).
+    with open(path, "rb+") as f:
+        f.seek(384 + 32)
+        f.write((0xDEADBEEF).to_bytes(8, "little"))
+    with pytest.raises(tame_ipc.CorruptedError):
+        rx.pop()
+    with open(path, "rb+") as f:
+        f.write(b"garbage!" * 16)
+    with pytest.raises(tame_ipc.TameIpcError):
+        tame_ipc.Ring.open(ring.name, 32, 4)
+    assert data  # the segment was readable as a file: the test wrote where a peer can
+
+
+def test_a_shrunk_named_ring_cuts_python_off_without_a_crash(shm):
+    # In a child: if the SIGBUS guard failed, the child would die, not pytest.
+    name = shm()
+    script = f"""
+import os, tame_ipc
+ring = tame_ipc.Ring.create({name!r}, 32, 1024)
+tx, rx = ring.producer(), ring.consumer()
+tx.push(b"a" * 32)
+view = rx.peek()
+os.truncate("/dev/shm/tame.{name}", 0)
+print("bytes", bytes(view)[:1], "lost", ring.lost)
+view.release()
+try:
+    rx.release()
+except tame_ipc.CorruptedError:
+    print("release: corrupted")  # the zeros that replaced the mapping are no valid slot
+print("push", tx.push(b"b" * 32))
+"""
+    out = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "lost True" in out.stdout and "release: corrupted" in out.stdout, out.stdout
