@@ -16,6 +16,10 @@ const HOSTS: &[(&str, &str)] = &[
         "crates/tame-cli/tests/fixtures/kubernetes/rt-8cpu.toml",
     ),
     ("two-socket-smt", "examples/numa-resctrl.toml"),
+    (
+        "fc-16cpu",
+        "crates/tame-cli/tests/fixtures/kubernetes/fc-16cpu.toml",
+    ),
 ];
 
 const EXPORTS: &[&str] = &["kubelet", "performance-profile"];
