@@ -166,6 +166,11 @@ pub fn validate_sched(
                     probe_cpu.unwrap_or(0)
                 )))
             }
+            // Root normally holds CAP_SYS_NICE: a refusal then comes from elsewhere (seen on a
+            // Firecracker guest whose root had CAP_SYS_NICE in its effective set).
+            libc::EPERM if privileged => {
+                "the kernel refused it although this process runs as root (a container without CAP_SYS_NICE, a seccomp filter, or RT group scheduling where this process's cgroup has no real-time runtime, cpu.rt_runtime_us = 0)".to_string()
+            }
             libc::EPERM => {
                 "this process lacks CAP_SYS_NICE (and RLIMIT_RTPRIO does not allow it)".to_string()
             }
@@ -173,8 +178,14 @@ pub fn validate_sched(
             libc::EINVAL => "the kernel rejected the parameters".to_string(),
             _ => e.to_string(),
         };
+        // `tame assess` has no --policy: it measures at SCHED_FIFO by design.
+        let remedy = if privileged {
+            "allow real-time scheduling to this process and its cgroup"
+        } else {
+            "run as root"
+        };
         return Err(invalid(format!(
-            "cannot use scheduling policy {policy} (priority {}): {why} — run as root, or use --policy other",
+            "cannot use scheduling policy {policy} (priority {}): {why} — {remedy}, or measure at --policy other where the command has it (tame bench)",
             settings.priority
         )));
     }
