@@ -2,10 +2,14 @@
 # One-way latency from a periodic real-time-style Rust producer to a Python consumer,
 # beside the same producer to a Rust consumer (the floor), interleaved round by round.
 #
-#   bench/python-ipc.sh [--rounds 3] [--count 2000] [--period-us 1000] [--sleep-us 0] [--out DIR]
+#   bench/python-ipc.sh [--rounds 3] [--count 2000] [--period-us 1000] [--sleep-us 0]
+#                       [--producer-cpu 0] [--consumer-cpu 1] [--producer-fifo 80] [--out DIR]
 #
 # The producer (crates/tame-ipc/examples/stamp_producer.rs, release) sleeps to absolute
-# deadlines (clock_nanosleep, normal priority: no SCHED_FIFO, no busy loop) and stamps
+# deadlines (clock_nanosleep; the real-time side: SCHED_FIFO PRIO as root, no busy loop,
+# --producer-fifo 0 for SCHED_OTHER) on its own CPU, the consumer on another (taskset; an
+# empty CPU list leaves either unpinned: two unpinned threads on two vCPUs often share one,
+# and the tail then measures the scheduler's time slice, not the channel) and stamps
 # CLOCK_MONOTONIC into each 32-byte message of a named ring; the consumer subtracts that
 # from its own clock reading after popping (Python: stamp_consumer.py, numpy batches
 # with pop_into; Rust: stamp_consumer.rs, typed pops). Between empty polls each consumer
@@ -17,7 +21,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rounds=3 count=2000 period_us=1000 sleep_us=0 out=""
+rounds=3 count=2000 period_us=1000 sleep_us=0 out="" producer_cpu=0 consumer_cpu=1
+producer_fifo=$([ "$(id -u)" = 0 ] && echo 80 || echo 0)
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds=$2; shift 2 ;;
@@ -25,6 +30,9 @@ while [ $# -gt 0 ]; do
         --period-us) period_us=$2; shift 2 ;;
         --sleep-us) sleep_us=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
+        --producer-cpu) producer_cpu=$2; shift 2 ;;
+        --consumer-cpu) consumer_cpu=$2; shift 2 ;;
+        --producer-fifo) producer_fifo=$2; shift 2 ;;
         *) echo "unknown option $1 — see the usage at the top of $0" >&2; exit 2 ;;
     esac
 done
@@ -41,18 +49,24 @@ try: tame_ipc.unlink(sys.argv[1])
 except tame_ipc.NotFoundError: pass" "$name"; }
 trap cleanup EXIT INT TERM
 
+# Placement prefixes: taskset when a CPU is given, chrt for a real-time producer.
+on_cpu() { if [ -n "$1" ]; then echo taskset -c "$1"; fi; }
+read -ra producer_place <<< "$(on_cpu "$producer_cpu") $([ "$producer_fifo" != 0 ] && echo chrt -f "$producer_fifo")"
+read -ra consumer_place <<< "$(on_cpu "$consumer_cpu")"
+echo "producer: ${producer_place[*]:-unpinned, SCHED_OTHER}; consumer: ${consumer_place[*]:-unpinned}"
+
 run() { # consumer round
     local consumer=$1 round=$2 file="$out/$1-$2.ns"
     "$python" -c "import tame_ipc, sys; tame_ipc.Ring.create(sys.argv[1], 32, 1024)" "$name"
     local common=(--name "$name" --capacity 1024 --count "$count" --sleep-us "$sleep_us" --latency-out "$file")
     if [ "$consumer" = python ]; then
-        "$python" crates/tame-ipc-py/examples/stamp_consumer.py "${common[@]}" > "$out/$consumer-$round.log" &
+        "${consumer_place[@]}" "$python" crates/tame-ipc-py/examples/stamp_consumer.py "${common[@]}" > "$out/$consumer-$round.log" &
     else
-        "$examples/stamp_consumer" "${common[@]}" > "$out/$consumer-$round.log" &
+        "${consumer_place[@]}" "$examples/stamp_consumer" "${common[@]}" > "$out/$consumer-$round.log" &
     fi
     local pid=$!
     until grep -q READY "$out/$consumer-$round.log" 2>/dev/null; do sleep 0.05; done
-    "$examples/stamp_producer" --name "$name" --capacity 1024 --count "$count" --period-us "$period_us" \
+    "${producer_place[@]}" "$examples/stamp_producer" --name "$name" --capacity 1024 --count "$count" --period-us "$period_us" \
         --wait-consumer | grep '^sent' | sed "s/^/$consumer round $round producer: /"
     wait "$pid"
     sed -n 's/^received/'"$consumer round $round"': received/p' "$out/$consumer-$round.log"
