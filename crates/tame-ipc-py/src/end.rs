@@ -42,33 +42,53 @@ impl<R> EndState<R> {
         self.raw.as_mut().ok_or_else(|| closed(self.what))
     }
 
-    /// Whether a slot is held.
-    pub fn holds(&self) -> bool {
-        self.held.is_some()
-    }
-
-    /// A new memoryview of the held slot, if one is held.
-    pub fn held_view<'py>(
-        &self,
-        owner: &Bound<'py, PyAny>,
-    ) -> Option<PyResult<Bound<'py, PyMemoryView>>> {
-        self.held
-            .as_ref()
-            .map(|slot| SlotView::memoryview(owner, slot))
-    }
-
-    /// Holds the slot at `ptr` (`len` bytes) for `owner` and returns a memoryview of it.
-    pub fn hold<'py>(
+    /// A new memoryview of the held slot, or, when none is held, of the slot `take`
+    /// holds in the raw end (None from `take`: nothing to hold, a full or empty ring).
+    /// `len` is the slot's size.
+    pub fn held_or_take<'py>(
         &mut self,
         owner: &Bound<'py, PyAny>,
         segment: &Segment,
-        (ptr, len): (*mut u8, usize),
-        readonly: bool,
-    ) -> PyResult<Bound<'py, PyMemoryView>> {
+        (len, readonly): (usize, bool),
+        take: impl FnOnce(&mut R) -> PyResult<Option<*mut u8>>,
+    ) -> PyResult<Option<Bound<'py, PyMemoryView>>> {
+        self.raw()?; // refused when closed, or inherited through fork()
+        if let Some(slot) = &self.held {
+            return SlotView::memoryview(owner, slot).map(Some);
+        }
+        let Some(ptr) = take(self.raw()?)? else {
+            return Ok(None);
+        };
         let slot = Arc::new(HeldSlot::new(segment.clone(), ptr, len, readonly));
         let memoryview = SlotView::memoryview(owner, &slot)?;
         self.held = Some(slot);
-        Ok(memoryview)
+        Ok(Some(memoryview))
+    }
+
+    /// Lets the held slot go through the raw end (`go`, false when the raw end holds
+    /// none: our bookkeeping and tame-ipc's disagree, which only a bug makes happen).
+    /// `nothing` is the error when no slot is held.
+    pub fn let_go(
+        &mut self,
+        op: &'static str,
+        nothing: &'static str,
+        go: impl FnOnce(&mut R) -> bool,
+    ) -> PyResult<()> {
+        self.raw()?;
+        if self.held.is_none() {
+            return Err(PyValueError::new_err(nothing));
+        }
+        self.moving(
+            op,
+            |_| true,
+            |state| {
+                if go(state.raw()?) {
+                    Ok(())
+                } else {
+                    Err(corrupted(op))
+                }
+            },
+        )
     }
 
     /// Runs `op`, which may let the held slot go (`consumed` says whether it did, from

@@ -245,46 +245,25 @@ impl Producer {
     /// view, then `commit()`. Again before commit: the same slot.
     fn reserve<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyMemoryView>>> {
         let me = slf.get();
+        let len = me.segment.spec().elem_size as usize;
         let mut state = lock(&me.state, "producer")?;
-        if state.raw().is_ok() {
-            if let Some(view) = state.held_view(slf.as_any()) {
-                return view.map(Some);
-            }
-        }
-        let raw = state.raw()?;
         // The raw reservation stays ours (and the address valid) until commit, a push
         // or the end's drop — the end outlives every view, which holds it.
-        let ptr = match raw.reserve_raw() {
-            Ok(ptr) => ptr,
-            Err(PushError::Full) => return Ok(None),
-            Err(e) => return Err(push_error(e, raw.elem_size(), 0)),
-        };
-        let len = raw.elem_size();
-        state
-            .hold(slf.as_any(), &me.segment, (ptr, len), false)
-            .map(Some)
+        state.held_or_take(slf.as_any(), &me.segment, (len, false), |raw| {
+            match raw.reserve_raw() {
+                Ok(ptr) => Ok(Some(ptr)),
+                Err(PushError::Full) => Ok(None),
+                Err(e) => Err(push_error(e, len, 0)),
+            }
+        })
     }
 
     /// Publishes the reserved slot. Refused while its memoryview is still held.
     fn commit(&self) -> PyResult<()> {
-        let mut state = lock(&self.state, "producer")?;
-        if state.raw().is_ok() && !state.holds() {
-            return Err(PyValueError::new_err(
-                "nothing is reserved — call reserve() first",
-            ));
-        }
-        state.moving(
+        lock(&self.state, "producer")?.let_go(
             "commit",
-            |_| true,
-            |state| {
-                if state.raw()?.commit_reserved() {
-                    Ok(())
-                } else {
-                    // We hold a slot but the raw end has no reservation: our bookkeeping
-                    // and tame-ipc's disagree, which only a bug makes happen.
-                    Err(corrupted("commit"))
-                }
-            },
+            "nothing is reserved — call reserve() first",
+            RawProducer::commit_reserved,
         )
     }
 
@@ -377,45 +356,25 @@ impl Consumer {
     /// same slot. The producer is the peer: copy what you validate.
     fn peek<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyMemoryView>>> {
         let me = slf.get();
+        let len = me.segment.spec().elem_size as usize;
         let mut state = lock(&me.state, "consumer")?;
-        if state.raw().is_ok() {
-            if let Some(view) = state.held_view(slf.as_any()) {
-                return view.map(Some);
-            }
-        }
-        let raw = state.raw()?;
         // The raw peek holds the slot (and the address stays valid) until release, a
         // pop or the end's drop — the end outlives every view, which holds it.
-        let ptr = match raw.peek_raw() {
-            Ok(ptr) => ptr.cast_mut(),
-            Err(PopError::Empty) => return Ok(None),
-            Err(_) => return Err(corrupted("peek")),
-        };
-        let len = raw.elem_size();
-        state
-            .hold(slf.as_any(), &me.segment, (ptr, len), true)
-            .map(Some)
+        state.held_or_take(slf.as_any(), &me.segment, (len, true), |raw| {
+            match raw.peek_raw() {
+                Ok(ptr) => Ok(Some(ptr.cast_mut())),
+                Err(PopError::Empty) => Ok(None),
+                Err(_) => Err(corrupted("peek")),
+            }
+        })
     }
 
     /// Frees the peeked slot for the producer. Refused while its view is held.
     fn release(&self) -> PyResult<()> {
-        let mut state = lock(&self.state, "consumer")?;
-        if state.raw().is_ok() && !state.holds() {
-            return Err(PyValueError::new_err(
-                "nothing is peeked — call peek() first",
-            ));
-        }
-        state.moving(
+        lock(&self.state, "consumer")?.let_go(
             "release",
-            |_| true,
-            |state| {
-                if state.raw()?.release_peeked() {
-                    Ok(())
-                } else {
-                    // As in commit: only a bug makes the two disagree.
-                    Err(corrupted("release"))
-                }
-            },
+            "nothing is peeked — call peek() first",
+            RawConsumer::release_peeked,
         )
     }
 
