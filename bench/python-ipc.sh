@@ -44,10 +44,16 @@ examples="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import jso
 python=$(scripts/python-venv.sh | tail -n 1)
 
 name="bench-python-ipc-$$"
-cleanup() { "$python" -c "import tame_ipc, sys
+consumer_pid=
+cleanup() {
+    # A consumer still running (the bench failed or was interrupted) goes first.
+    if [ -n "$consumer_pid" ]; then kill "$consumer_pid" 2>/dev/null || true; wait "$consumer_pid" 2>/dev/null || true; consumer_pid=; fi
+    "$python" -c "import tame_ipc, sys
 try: tame_ipc.unlink(sys.argv[1])
-except tame_ipc.NotFoundError: pass" "$name"; }
-trap cleanup EXIT INT TERM
+except tame_ipc.NotFoundError: pass" "$name"
+}
+trap cleanup EXIT
+trap "exit 130" INT TERM  # exits through the EXIT trap (cleanup once)
 
 # Placement prefixes: taskset when a CPU is given, chrt for a real-time producer.
 on_cpu() { if [ -n "$1" ]; then echo taskset -c "$1"; fi; }
@@ -64,11 +70,26 @@ run() { # consumer round
     else
         "${consumer_place[@]}" "$examples/stamp_consumer" "${common[@]}" > "$out/$consumer-$round.log" &
     fi
-    local pid=$!
-    until grep -q READY "$out/$consumer-$round.log" 2>/dev/null; do sleep 0.05; done
+    consumer_pid=$!
+    local pid=$consumer_pid log="$out/$consumer-$round.log" deadline=$((SECONDS + 60))
+    # The consumer says READY once attached; one that exits first (a bad argument, a
+    # missing module) or hangs fails the bench instead of stalling it.
+    until grep -q READY "$log" 2>/dev/null; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            echo "python-ipc: the $consumer consumer exited before it was ready — its log ($log):" >&2
+            cat "$log" >&2
+            exit 1
+        fi
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            echo "python-ipc: the $consumer consumer was not ready after 60 s — see $log" >&2
+            exit 1
+        fi
+        sleep 0.05
+    done
     "${producer_place[@]}" "$examples/stamp_producer" --name "$name" --capacity 1024 --count "$count" --period-us "$period_us" \
         --wait-consumer | grep '^sent' | sed "s/^/$consumer round $round producer: /"
     wait "$pid"
+    consumer_pid=
     sed -n 's/^received/'"$consumer round $round"': received/p' "$out/$consumer-$round.log"
     cleanup
 }

@@ -6,7 +6,8 @@
 
 use std::ffi::c_int;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
@@ -45,67 +46,107 @@ pub fn with_buffer<R>(
     f(buf, len)
 }
 
-/// One ring slot exported through the buffer protocol: the element of the slot a
-/// consumer peeked at (read-only) or a producer reserved (writable). It holds the
-/// segment (so the mapping stays mapped while any view exists) and the end that made
-/// it (so the role is not given up under it), and counts the buffers exported, which
-/// the end checks before it lets the slot go.
-#[pyclass(frozen, module = "tame_ipc._native")]
-pub struct SlotView {
+/// Set in [`HeldSlot::state`] once the end lets the slot go (or is about to try):
+/// no new buffer of the slot is exported from then on.
+const CLOSED: usize = 1 << (usize::BITS - 1);
+
+/// A slot an end holds (a consumer's peek, a producer's reservation), shared by the
+/// end and every [`SlotView`] of it through an `Arc`: neither holds the other's Python
+/// object through it, so no reference cycle keeps a dropped end (and its role) alive.
+pub struct HeldSlot {
     ptr: *mut u8,
     len: usize,
     readonly: bool,
-    exports: AtomicUsize,
-    /// False once the end let the slot go: a new buffer of it (`memoryview(view.obj)`)
-    /// is refused from then on.
-    valid: AtomicBool,
-    _owner: Py<PyAny>,
+    /// Buffers of the slot Python holds (memoryviews, numpy arrays…), with [`CLOSED`]
+    /// set once the end lets the slot go. One word, so that closing (only when no
+    /// buffer is held) and exporting (only while not closed) cannot interleave.
+    state: AtomicUsize,
+    /// Keeps the mapping mapped while the end or any view of the slot lives.
     _segment: Segment,
 }
 
 // SAFETY: `ptr` points into the mapping that `_segment` (an Arc of it) keeps mapped
-// for the SlotView's whole life; the SlotView never reads or writes through it, it
-// only hands it to Python's buffer protocol, which any thread holding the GIL may use.
-unsafe impl Send for SlotView {}
-// SAFETY: as above; the only shared state besides the pointer is an atomic counter.
-unsafe impl Sync for SlotView {}
+// for the HeldSlot's whole life; it is never read or written through here, only handed
+// to Python's buffer protocol, which any thread holding the GIL may use. The rest is
+// one atomic word.
+unsafe impl Send for HeldSlot {}
+// SAFETY: as above.
+unsafe impl Sync for HeldSlot {}
 
-impl SlotView {
-    pub fn new(
-        owner: Py<PyAny>,
-        segment: Segment,
-        ptr: *mut u8,
-        len: usize,
-        readonly: bool,
-    ) -> SlotView {
-        SlotView {
+impl HeldSlot {
+    pub fn new(segment: Segment, ptr: *mut u8, len: usize, readonly: bool) -> HeldSlot {
+        HeldSlot {
             ptr,
             len,
             readonly,
-            exports: AtomicUsize::new(0),
-            valid: AtomicBool::new(true),
-            _owner: owner,
+            state: AtomicUsize::new(0),
             _segment: segment,
         }
     }
 
-    pub fn ptr(&self) -> *mut u8 {
-        self.ptr
+    /// Closes the slot to new buffers before the end lets it go; refused (with the
+    /// number of buffers held) while Python holds one. Atomic, so a buffer cannot be
+    /// taken between the check and the close — Python code the end calls afterwards
+    /// (a caller's `__buffer__`) finds the slot closed.
+    pub fn close(&self) -> Result<(), usize> {
+        self.state
+            .compare_exchange(0, CLOSED, Ordering::SeqCst, Ordering::SeqCst)
+            .map(drop)
+            .map_err(|state| state & !CLOSED)
     }
 
-    /// Buffers of this slot Python still holds (memoryviews, numpy arrays…).
-    pub fn exports(&self) -> usize {
-        self.exports.load(Ordering::SeqCst)
+    /// Opens the slot again after a [`HeldSlot::close`] whose operation kept the slot
+    /// (a full ring, a bad buffer): no buffer was exported while it was closed.
+    pub fn reopen(&self) {
+        self.state.store(0, Ordering::SeqCst);
     }
 
-    /// The end let the slot go (only once no buffer of it is exported).
-    pub fn invalidate(&self) {
-        self.valid.store(false, Ordering::SeqCst);
+    /// Counts one more buffer, unless the slot is closed.
+    fn export(&self) -> bool {
+        let mut state = self.state.load(Ordering::SeqCst);
+        loop {
+            if state & CLOSED != 0 {
+                return false;
+            }
+            match self.state.compare_exchange_weak(
+                state,
+                state + 1,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return true,
+                Err(now) => state = now,
+            }
+        }
     }
 
-    /// A new memoryview of the slot.
-    pub fn memoryview<'py>(view: &Bound<'py, SlotView>) -> PyResult<Bound<'py, PyMemoryView>> {
-        PyMemoryView::from(view.as_any())
+    fn unexport(&self) {
+        self.state.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// One ring slot exported through the buffer protocol: the element of the slot a
+/// consumer peeked at (read-only) or a producer reserved (writable). It holds the end
+/// that made it (so the role is not given up while Python can reach the slot; the end
+/// does not hold the view back) and the [`HeldSlot`], which counts the buffers
+/// exported and which the end closes before it lets the slot go.
+#[pyclass(frozen, module = "tame_ipc._native")]
+pub struct SlotView {
+    slot: Arc<HeldSlot>,
+    _owner: Py<PyAny>,
+}
+
+impl SlotView {
+    /// A new memoryview of `slot`, whose end is `owner`.
+    pub fn memoryview<'py>(
+        owner: &Bound<'py, PyAny>,
+        slot: &Arc<HeldSlot>,
+    ) -> PyResult<Bound<'py, PyMemoryView>> {
+        let view = SlotView {
+            slot: Arc::clone(slot),
+            _owner: owner.clone().unbind(),
+        };
+        PyMemoryView::from(Bound::new(owner.py(), view)?.as_any())
     }
 }
 
@@ -118,40 +159,41 @@ impl SlotView {
         view: *mut ffi::Py_buffer,
         flags: c_int,
     ) -> PyResult<()> {
-        let me = slf.get();
-        if !me.valid.load(Ordering::SeqCst) {
-            return Err(PyBufferError::new_err(
-                "this slot was released or committed: it belongs to the other side now — peek() or reserve() again",
-            ));
-        }
-        if me.readonly && flags & ffi::PyBUF_WRITABLE != 0 {
+        let slot = &slf.get().slot;
+        if slot.readonly && flags & ffi::PyBUF_WRITABLE != 0 {
             return Err(PyBufferError::new_err(
                 "a peeked slot is read-only: the producer owns its content (copy it to change it)",
             ));
         }
+        if !slot.export() {
+            return Err(PyBufferError::new_err(
+                "this slot was released or committed: it belongs to the other side now — peek() or reserve() again",
+            ));
+        }
         // SAFETY: `view` is the caller's Py_buffer to fill; `ptr` is valid for `len`
-        // bytes while this object lives, and FillInfo takes a reference to it
-        // (view->obj) for as long as the buffer is held.
+        // bytes while the HeldSlot lives (its segment), which this object keeps alive,
+        // and FillInfo takes a reference to this object (view->obj) for as long as the
+        // buffer is held.
         let rc = unsafe {
             ffi::PyBuffer_FillInfo(
                 view,
                 slf.as_ptr(),
-                me.ptr.cast(),
-                me.len as ffi::Py_ssize_t,
-                c_int::from(me.readonly),
+                slot.ptr.cast(),
+                slot.len as ffi::Py_ssize_t,
+                c_int::from(slot.readonly),
                 flags,
             )
         };
         if rc != 0 {
+            slot.unexport();
             return Err(PyErr::fetch(slf.py()));
         }
-        me.exports.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 
     /// # Safety
     /// Called by Python's buffer protocol once per successful `__getbuffer__`.
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
-        self.exports.fetch_sub(1, Ordering::SeqCst);
+        self.slot.unexport();
     }
 }

@@ -82,6 +82,12 @@ create_exception!(
     "A register read overlapped writes on every attempt; retry."
 );
 create_exception!(_native, OsError, TameIpcError, "A system call failed.");
+create_exception!(
+    _native,
+    InheritedError,
+    TameIpcError,
+    "A producer, consumer or writer used in a process it was not attached in (inherited through fork())."
+);
 
 /// The Python exception for a setup error.
 pub fn to_py(error: Error) -> PyErr {
@@ -157,5 +163,6 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("UntrustedError", py.get_type::<UntrustedError>())?;
     module.add("ContendedError", py.get_type::<ContendedError>())?;
     module.add("OsError", py.get_type::<OsError>())?;
+    module.add("InheritedError", py.get_type::<InheritedError>())?;
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! `Listener.wait` sleeps without holding the GIL.
 
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -135,17 +135,38 @@ impl Listener {
         Ok(lock(&self.listener, "listener")?.poll())
     }
 
-    /// Sleeps (without the GIL) until an event arrives or `timeout` seconds pass;
-    /// returns the number of new events, 0 on timeout.
+    /// Sleeps (without the GIL) until an event arrives or `timeout` seconds pass
+    /// (any non-negative number, `math.inf` included: a huge one waits until an event);
+    /// returns the number of new events, 0 on timeout. Ctrl-C (any signal handler that
+    /// raises) interrupts it within a slice.
     fn wait(&self, py: Python<'_>, timeout: f64) -> PyResult<u32> {
-        let timeout = Duration::try_from_secs_f64(timeout).map_err(|_| {
-            PyValueError::new_err(format!(
-                "timeout {timeout} s is not a non-negative, finite number of seconds"
-            ))
-        })?;
+        if timeout.is_nan() || timeout < 0.0 {
+            return Err(PyValueError::new_err(format!(
+                "timeout {timeout} s is not a non-negative number of seconds"
+            )));
+        }
+        // Saturates: tame-ipc adds each slice to Instant::now(), never the whole timeout.
+        let timeout = Duration::try_from_secs_f64(timeout).unwrap_or(Duration::MAX);
         let mut guard = lock(&self.listener, "listener")?;
         // The guard stays here; the sleep borrows the listener it holds (Send).
         let listener: &mut tame_ipc::Listener = &mut guard;
-        Ok(py.detach(|| listener.wait(timeout)))
+        let start = Instant::now();
+        loop {
+            let left = timeout.saturating_sub(start.elapsed());
+            let slice = left.min(WAIT_SLICE);
+            let events = py.detach(|| listener.wait(slice));
+            if events > 0 {
+                return Ok(events);
+            }
+            // Runs Python's signal handlers; KeyboardInterrupt ends the wait.
+            py.check_signals()?;
+            if left <= WAIT_SLICE {
+                return Ok(0);
+            }
+        }
     }
 }
+
+/// The longest sleep between two checks for signals in `Listener.wait`: Ctrl-C is
+/// seen within this, and a wait costs at most 10 wake-ups a second.
+const WAIT_SLICE: Duration = Duration::from_millis(100);

@@ -115,3 +115,45 @@ pub fn fileno(segment: &Segment) -> i32 {
     use std::os::fd::AsRawFd;
     segment.fd().as_raw_fd()
 }
+
+/// The process that attached a role (producer, consumer, writer). A fork()ed child
+/// (multiprocessing's default start method on Linux) inherits the Python handle, but
+/// a ring has one producer and one consumer and a register one writer: the child
+/// using it would be a second one racing the parent on the same indices. So every
+/// operation is refused in another process, and the child's copy of the role is
+/// forgotten rather than given up when dropped (giving it up would clear the parent's
+/// claim, which the child's copy shares).
+#[derive(Clone, Copy, Debug)]
+pub struct Attached {
+    pid: u32,
+}
+
+impl Attached {
+    pub fn now() -> Attached {
+        Attached {
+            pid: std::process::id(),
+        }
+    }
+
+    /// Refuses `what` in a process other than the one that attached it.
+    pub fn check(&self, what: &str) -> PyResult<()> {
+        let here = std::process::id();
+        if here == self.pid {
+            return Ok(());
+        }
+        Err(errors::InheritedError::new_err(format!(
+            "this {what} was attached by process {} and inherited by process {here} through fork(): \
+             the role has one holder, so it cannot be used here — attach the role in this process \
+             (after the parent closed it) or pass the channel by name or descriptor instead",
+            self.pid
+        )))
+    }
+
+    /// Drops `raw` (giving the role up) in the attaching process; leaks it in an
+    /// inherited copy, whose role claim is the parent's.
+    pub fn forget_if_inherited<R>(&self, raw: &mut Option<R>) {
+        if std::process::id() != self.pid {
+            std::mem::forget(raw.take());
+        }
+    }
+}

@@ -20,7 +20,10 @@ mod ring;
 
 use pyo3::prelude::*;
 
-#[pymodule]
+// gil_used: on a free-threaded Python (3.13t) the module keeps the GIL on, so the
+// checks that a slot is not exported and the moves that let it go (end.rs) never
+// run in parallel with another thread's Python code taking a buffer of the slot.
+#[pymodule(gil_used = true)]
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<ring::Ring>()?;
     module.add_class::<ring::Producer>()?;

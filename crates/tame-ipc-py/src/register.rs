@@ -11,7 +11,7 @@ use tame_ipc::{ChannelSpec, Expect, RawReader, RawWriter, ReadError, Segment};
 
 use crate::buffer::with_buffer;
 use crate::errors::{closed, to_py, ContendedError};
-use crate::handle::{dup_fd, fileno, lock, name_of, PeerState};
+use crate::handle::{dup_fd, fileno, lock, name_of, Attached, PeerState};
 
 fn spec(elem_size: u32, elem_align: u32, type_tag: u64) -> ChannelSpec {
     ChannelSpec::raw(Kind::Register, elem_size, elem_align, 1).with_type_tag(type_tag)
@@ -103,6 +103,8 @@ impl Register {
         let raw = self.register.raw_writer().map_err(to_py)?;
         Ok(Writer {
             raw: Mutex::new(Some(raw)),
+            segment: self.register.segment().clone(),
+            attached: Attached::now(),
         })
     }
 
@@ -113,6 +115,7 @@ impl Register {
         raw.set_max_attempts(max_attempts);
         Ok(Reader {
             raw: Mutex::new(raw),
+            segment: self.register.segment().clone(),
         })
     }
 
@@ -153,31 +156,56 @@ impl Register {
 #[pyclass(frozen, module = "tame_ipc._native")]
 pub struct Writer {
     raw: Mutex<Option<RawWriter>>,
+    segment: Segment,
+    attached: Attached,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let raw = self.raw.get_mut().unwrap_or_else(|p| p.into_inner());
+        self.attached.forget_if_inherited(raw);
+    }
+}
+
+/// Checks a caller's buffer of `len` bytes at `ptr` against a register of `elem_size`
+/// bytes, before anything is read or written through it: exactly one value (so a
+/// zero-length buffer, whose address may be NULL, is refused here), outside the
+/// register's own mapping.
+fn one_value(segment: &Segment, ptr: *const u8, len: usize, elem_size: usize) -> PyResult<()> {
+    if len != elem_size {
+        return Err(PyValueError::new_err(format!(
+            "the buffer is {len} B but the register holds {elem_size} B — pass exactly one value"
+        )));
+    }
+    if segment.overlaps(ptr, len) {
+        return Err(PyValueError::new_err(
+            "the buffer lies inside this register's own shared memory — pass a buffer of your own",
+        ));
+    }
+    Ok(())
 }
 
 #[pymethods]
 impl Writer {
     /// Publishes `data` (any buffer of exactly `elem_size` bytes).
     fn write(&self, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.attached.check("writer")?;
         let mut raw = lock(&self.raw, "writer")?;
         let raw = raw.as_mut().ok_or_else(|| closed("writer"))?;
         with_buffer(data, false, |ptr, len| {
-            if len != raw.elem_size() {
-                return Err(PyValueError::new_err(format!(
-                    "the value is {len} B but the register holds {} B — pass exactly one value",
-                    raw.elem_size()
-                )));
-            }
-            // SAFETY: the buffer is readable for `len` bytes while it is held; the
-            // slice is only read (copied into the register's words).
-            let src = unsafe { std::slice::from_raw_parts(ptr, len) };
-            raw.write_bytes(src)
-                .map_err(|_| PyValueError::new_err("wrong size"))
+            one_value(&self.segment, ptr, len, raw.elem_size())?;
+            // SAFETY: the buffer is readable for `len` = elem_size bytes while it is
+            // held and lies outside the register (checked above). It is read through
+            // the raw pointer, never as a slice: it may be shared memory that other
+            // processes change meanwhile (a value torn that way is the caller's).
+            unsafe { raw.write_ptr(ptr) };
+            Ok(())
         })
     }
 
     /// Gives the writer role up.
     fn close(&self) -> PyResult<()> {
+        self.attached.check("writer")?;
         *lock(&self.raw, "writer")? = None;
         Ok(())
     }
@@ -225,6 +253,7 @@ impl Sample {
 #[pyclass(frozen, module = "tame_ipc._native")]
 pub struct Reader {
     raw: Mutex<RawReader>,
+    segment: Segment,
 }
 
 fn read_error(error: ReadError) -> PyErr {
@@ -266,11 +295,11 @@ impl Reader {
     fn read_into(&self, out: &Bound<'_, PyAny>) -> PyResult<Option<(bool, u64)>> {
         let mut raw = lock(&self.raw, "reader")?;
         with_buffer(out, true, |ptr, len| {
-            // SAFETY: the buffer is writable for `len` bytes while it is held and is
-            // the caller's memory, not the register's (the register is only read
-            // atomically; a view of it is never exported).
-            let dst = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
-            match raw.read_bytes(dst) {
+            one_value(&self.segment, ptr, len, raw.elem_size())?;
+            // SAFETY: the buffer is writable for `len` = elem_size bytes while it is
+            // held and lies outside the register (checked above); it is written through
+            // the raw pointer, never as a slice, since other processes may share it.
+            match unsafe { raw.read_ptr(ptr) } {
                 Ok(read) => Ok(Some(read)),
                 Err(ReadError::Empty) => Ok(None),
                 Err(e) => Err(read_error(e)),

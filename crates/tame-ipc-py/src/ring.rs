@@ -192,29 +192,33 @@ impl Producer {
     /// Copies one element (any buffer of exactly `elem_size` bytes) into the ring.
     /// True if pushed, False if the ring is full (nothing was written).
     fn push(&self, data: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let mut state = lock(&self.state, "producer")?;
-        state.check_unexported("push")?;
         let segment = &self.segment;
-        let raw = state.raw()?;
-        let elem_size = raw.elem_size();
-        let pushed = with_buffer(data, false, |ptr, len| {
-            if len != elem_size {
-                return Err(push_error(PushError::WrongSize, elem_size, len));
-            }
-            whole_elements(segment, ptr, len, elem_size)?;
-            // SAFETY: `ptr` is readable for `len` = elem_size bytes while the buffer is
-            // held, and does not point into this ring's mapping (checked above).
-            match unsafe { raw.push_ptr(ptr) } {
-                Ok(()) => Ok(true),
-                Err(PushError::Full) => Ok(false),
-                Err(e) => Err(push_error(e, elem_size, len)),
-            }
-        })?;
-        if pushed {
-            // A push after reserve used the reserved slot: the reservation is over.
-            state.end_view();
-        }
-        Ok(pushed)
+        // A push after reserve uses the reserved slot: the reservation is then over.
+        lock(&self.state, "producer")?.moving(
+            "push",
+            |pushed| *pushed,
+            |state| {
+                let raw = state.raw()?;
+                let elem_size = raw.elem_size();
+                with_buffer(data, false, |ptr, len| {
+                    if len != elem_size {
+                        return Err(push_error(PushError::WrongSize, elem_size, len));
+                    }
+                    whole_elements(segment, ptr, len, elem_size)?;
+                    // SAFETY: `ptr` is readable for `len` = elem_size bytes while the buffer
+                    // is held, and lies outside this handle's mapping of the ring (checked
+                    // above). Another mapping of the same segment would alias it; the
+                    // protocol keeps them apart: a slot Python holds (peeked or reserved)
+                    // is closed to new buffers before this call (`moving`), and any other
+                    // slot is the peer's.
+                    match unsafe { raw.push_ptr(ptr) } {
+                        Ok(()) => Ok(true),
+                        Err(PushError::Full) => Ok(false),
+                        Err(e) => Err(push_error(e, elem_size, len)),
+                    }
+                })
+            },
+        )
     }
 
     /// Pushes as many whole elements of `data` (a multiple of `elem_size` bytes,
@@ -228,7 +232,9 @@ impl Producer {
             "push_many",
             |raw, ptr, count| {
                 // SAFETY: `ptr` is readable for count × elem_size bytes while the buffer
-                // is held, and does not point into this ring's mapping (copy_elements).
+                // is held and lies outside this handle's mapping (copy_elements); another
+                // mapping of the segment would alias, but Python's slot is closed to new
+                // buffers first (`moving`) and the slots pushed into are ours alone.
                 unsafe { raw.push_many_ptr(ptr, count) }
             },
         )
@@ -238,51 +244,27 @@ impl Producer {
     /// `elem_size` bytes (None when full): build the message in place, release the
     /// view, then `commit()`. Again before commit: the same slot.
     fn reserve<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyMemoryView>>> {
-        let py = slf.py();
         let me = slf.get();
+        let len = me.segment.spec().elem_size as usize;
         let mut state = lock(&me.state, "producer")?;
-        if let Some(view) = state.held_view(py) {
-            return view.map(Some);
-        }
-        let raw = state.raw()?;
-        let ptr = match raw.reserve() {
-            // Dropping the writer publishes nothing: the slot stays ours until commit.
-            Ok(mut slot) => slot.as_mut_ptr(),
-            Err(PushError::Full) => return Ok(None),
-            Err(e) => return Err(push_error(e, raw.elem_size(), 0)),
-        };
-        let len = raw.elem_size();
-        state
-            .hold(slf.as_any(), &me.segment, (ptr, len), false)
-            .map(Some)
+        // The raw reservation stays ours (and the address valid) until commit, a push
+        // or the end's drop — the end outlives every view, which holds it.
+        state.held_or_take(slf.as_any(), &me.segment, (len, false), |raw| {
+            match raw.reserve_raw() {
+                Ok(ptr) => Ok(Some(ptr)),
+                Err(PushError::Full) => Ok(None),
+                Err(e) => Err(push_error(e, len, 0)),
+            }
+        })
     }
 
     /// Publishes the reserved slot. Refused while its memoryview is still held.
     fn commit(&self) -> PyResult<()> {
-        let mut state = lock(&self.state, "producer")?;
-        state.check_unexported("commit")?;
-        let expected = match state.held() {
-            Some(ptr) => ptr,
-            None => {
-                return Err(PyValueError::new_err(
-                    "nothing is reserved — call reserve() first",
-                ))
-            }
-        };
-        let raw = state.raw()?;
-        // The reservation is the slot at our tail, which only we move: reserving again
-        // finds it (it was free then and stays free).
-        match raw.reserve() {
-            Ok(mut slot) => {
-                if slot.as_mut_ptr() != expected {
-                    return Err(corrupted("commit"));
-                }
-                slot.commit();
-            }
-            Err(_) => return Err(corrupted("commit")),
-        }
-        state.end_view();
-        Ok(())
+        lock(&self.state, "producer")?.let_go(
+            "commit",
+            "nothing is reserved — call reserve() first",
+            RawProducer::commit_reserved,
+        )
     }
 
     /// Free slots now (reads the consumer's index).
@@ -338,22 +320,20 @@ pub struct Consumer {
 impl Consumer {
     /// The oldest element as bytes, or None when the ring is empty.
     fn pop<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let mut state = lock(&self.state, "consumer")?;
-        state.check_unexported("pop")?;
-        let raw = state.raw()?;
-        let mut outcome = Ok(());
-        let bytes = PyBytes::new_with(py, raw.elem_size(), |dst| {
-            outcome = raw.pop_bytes(dst);
-            Ok(())
-        })?;
-        match outcome {
-            Ok(()) => {
-                state.end_view();
-                Ok(Some(bytes))
+        // A pop after peek takes the peeked element: the peek is then over.
+        lock(&self.state, "consumer")?.moving("pop", Option::is_some, |state| {
+            let raw = state.raw()?;
+            let mut outcome = Ok(());
+            let bytes = PyBytes::new_with(py, raw.elem_size(), |dst| {
+                outcome = raw.pop_bytes(dst);
+                Ok(())
+            })?;
+            match outcome {
+                Ok(()) => Ok(Some(bytes)),
+                Err(PopError::Empty) => Ok(None),
+                Err(_) => Err(corrupted("pop")),
             }
-            Err(PopError::Empty) => Ok(None),
-            Err(_) => Err(corrupted("pop")),
-        }
+        })
     }
 
     /// Pops as many elements as are waiting into `out` (a writable, C-contiguous
@@ -363,7 +343,9 @@ impl Consumer {
         let mut state = lock(&self.state, "consumer")?;
         state.copy_elements(&self.segment, out, true, "pop_into", |raw, ptr, count| {
             // SAFETY: `ptr` is writable for count × elem_size bytes while the buffer
-            // is held, and does not point into this ring's mapping (copy_elements).
+            // is held and lies outside this handle's mapping (copy_elements); another
+            // mapping of the segment would alias, but Python's peeked slot is closed to
+            // new buffers first (`moving`) and the slots popped from are ours alone.
             unsafe { raw.pop_many_ptr(ptr, count) }
         })
     }
@@ -373,45 +355,27 @@ impl Consumer {
     /// while the view (or anything made from it) is held. Again before release: the
     /// same slot. The producer is the peer: copy what you validate.
     fn peek<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyMemoryView>>> {
-        let py = slf.py();
         let me = slf.get();
+        let len = me.segment.spec().elem_size as usize;
         let mut state = lock(&me.state, "consumer")?;
-        if let Some(view) = state.held_view(py) {
-            return view.map(Some);
-        }
-        let raw = state.raw()?;
-        let ptr = match raw.peek() {
-            // Dropping the reader keeps the message: the slot stays at our head.
-            Ok(slot) => slot.as_ptr().cast_mut(),
-            Err(PopError::Empty) => return Ok(None),
-            Err(_) => return Err(corrupted("peek")),
-        };
-        let len = raw.elem_size();
-        state
-            .hold(slf.as_any(), &me.segment, (ptr, len), true)
-            .map(Some)
+        // The raw peek holds the slot (and the address stays valid) until release, a
+        // pop or the end's drop — the end outlives every view, which holds it.
+        state.held_or_take(slf.as_any(), &me.segment, (len, true), |raw| {
+            match raw.peek_raw() {
+                Ok(ptr) => Ok(Some(ptr.cast_mut())),
+                Err(PopError::Empty) => Ok(None),
+                Err(_) => Err(corrupted("peek")),
+            }
+        })
     }
 
     /// Frees the peeked slot for the producer. Refused while its view is held.
     fn release(&self) -> PyResult<()> {
-        let mut state = lock(&self.state, "consumer")?;
-        state.check_unexported("release")?;
-        let expected = match state.held() {
-            Some(ptr) => ptr,
-            None => {
-                return Err(PyValueError::new_err(
-                    "nothing is peeked — call peek() first",
-                ))
-            }
-        };
-        let raw = state.raw()?;
-        // The peeked slot is the one at our head, which only we move.
-        match raw.peek() {
-            Ok(slot) if slot.as_ptr() == expected.cast_const() => slot.release(),
-            _ => return Err(corrupted("release")),
-        }
-        state.end_view();
-        Ok(())
+        lock(&self.state, "consumer")?.let_go(
+            "release",
+            "nothing is peeked — call peek() first",
+            RawConsumer::release_peeked,
+        )
     }
 
     /// Elements waiting now.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import os
+import signal
 import threading
 import time
 
@@ -86,3 +89,38 @@ def test_register_and_event_across_processes(shm, children):
     assert last == 200 and events >= 1
     assert child.finish() == 0
     assert reader.writer_state() in ("absent", "dead")
+
+
+def test_wait_takes_any_timeout_and_ctrl_c_interrupts_it():
+    event = tame_ipc.Event.create_anonymous()
+    listener = event.listener()
+    event.signaller().signal()
+    assert listener.wait(1e18) == 1, "a huge timeout neither overflows nor waits for nothing"
+    for bad in (-1.0, math.nan):
+        with pytest.raises(ValueError, match="non-negative"):
+            listener.wait(bad)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            listener.wait(math.inf)
+    finally:
+        timer.join()
+    assert 0.25 < time.monotonic() - start < 2, "interrupted within a slice of the signal"
+
+
+def test_register_buffers_of_the_wrong_size_are_refused_before_use(shm):
+    reg = tame_ipc.Register.create(shm("reg"), 16)
+    reader = reg.reader()
+    with reg.writer() as writer:
+        for empty in (b"", bytearray(), np.zeros(0, dtype=np.uint8)):
+            with pytest.raises(ValueError, match="0 B"):
+                writer.write(empty)
+            with pytest.raises((ValueError, BufferError, TypeError)):
+                reader.read_into(empty)
+        writer.write(bytes(range(16)))
+    out = bytearray(16)
+    assert reader.read_into(out) == (True, 1) and bytes(out) == bytes(range(16))
+    with pytest.raises(ValueError, match="0 B"):
+        reader.read_into(bytearray())

@@ -232,29 +232,38 @@ impl RawWriter {
         if src.len() != self.cells.elem_size {
             return Err(WrongSize);
         }
+        // SAFETY: `src` is a slice of exactly the element size, private to the caller
+        // (a `&[u8]` of the register's own words cannot be made: they are atomics).
+        unsafe { self.write_ptr(src.as_ptr()) };
+        Ok(())
+    }
+
+    /// Publishes the element at `src` without forming a slice of it (for memory a
+    /// `&[u8]` may not cover, such as a buffer other processes may change: the Python
+    /// bindings' caller buffers). Never waits.
+    ///
+    /// # Safety
+    /// `src` is valid for reading the element size ([`RawWriter::elem_size`]) bytes and
+    /// does not lie in this register's segment.
+    #[inline]
+    pub unsafe fn write_ptr(&mut self, src: *const u8) {
         let cells = &self.cells;
         cells
             .seq()
             .store(self.seq.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
-        let mut chunks = src.chunks_exact(8);
-        let mut i = 0;
-        for chunk in &mut chunks {
-            let word = u64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
-            cells.word(i).store(word, Ordering::Relaxed);
-            i += 1;
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
+        for i in 0..cells.elem_size.div_ceil(8) {
+            let mut word = [0u8; 8];
+            let n = (cells.elem_size - i * 8).min(8);
+            // SAFETY: bytes i*8 .. i*8+n lie within the element at `src` (the contract),
+            // and `word` is a private local that cannot overlap it.
+            unsafe { std::ptr::copy_nonoverlapping(src.add(i * 8), word.as_mut_ptr(), n) };
             cells
                 .word(i)
-                .store(u64::from_ne_bytes(last), Ordering::Relaxed);
+                .store(u64::from_ne_bytes(word), Ordering::Relaxed);
         }
         self.seq = self.seq.wrapping_add(2);
         cells.seq().store(self.seq, Ordering::Release);
-        Ok(())
     }
 
     pub fn elem_size(&self) -> usize {
@@ -283,6 +292,20 @@ impl RawReader {
         if dst.len() != self.cells.elem_size {
             return Err(ReadError::WrongSize);
         }
+        // SAFETY: `dst` is a slice of exactly the element size, private to the caller.
+        unsafe { self.read_ptr(dst.as_mut_ptr()) }
+    }
+
+    /// Copies the latest value to `dst` without forming a slice of it (for memory a
+    /// `&mut [u8]` may not cover, such as a buffer other processes may change: the
+    /// Python bindings' caller buffers). Returns (fresh, version); never
+    /// [`ReadError::WrongSize`].
+    ///
+    /// # Safety
+    /// `dst` is valid for writing the element size ([`RawReader::elem_size`]) bytes and
+    /// does not lie in this register's segment.
+    #[inline]
+    pub unsafe fn read_ptr(&mut self, dst: *mut u8) -> std::result::Result<(bool, u64), ReadError> {
         let cells = &self.cells;
         for _ in 0..self.max_attempts {
             // Relaxed load + acquire fence (the same ordering as an acquire load): a
@@ -296,10 +319,12 @@ impl RawReader {
                 std::hint::spin_loop();
                 continue;
             }
-            let mut chunks = dst.chunks_mut(8);
-            for (i, chunk) in (&mut chunks).enumerate() {
+            for i in 0..cells.elem_size.div_ceil(8) {
                 let word = cells.word(i).load(Ordering::Relaxed).to_ne_bytes();
-                chunk.copy_from_slice(&word[..chunk.len()]);
+                let n = (cells.elem_size - i * 8).min(8);
+                // SAFETY: bytes i*8 .. i*8+n lie within the element at `dst` (the
+                // contract); `word` is a private local that cannot overlap it.
+                unsafe { std::ptr::copy_nonoverlapping(word.as_ptr(), dst.add(i * 8), n) };
             }
             fence(Ordering::Acquire);
             if cells.seq().load(Ordering::Relaxed) == before {

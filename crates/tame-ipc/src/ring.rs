@@ -526,18 +526,23 @@ impl RawProducer {
         })
     }
 
-    /// The C ABI's reserve: the element of the next free slot; the reservation lasts
-    /// until [`RawProducer::commit_reserved`] (or another reserve, which returns the
-    /// same slot).
-    pub(crate) fn reserve_raw(&mut self) -> std::result::Result<*mut u8, PushError> {
+    /// Reserves the next free slot without a borrow (the C ABI's and the Python
+    /// bindings' reserve): the element's address, writable for the element size. The
+    /// slot stays this producer's until [`RawProducer::commit_reserved`] publishes it,
+    /// a push publishes it (a push writes the reserved slot first), or the producer is
+    /// dropped; the mapping stays mapped while any [`Segment`] of it lives. Reserving
+    /// again before that returns the same slot. The slot is shared memory a hostile
+    /// consumer could write too: build the message with plain stores only where that
+    /// risk is accepted (C does).
+    pub fn reserve_raw(&mut self) -> std::result::Result<*mut u8, PushError> {
         let slot = self.next_slot()?;
         self.reserved = true;
         Ok(slot)
     }
 
     /// Publishes the slot [`RawProducer::reserve_raw`] returned; false when nothing
-    /// is reserved.
-    pub(crate) fn commit_reserved(&mut self) -> bool {
+    /// is reserved (never reserved, or already published by a commit or a push).
+    pub fn commit_reserved(&mut self) -> bool {
         if !std::mem::take(&mut self.reserved) {
             return false;
         }
@@ -768,16 +773,22 @@ impl RawConsumer {
         })
     }
 
-    /// The C ABI's peek: the element of the oldest slot, held until
-    /// [`RawConsumer::release_peeked`].
-    pub(crate) fn peek_raw(&mut self) -> std::result::Result<*const u8, PopError> {
+    /// Holds the oldest element without a borrow (the C ABI's and the Python
+    /// bindings' peek): its address, readable for the element size. The slot stays
+    /// this consumer's (the producer cannot reuse it) until
+    /// [`RawConsumer::release_peeked`] frees it, a pop frees it (a pop takes the peeked
+    /// element first), or the consumer is dropped; the mapping stays mapped while any
+    /// [`Segment`] of it lives. Peeking again before that returns the same slot. A
+    /// hostile producer may still change it: copy what you validate.
+    pub fn peek_raw(&mut self) -> std::result::Result<*const u8, PopError> {
         let slot = self.next_slot()?;
         self.peeked = true;
         Ok(slot)
     }
 
-    /// Frees the slot [`RawConsumer::peek_raw`] returned; false when none is held.
-    pub(crate) fn release_peeked(&mut self) -> bool {
+    /// Frees the slot [`RawConsumer::peek_raw`] returned; false when none is held
+    /// (never peeked, or already freed by a release or a pop).
+    pub fn release_peeked(&mut self) -> bool {
         if !std::mem::take(&mut self.peeked) {
             return false;
         }

@@ -35,6 +35,7 @@ __all__ = [
     "UntrustedError",
     "ContendedError",
     "OsError",
+    "InheritedError",
 ]
 
 LAYOUT_MAJOR: Final[int]
@@ -54,6 +55,7 @@ class CorruptedError(TameIpcError): ...
 class UntrustedError(TameIpcError): ...
 class ContendedError(TameIpcError): ...
 class OsError(TameIpcError): ...
+class InheritedError(TameIpcError): ...
 
 def unlink(name: str) -> None:
     """Removes /dev/shm/tame.NAME (existing mappings stay valid); NotFoundError if absent."""
@@ -286,4 +288,5 @@ class Signaller:
 class Listener:
     def poll(self) -> int: ...
     def wait(self, timeout: float) -> int:
-        """Sleeps (without the GIL) up to timeout seconds; the number of new events, 0 on timeout."""
+        """Sleeps (without the GIL) up to timeout seconds (any non-negative number, math.inf
+        included); the number of new events, 0 on timeout. Ctrl-C interrupts it."""

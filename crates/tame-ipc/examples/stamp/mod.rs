@@ -142,17 +142,39 @@ impl Args {
         }
     }
 
+    /// The descriptor `--fd N` names, checked to be one this process has open before
+    /// it is owned (an OwnedFd of a closed or out-of-range number is undefined).
+    fn inherited_fd(&self) -> OwnedFd {
+        let number = self.number("fd", 0);
+        let fd = match i32::try_from(number) {
+            Ok(fd) if fd >= 0 => fd,
+            _ => fail(
+                self.usage,
+                &format!("--fd {number} is not a descriptor number"),
+            ),
+        };
+        // SAFETY: F_GETFD reads only the descriptor's flags; on a number that is not
+        // open it fails with EBADF.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            let err = std::io::Error::last_os_error();
+            fail(
+                self.usage,
+                &format!(
+                    "--fd {fd} is not open here ({err}) — pass a descriptor the parent left open"
+                ),
+            )
+        }
+        // SAFETY: `fd` is open (checked above) and was handed to us (inherited) to
+        // own; from_fd validates what it refers to.
+        unsafe { OwnedFd::from_raw_fd(fd) }
+    }
+
     /// The ring named by `--name NAME` or inherited as `--fd N`, with `--capacity`.
     pub fn ring(&self) -> Ring {
         let spec = ChannelSpec::ring::<Stamp>(self.number("capacity", 1024));
         let ring = match (self.value("name"), self.value("fd")) {
             (Some(name), None) => Ring::open(name, spec),
-            (None, Some(_)) => {
-                let fd = self.number("fd", 0) as i32;
-                // SAFETY: the caller handed this descriptor to us (inherited) to own;
-                // from_fd validates what it refers to.
-                Ring::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }, spec)
-            }
+            (None, Some(_)) => Ring::from_fd(self.inherited_fd(), spec),
             _ => fail(self.usage, "give exactly one of --name NAME and --fd N"),
         };
         ring.unwrap_or_else(|e| {
