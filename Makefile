@@ -32,7 +32,8 @@ unit: deps test-deps
 	$(CARGO) test --workspace
 	@# The ipc bench with its iceoryx2 transport (a short live run among them).
 	$(CARGO) test -p tame-bench --features iceoryx2 --lib ipc::
-	@$(MAKE) --no-print-directory python-test
+	@# The tame-ipc Python bindings (`python-test` below, without installing the deps twice).
+	scripts/python-test.sh
 
 # The tame-ipc Python bindings (crates/tame-ipc-py): a venv in target/python with the
 # package built from this checkout, then pytest (docs/python.md).
