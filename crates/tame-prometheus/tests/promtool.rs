@@ -245,6 +245,52 @@ fn results_that_would_share_series_are_refused_unless_told_apart() {
     .unwrap();
 }
 
+/// A recorded result changed as a crafted file could be, written to `dir`.
+fn crafted(dir: &Path, name: &str, change: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+    let mut v: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(recorded().join("cycle-shared.json")).unwrap(),
+    )
+    .unwrap();
+    change(&mut v);
+    let path = dir.join(name);
+    std::fs::write(&path, v.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn colliding_series_of_a_crafted_file_are_bad_input_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // A group given twice: the same series twice within the one file.
+    let twice = crafted(dir.path(), "twice.json", |v| {
+        let g = v["groups"][0].clone();
+        v["groups"].as_array_mut().unwrap().push(g);
+    });
+    match export(std::slice::from_ref(&twice), &Options::default()) {
+        Err(Error::Input(m)) => assert!(
+            m.starts_with(&format!("{} gives the series", twice.display())) && m.contains("twice"),
+            "{m}"
+        ),
+        other => panic!("expected bad input, got {other:?}"),
+    }
+    // A metric named after another family's gauge (`latency` gives the gauge
+    // tame_cycle_latency_max_seconds; a metric `latency_max` would be a summary of it).
+    let clash = crafted(dir.path(), "clash.json", |v| {
+        let mut m = v["groups"][0]["metrics"][0].clone();
+        m["name"] = "latency_max".into();
+        v["groups"][0]["metrics"].as_array_mut().unwrap().push(m);
+    });
+    match export(std::slice::from_ref(&clash), &Options::default()) {
+        Err(Error::Input(m)) => assert!(
+            m.starts_with(&format!(
+                "{}: its names give tame_cycle_latency_max_seconds",
+                clash.display()
+            )),
+            "{m}"
+        ),
+        other => panic!("expected bad input, got {other:?}"),
+    }
+}
+
 #[test]
 fn live_figures_of_a_server_pass_promtool_and_read_the_clients_cpu_time() {
     use tame_reserve::server::live::{Live, Snapshot, Turned};
