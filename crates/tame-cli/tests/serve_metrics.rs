@@ -2,7 +2,9 @@
 //! scraped over HTTP before, during and after one reservation of a child process this test
 //! starts (admitted by a policy of the test's own), and one refused request; then stopped
 //! with SIGTERM. It must leave nothing behind: no process (the server, its watchdog, the
-//! child), no listening port, no cgroup, no file outside its directory. Needs root (the
+//! child), no listening port, no cgroup, nothing in its directory but the policy it was
+//! given and the lock file, and nothing new in /run/tame or the journal directory
+//! (/var/lib/tame). Needs root (the
 //! watchdog and the scheduler threads run at SCHED_FIFO). Non-loopback addresses are
 //! refused without root.
 
@@ -92,6 +94,15 @@ fn serves_its_live_figures_and_leaves_nothing_behind() {
         return;
     }
     let cgroups_before = (listing("/sys/fs/cgroup"), listing("/sys/fs/cgroup/cpuset"));
+    // Where a server could leave files outside its socket's directory: tame's run-time
+    // directory and the journal directory (the server reads the journal, never writes it).
+    let host_files = || {
+        (
+            listing("/run/tame"),
+            listing(tame_host::journal::DEFAULT_JOURNAL_DIR),
+        )
+    };
+    let host_files_before = host_files();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("s");
     let cpu = last_cpu();
@@ -259,6 +270,55 @@ fn serves_its_live_figures_and_leaves_nothing_behind() {
         (listing("/sys/fs/cgroup"), listing("/sys/fs/cgroup/cpuset")),
         cgroups_before
     );
+    // The lock stays by design (removing a lock file races with a server starting on it);
+    // the socket and the restore record go.
+    assert_eq!(
+        listing(&dir.path().display().to_string()),
+        ["s.lock", "serve.toml"],
+        "the server left files beside its socket"
+    );
+    assert_eq!(
+        host_files(),
+        host_files_before,
+        "/run/tame or the journal changed"
+    );
+}
+
+/// `tame ARGS`, killed (and the test failed) if it has not ended within `limit`.
+fn tame_within(args: &[&str], limit: Duration) -> std::process::Output {
+    let mut child = Killed(
+        Command::new(env!("CARGO_BIN_EXE_tame"))
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tame runs"),
+    );
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(st) = child.0.try_wait().unwrap() {
+            break st;
+        }
+        // Killed kills it when the panic drops it.
+        assert!(
+            Instant::now() < deadline,
+            "tame {args:?} did not end within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = Vec::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut stderr)
+        .unwrap();
+    std::process::Output {
+        status,
+        stdout: Vec::new(),
+        stderr,
+    }
 }
 
 #[test]
@@ -274,7 +334,11 @@ fn a_metrics_port_in_use_is_bad_input_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("s");
     let s = socket.display().to_string();
-    let out = tame(&["serve", "--socket", &s, "--metrics", &addr]);
+    // Refused at once; a server that started instead must not hang the test.
+    let out = tame_within(
+        &["serve", "--socket", &s, "--metrics", &addr],
+        Duration::from_secs(15),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
