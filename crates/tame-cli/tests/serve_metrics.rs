@@ -244,17 +244,11 @@ fn serves_its_live_figures_and_leaves_nothing_behind() {
     let spid = server.0.id() as i32;
     // SAFETY: signalling our own child.
     unsafe { libc::kill(spid, libc::SIGTERM) };
-    let stop_by = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(st) = server.0.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            Instant::now() < stop_by,
-            "tame serve did not stop within 10 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = exit_within(
+        &mut server,
+        Duration::from_secs(10),
+        "tame serve after SIGTERM",
+    );
     assert!(status.success(), "{status:?}");
     let gone_by = Instant::now() + Duration::from_secs(5);
     while alive(watchdog) {
@@ -284,7 +278,24 @@ fn serves_its_live_figures_and_leaves_nothing_behind() {
     );
 }
 
-/// `tame ARGS`, killed (and the test failed) if it has not ended within `limit`.
+/// The child's exit status; the test fails if it has not ended within `limit` (and the
+/// child is killed when the panic drops it).
+fn exit_within(child: &mut Killed, limit: Duration, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.0.try_wait().unwrap() {
+            return st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not end within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `tame ARGS` with its stderr, killed (and the test failed) if it has not ended within
+/// `limit`.
 fn tame_within(args: &[&str], limit: Duration) -> std::process::Output {
     let mut child = Killed(
         Command::new(env!("CARGO_BIN_EXE_tame"))
@@ -294,26 +305,11 @@ fn tame_within(args: &[&str], limit: Duration) -> std::process::Output {
             .spawn()
             .expect("tame runs"),
     );
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(st) = child.0.try_wait().unwrap() {
-            break st;
-        }
-        // Killed kills it when the panic drops it.
-        assert!(
-            Instant::now() < deadline,
-            "tame {args:?} did not end within {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_within(&mut child, limit, &format!("tame {args:?}"));
     let mut stderr = Vec::new();
-    child
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_end(&mut stderr)
-        .unwrap();
+    if let Some(mut e) = child.0.stderr.take() {
+        e.read_to_end(&mut stderr).unwrap();
+    }
     std::process::Output {
         status,
         stdout: Vec::new(),
