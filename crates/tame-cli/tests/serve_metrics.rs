@@ -2,7 +2,9 @@
 //! scraped over HTTP before, during and after one reservation of a child process this test
 //! starts (admitted by a policy of the test's own), and one refused request; then stopped
 //! with SIGTERM. It must leave nothing behind: no process (the server, its watchdog, the
-//! child), no listening port, no cgroup, no file outside its directory. Needs root (the
+//! child), no listening port, no cgroup, nothing in its directory but the policy it was
+//! given and the lock file, and nothing new in /run/tame or the journal directory
+//! (/var/lib/tame). Needs root (the
 //! watchdog and the scheduler threads run at SCHED_FIFO). Non-loopback addresses are
 //! refused without root.
 
@@ -92,6 +94,15 @@ fn serves_its_live_figures_and_leaves_nothing_behind() {
         return;
     }
     let cgroups_before = (listing("/sys/fs/cgroup"), listing("/sys/fs/cgroup/cpuset"));
+    // Where a server could leave files outside its socket's directory: tame's run-time
+    // directory and the journal directory (the server reads the journal, never writes it).
+    let host_files = || {
+        (
+            listing("/run/tame"),
+            listing(tame_host::journal::DEFAULT_JOURNAL_DIR),
+        )
+    };
+    let host_files_before = host_files();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("s");
     let cpu = last_cpu();
@@ -233,17 +244,11 @@ fn serves_its_live_figures_and_leaves_nothing_behind() {
     let spid = server.0.id() as i32;
     // SAFETY: signalling our own child.
     unsafe { libc::kill(spid, libc::SIGTERM) };
-    let stop_by = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(st) = server.0.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            Instant::now() < stop_by,
-            "tame serve did not stop within 10 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = exit_within(
+        &mut server,
+        Duration::from_secs(10),
+        "tame serve after SIGTERM",
+    );
     assert!(status.success(), "{status:?}");
     let gone_by = Instant::now() + Duration::from_secs(5);
     while alive(watchdog) {
@@ -259,6 +264,57 @@ fn serves_its_live_figures_and_leaves_nothing_behind() {
         (listing("/sys/fs/cgroup"), listing("/sys/fs/cgroup/cpuset")),
         cgroups_before
     );
+    // The lock stays by design (removing a lock file races with a server starting on it);
+    // the socket and the restore record go.
+    assert_eq!(
+        listing(&dir.path().display().to_string()),
+        ["s.lock", "serve.toml"],
+        "the server left files beside its socket"
+    );
+    assert_eq!(
+        host_files(),
+        host_files_before,
+        "/run/tame or the journal changed"
+    );
+}
+
+/// The child's exit status; the test fails if it has not ended within `limit` (and the
+/// child is killed when the panic drops it).
+fn exit_within(child: &mut Killed, limit: Duration, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.0.try_wait().unwrap() {
+            return st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not end within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `tame ARGS` with its stderr, killed (and the test failed) if it has not ended within
+/// `limit`.
+fn tame_within(args: &[&str], limit: Duration) -> std::process::Output {
+    let mut child = Killed(
+        Command::new(env!("CARGO_BIN_EXE_tame"))
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tame runs"),
+    );
+    let status = exit_within(&mut child, limit, &format!("tame {args:?}"));
+    let mut stderr = Vec::new();
+    if let Some(mut e) = child.0.stderr.take() {
+        e.read_to_end(&mut stderr).unwrap();
+    }
+    std::process::Output {
+        status,
+        stdout: Vec::new(),
+        stderr,
+    }
 }
 
 #[test]
@@ -274,7 +330,11 @@ fn a_metrics_port_in_use_is_bad_input_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("s");
     let s = socket.display().to_string();
-    let out = tame(&["serve", "--socket", &s, "--metrics", &addr]);
+    // Refused at once; a server that started instead must not hang the test.
+    let out = tame_within(
+        &["serve", "--socket", &s, "--metrics", &addr],
+        Duration::from_secs(15),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(

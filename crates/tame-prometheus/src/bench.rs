@@ -1,6 +1,7 @@
 //! Bench results (the common schema) as series: per measuring thread (`group`, `cpu`) each
 //! timing metric as a summary in seconds with its quantiles p50 … p99.999 and its exact
-//! maximum, the event counters (missed periods, early wake-ups, dropped samples, gaps),
+//! maximum, the events counted in the run (missed periods, early wake-ups, dropped samples,
+//! gaps) as gauges,
 //! the percentages the bench derives as ratios 0–1, the run's start, length and whether it
 //! was interrupted; and for results that carry the noise attribution, the time per class
 //! and the top sources per CPU.
@@ -14,9 +15,11 @@ use tame_bench::BenchResult;
 use crate::names::{family, sanitise};
 use crate::writer::{with, Exposition, Kind, Labels, WriteError};
 
-/// The counters exported: events of the run, so counters (`_total`). Others are sizes or
-/// settings (`buffer_bytes`, `loops`), or times already given as metrics.
-const COUNTERS: &[(&str, &str)] = &[
+/// The result's counters exported: events counted in one run. Gauges, not Prometheus counters
+/// (`_total`): each export replaces the last run's file, so the value falls back whenever a run
+/// counted fewer, and `rate()`/`increase()` would take that for a counter reset and lie. Others
+/// are sizes or settings (`buffer_bytes`, `loops`), or times already given as metrics.
+const RUN_COUNTS: &[(&str, &str)] = &[
     (
         "missed_periods",
         "periods the measuring thread woke too late to start on time",
@@ -133,7 +136,7 @@ pub fn add(e: &mut Exposition, c: &Compared, config: &str) -> Result<(), WriteEr
                 &name,
                 Kind::Summary,
                 &format!(
-                    "{} {} per measuring thread ({unit}; tame bench {}): quantiles 0.5 to 0.99999 from its HDR histogram, exact sum and count.",
+                    "{} {} per measuring thread ({unit}; tame bench {}): quantiles 0.5 to 0.99999 from its HDR histogram, sum (mean x count) and count.",
                     r.bench, m.name, r.bench
                 ),
             )?;
@@ -160,16 +163,16 @@ pub fn add(e: &mut Exposition, c: &Compared, config: &str) -> Result<(), WriteEr
             )?;
             e.sample(&max, &labels, s.max as f64 / divisor)?;
         }
-        for (counter, meaning) in COUNTERS {
+        for (counter, meaning) in RUN_COUNTS {
             let Some(&n) = g.counters.get(*counter) else {
                 continue;
             };
-            let name = family(&bench, counter, "total");
+            let name = family(&bench, counter, "");
             e.declare(
                 &name,
-                Kind::Counter,
+                Kind::Gauge,
                 &format!(
-                    "{} per measuring thread over the run: {meaning}.",
+                    "{} per measuring thread in the run (a count of that run, replaced by the next export: not a counter): {meaning}.",
                     counter.replace('_', " ")
                 ),
             )?;

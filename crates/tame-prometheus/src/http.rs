@@ -38,18 +38,20 @@ pub fn bind(addr: SocketAddr) -> io::Result<(TcpListener, SocketAddr)> {
     Ok((listener, bound))
 }
 
-/// Serve `render()` at GET /metrics on `listener` until `stop` is set.
+/// Serve `render()` at GET /metrics on `listener` until `stop` is set: its text with 200,
+/// or its error with 500 (a scraper then records the scrape as failed, `up` 0, instead of
+/// taking a body without the series for a good scrape).
 pub fn spawn(
     listener: TcpListener,
     stop: Arc<AtomicBool>,
-    render: impl Fn() -> String + Send + 'static,
+    mut render: impl FnMut() -> Result<String, String> + Send + 'static,
 ) -> io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("tame-serve-metrics".into())
         .spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 match listener.accept() {
-                    Ok((stream, _)) => answer(stream, &render),
+                    Ok((stream, _)) => answer(stream, &mut render),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(POLL),
                     // Out of descriptors and the like: wait, never spin.
                     Err(_) => std::thread::sleep(POLL),
@@ -116,16 +118,23 @@ fn read_head(stream: &mut TcpStream) -> Option<Vec<u8>> {
     }
 }
 
-fn answer(mut stream: TcpStream, render: &dyn Fn() -> String) {
+fn answer(mut stream: TcpStream, render: &mut dyn FnMut() -> Result<String, String>) {
     if stream.set_nonblocking(false).is_err() {
         return;
     }
-    let _ = stream.set_write_timeout(Some(WRITE_TIME));
     let Some(head) = read_head(&mut stream) else {
         return;
     };
     let (status, body, content_type, head_only) = match parse(&head) {
-        Asked::Metrics { head_only } => ("200 OK", render(), CONTENT_TYPE, head_only),
+        Asked::Metrics { head_only } => match render() {
+            Ok(text) => ("200 OK", text, CONTENT_TYPE, head_only),
+            Err(e) => (
+                "500 Internal Server Error",
+                format!("tame serve could not write its figures: {e}\n"),
+                "text/plain; charset=utf-8",
+                head_only,
+            ),
+        },
         Asked::NotFound => (
             "404 Not Found",
             "tame serve answers GET /metrics only\n".to_string(),
@@ -158,9 +167,20 @@ fn answer(mut stream: TcpStream, render: &dyn Fn() -> String) {
     if !head_only {
         out.extend_from_slice(body.as_bytes());
     }
+    // Each write may block only for what is left of WRITE_TIME: a peer taking a byte a
+    // second must not stretch the bound write by write.
     let deadline = Instant::now() + WRITE_TIME;
     let mut sent = 0;
-    while sent < out.len() && Instant::now() < deadline {
+    while sent < out.len() {
+        let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+            break;
+        };
+        if stream
+            .set_write_timeout(Some(left.max(Duration::from_millis(1))))
+            .is_err()
+        {
+            break;
+        }
         match stream.write(&out[sent..]) {
             Ok(0) | Err(_) => break,
             Ok(n) => sent += n,
@@ -217,7 +237,15 @@ mod tests {
     fn a_real_exchange_is_bounded_and_answers() {
         let (listener, addr) = bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let h = spawn(listener, stop.clone(), || "tame_x 1\n".to_string()).unwrap();
+        let mut scrapes = 0;
+        let h = spawn(listener, stop.clone(), move || {
+            scrapes += 1;
+            match scrapes {
+                2 => Err("the writer refused a name".to_string()),
+                _ => Ok("tame_x 1\n".to_string()),
+            }
+        })
+        .unwrap();
         let ok = exchange(addr, b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
         assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
         assert!(
@@ -225,6 +253,12 @@ mod tests {
             "{ok}"
         );
         assert!(ok.ends_with("\r\n\r\ntame_x 1\n"), "{ok}");
+        // A render that fails is a failed scrape (500), not a 200 without series.
+        let failed = exchange(addr, b"GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(
+            failed.starts_with("HTTP/1.1 500") && failed.ends_with("the writer refused a name\n"),
+            "{failed}"
+        );
         let nf = exchange(addr, b"GET /admin HTTP/1.1\r\n\r\n");
         assert!(nf.starts_with("HTTP/1.1 404"), "{nf}");
         let na = exchange(addr, b"DELETE /metrics HTTP/1.1\r\n\r\n");

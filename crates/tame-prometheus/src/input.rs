@@ -5,6 +5,7 @@
 //! and `audit`). Anything else — a comparison included, which holds differences, not
 //! figures of a machine — is refused with what to give instead.
 
+use std::io::Read;
 use std::path::Path;
 
 use serde_json::Value;
@@ -44,21 +45,38 @@ pub struct Input {
 /// Read and recognise one file.
 pub fn read(path: &Path) -> Result<Input, Error> {
     let file = path.display().to_string();
-    let size = std::fs::metadata(path)
-        .map_err(|e| Error::Input(format!("cannot read {file}: {e} — {WHAT_TO_GIVE}")))?
-        .len();
-    if size > MAX_BYTES {
-        return Err(Error::Input(format!(
-            "{file} is {size} bytes, more than the {} MiB a tame result takes — {WHAT_TO_GIVE}",
-            MAX_BYTES >> 20
-        )));
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::Input(format!("cannot read {file}: {e} — {WHAT_TO_GIVE}")))?;
-    let value: Value = serde_json::from_str(&text)
+    let cannot =
+        |e: std::io::Error| Error::Input(format!("cannot read {file}: {e} — {WHAT_TO_GIVE}"));
+    let bytes =
+        bounded(std::fs::File::open(path).map_err(cannot)?, &file).map_err(|e| match e {
+            Bounded::Io(e) => cannot(e),
+            Bounded::TooLarge(e) => e,
+        })?;
+    let value: Value = serde_json::from_slice(&bytes)
         .map_err(|e| Error::Input(format!("{file} is not JSON ({e}) — {WHAT_TO_GIVE}")))?;
     let docs = recognise(&file, value)?;
     Ok(Input { file, docs })
+}
+
+enum Bounded {
+    Io(std::io::Error),
+    TooLarge(Error),
+}
+
+/// At most MAX_BYTES of `from`, refused above. Read through `take`, not sized by the file's
+/// metadata: a FIFO, /dev/zero or a /proc file report length 0 and may never end.
+fn bounded(from: impl Read, file: &str) -> Result<Vec<u8>, Bounded> {
+    let mut bytes = Vec::new();
+    from.take(MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(Bounded::Io)?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(Bounded::TooLarge(Error::Input(format!(
+            "{file} holds more than the {} MiB a tame result takes — {WHAT_TO_GIVE}",
+            MAX_BYTES >> 20
+        ))));
+    }
+    Ok(bytes)
 }
 
 /// What the JSON document is.
@@ -156,6 +174,20 @@ mod tests {
             Err(Error::Input(m)) => m,
             other => panic!("expected a refusal, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_file_without_a_size_is_read_to_the_limit_and_refused_above_it() {
+        // /dev/zero's metadata says 0 bytes and it never ends: the bound must come from
+        // reading, not from the size the file claims.
+        let e = read(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.contains("/dev/zero holds more than the 64 MiB"), "{e}");
+        let at_limit = bounded(std::io::repeat(b' ').take(MAX_BYTES), "f");
+        assert_eq!(at_limit.ok().map(|b| b.len() as u64), Some(MAX_BYTES));
+        assert!(matches!(
+            bounded(std::io::repeat(b' ').take(MAX_BYTES + 1), "f"),
+            Err(Bounded::TooLarge(_))
+        ));
     }
 
     #[test]

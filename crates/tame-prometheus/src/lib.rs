@@ -12,6 +12,7 @@
 pub mod assess;
 pub mod bench;
 pub mod check;
+pub mod cpu_tally;
 pub mod http;
 pub mod input;
 pub mod live;
@@ -58,17 +59,44 @@ pub fn export(paths: &[PathBuf], options: &Options) -> Result<String, Error> {
         .collect::<Result<Vec<_>, _>>()?;
     let mut e = Exposition::new();
     for i in &inputs {
-        for doc in &i.docs {
-            add(&mut e, doc, options).map_err(|err| match err {
-                writer::WriteError::Duplicate(series) => Error::Input(format!(
-                    "{}: the series {series} is given by an earlier input too — two results of one bench, configuration and load (or two checks, statuses, studies) cannot share a file: export them to files of their own, or tell bench results apart with --config NAME",
-                    i.file
-                )),
-                other => Error::Format(other),
-            })?;
+        for (n, doc) in i.docs.iter().enumerate() {
+            add(&mut e, doc, options).map_err(|err| clash(err, i, n, options))?;
         }
     }
     Ok(e.render())
+}
+
+/// What a writer error while adding `input.docs[n]` means. Series that collide come from
+/// what the files hold (a crafted or edited file can name a metric after another family,
+/// or repeat a group): bad input, naming the file. Anything else is tame's own fault.
+fn clash(err: writer::WriteError, input: &input::Input, n: usize, options: &Options) -> Error {
+    let file = &input.file;
+    match err {
+        writer::WriteError::Duplicate(series) => {
+            // Alone, does the file give it twice itself? (Only looked at on this error.)
+            let mut alone = Exposition::new();
+            let itself = input.docs[..=n]
+                .iter()
+                .any(|d| add(&mut alone, d, options).is_err());
+            Error::Input(if itself {
+                format!(
+                    "{file} gives the series {series} twice (two groups of one label and CPU, or two rows of one study): it is not as tame writes it — write it again with tame"
+                )
+            } else {
+                format!(
+                    "{file}: the series {series} is given by an earlier input too — two results of one bench, configuration and load (or two checks, statuses, studies) cannot share a file: export them to files of their own, or tell bench results apart with --config NAME"
+                )
+            })
+        }
+        writer::WriteError::KindClash {
+            name,
+            first,
+            second,
+        } => Error::Input(format!(
+            "{file}: its names give {name} as a {second}, but {name} is already a {first} (of this file or an earlier one): a bench or metric named after another family is not as tame writes results — write it again with tame, or export it to a file of its own"
+        )),
+        other => Error::Format(other),
+    }
 }
 
 /// Add one recognised document.

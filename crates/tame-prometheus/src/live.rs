@@ -6,11 +6,12 @@
 
 use tame_reserve::server::live::{Live, Turned};
 
+use crate::cpu_tally::CpuTally;
 use crate::writer::{labels, Exposition, Kind, Labels, WriteError};
 
-/// The exposition of `live` now. Reads /proc (through tame-host) for the clients' CPU time;
-/// holds no lock of the server's.
-pub fn render(live: &Live) -> Result<String, WriteError> {
+/// The exposition of `live` now. Reads /proc (through tame-host) for the clients' CPU time,
+/// kept in `tally` across scrapes so that it never goes down; holds no lock of the server's.
+pub fn render(live: &Live, tally: &mut CpuTally) -> Result<String, WriteError> {
     let mut e = Exposition::new();
     let snap = live.snapshot();
     let none = Labels::new();
@@ -81,6 +82,11 @@ pub fn render(live: &Live) -> Result<String, WriteError> {
         live.connections_refused
             .load(std::sync::atomic::Ordering::Relaxed),
     )?;
+    // Before the server's first publication nothing is known of its watchdog or threads:
+    // the series are left out rather than given as 0 (a watchdog down).
+    let Some(status) = &snap.status else {
+        return Ok(e.render());
+    };
     gauge(
         &mut e,
         "tame_serve_watchdog_up",
@@ -95,9 +101,6 @@ pub fn render(live: &Live) -> Result<String, WriteError> {
         &none,
         snap.scheduler_cpus.len() as f64,
     )?;
-    let Some(status) = &snap.status else {
-        return Ok(e.render());
-    };
     gauge(
         &mut e,
         "tame_serve_cap_ratio",
@@ -117,7 +120,10 @@ pub fn render(live: &Live) -> Result<String, WriteError> {
         Kind::Gauge,
         "The share reserved on each CPU that holds reservations (granted, all clients together), 0-1.",
     )?;
-    let mut per_cpu: std::collections::BTreeMap<u32, u64> = std::collections::BTreeMap::new();
+    // Every CPU with a scheduler thread, 0 once its last client left: the series stays
+    // rather than vanishing (an absent series reads as "no data", not "nothing reserved").
+    let mut per_cpu: std::collections::BTreeMap<u32, u64> =
+        snap.scheduler_cpus.iter().map(|&c| (c, 0)).collect();
     for c in &status.clients {
         *per_cpu.entry(c.cpu).or_default() += c.share_ppm;
     }
@@ -146,7 +152,7 @@ pub fn render(live: &Live) -> Result<String, WriteError> {
     e.declare(
         "tame_serve_client_cpu_seconds_total",
         Kind::Counter,
-        "CPU time the client's scheduled threads have run (the kernel's schedstat, since each thread started), in seconds: rate() of it is the share the client received.",
+        "CPU time the client's scheduled threads have run (the kernel's schedstat, since each thread started; a thread that exited keeps its last-seen time), in seconds: rate() of it is the share the client received.",
     )?;
     for c in &status.clients {
         let l = labels(&[("pid", &c.pid.to_string()), ("cpu", &c.cpu.to_string())]);
@@ -162,13 +168,16 @@ pub fn render(live: &Live) -> Result<String, WriteError> {
         )?;
         e.sample("tame_serve_client_threads", &l, c.tids.len() as f64)?;
         let process = live.root.process(c.pid);
-        let ran: u64 = c
+        let read: Vec<(u32, Option<u64>)> = c
             .tids
             .iter()
-            .filter_map(|&t| process.task(t).schedstat().ok())
-            .map(|s| s.run_ns)
-            .sum();
-        e.sample("tame_serve_client_cpu_seconds_total", &l, ran as f64 / 1e9)?;
+            .map(|&t| (t, process.task(t).schedstat().ok().map(|s| s.run_ns)))
+            .collect();
+        if let Some(ran) = tally.total(c.pid, c.cpu, &read) {
+            e.sample("tame_serve_client_cpu_seconds_total", &l, ran as f64 / 1e9)?;
+        }
     }
+    let held: Vec<(u32, u32)> = status.clients.iter().map(|c| (c.pid, c.cpu)).collect();
+    tally.keep_only(&held);
     Ok(e.render())
 }

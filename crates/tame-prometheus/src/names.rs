@@ -70,8 +70,8 @@ mod tests {
             "tame_ipc_one_way_latency_seconds"
         );
         assert_eq!(
-            family("fwq", "missed_periods", "total"),
-            "tame_fwq_missed_periods_total"
+            family("fwq", "missed_periods", ""),
+            "tame_fwq_missed_periods"
         );
         assert_eq!(
             family("ipc", "throughput_ns_per_msg", "seconds"),

@@ -139,13 +139,15 @@ fn a_cycle_result_gives_its_quantiles_max_and_misses_in_seconds() {
         m["summary"]["count"].as_u64().unwrap() as f64
     );
     assert_eq!(
-        value(
-            &text,
-            &format!("tame_cycle_missed_periods_total{{{labels}}}")
-        )
-        .unwrap(),
+        value(&text, &format!("tame_cycle_missed_periods{{{labels}}}")).unwrap(),
         g["counters"]["missed_periods"].as_u64().unwrap() as f64
     );
+    // A count of one run, replaced by the next export: a gauge, or rate() would see resets.
+    assert!(
+        text.contains("# TYPE tame_cycle_missed_periods gauge\n"),
+        "{text}"
+    );
+    assert!(!text.contains("_total"), "{text}");
 }
 
 #[test]
@@ -243,42 +245,137 @@ fn results_that_would_share_series_are_refused_unless_told_apart() {
     .unwrap();
 }
 
+/// A recorded result changed as a crafted file could be, written to `dir`.
+fn crafted(dir: &Path, name: &str, change: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+    let mut v: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(recorded().join("cycle-shared.json")).unwrap(),
+    )
+    .unwrap();
+    change(&mut v);
+    let path = dir.join(name);
+    std::fs::write(&path, v.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn colliding_series_of_a_crafted_file_are_bad_input_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // A group given twice: the same series twice within the one file.
+    let twice = crafted(dir.path(), "twice.json", |v| {
+        let g = v["groups"][0].clone();
+        v["groups"].as_array_mut().unwrap().push(g);
+    });
+    match export(std::slice::from_ref(&twice), &Options::default()) {
+        Err(Error::Input(m)) => assert!(
+            m.starts_with(&format!("{} gives the series", twice.display())) && m.contains("twice"),
+            "{m}"
+        ),
+        other => panic!("expected bad input, got {other:?}"),
+    }
+    // A metric named after another family's gauge (`latency` gives the gauge
+    // tame_cycle_latency_max_seconds; a metric `latency_max` would be a summary of it).
+    let clash = crafted(dir.path(), "clash.json", |v| {
+        let mut m = v["groups"][0]["metrics"][0].clone();
+        m["name"] = "latency_max".into();
+        v["groups"][0]["metrics"].as_array_mut().unwrap().push(m);
+    });
+    match export(std::slice::from_ref(&clash), &Options::default()) {
+        Err(Error::Input(m)) => assert!(
+            m.starts_with(&format!(
+                "{}: its names give tame_cycle_latency_max_seconds",
+                clash.display()
+            )),
+            "{m}"
+        ),
+        other => panic!("expected bad input, got {other:?}"),
+    }
+}
+
 #[test]
 fn live_figures_of_a_server_pass_promtool_and_read_the_clients_cpu_time() {
     use tame_reserve::server::live::{Live, Snapshot, Turned};
     use tame_reserve::server::protocol::{ClientInfo, Status};
     let live = Live::new(tame_host::Root::new("/"));
-    let before = tame_prometheus::live::render(&live).unwrap();
-    // Before the first publication: the counters, no client series.
+    let mut tally = tame_prometheus::cpu_tally::CpuTally::default();
+    let before = tame_prometheus::live::render(&live, &mut tally).unwrap();
+    // Before the first publication: the counters, no client series, and no watchdog or
+    // thread figure (nothing is known of them yet: not 0).
     assert_eq!(value(&before, "tame_serve_requests_total"), Some(0.0));
     assert!(!before.contains("tame_serve_reservations"), "{before}");
-    // This test process as the client: its main thread has run for a while.
+    assert!(!before.contains("tame_serve_watchdog_up"), "{before}");
+    assert!(!before.contains("tame_serve_scheduler_threads"), "{before}");
+    // This test process as the client: its main thread, and a second one that runs for
+    // 20 ms and then exits.
     let pid = std::process::id();
-    live.count_turned(Turned::Refused);
-    live.publish(Snapshot {
-        status: Some(Status {
-            version: 1,
-            server_pid: pid,
-            watchdog_pid: pid,
-            cap_ppm: 900_000,
-            clients: vec![ClientInfo {
-                pid,
-                cpu: 0,
-                share_ppm: 250_000,
-                period_ns: 40_000_000,
-                tids: vec![pid],
-            }],
-            notes: vec![],
-        }),
-        scheduler_cpus: vec![0],
-        watchdog_alive: true,
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let worker = std::thread::spawn(move || {
+        let link = std::fs::read_link("/proc/thread-self").unwrap();
+        let tid: u32 = link.file_name().unwrap().to_str().unwrap().parse().unwrap();
+        // Run 20 ms of CPU (by the kernel's count: the machine may be shared).
+        let root = tame_host::Root::new("/");
+        let process = root.process(std::process::id());
+        let me = process.task(tid);
+        while me.schedstat().unwrap().run_ns < 20_000_000 {
+            std::hint::spin_loop();
+        }
+        tid_tx.send(tid).unwrap();
+        go_rx.recv().unwrap();
     });
-    let text = tame_prometheus::live::render(&live).unwrap();
+    let tid = tid_rx.recv().unwrap();
+    let publish = |tids: Vec<u32>| {
+        live.publish(Snapshot {
+            status: Some(Status {
+                version: 1,
+                server_pid: pid,
+                watchdog_pid: pid,
+                cap_ppm: 900_000,
+                clients: vec![ClientInfo {
+                    pid,
+                    cpu: 0,
+                    share_ppm: 250_000,
+                    period_ns: 40_000_000,
+                    tids,
+                }],
+                notes: vec![],
+            }),
+            scheduler_cpus: vec![0, 2],
+            watchdog_alive: true,
+        })
+    };
     let client = format!("{{pid=\"{pid}\",cpu=\"0\"}}");
+    let ran = |text: &str| {
+        value(
+            text,
+            &format!("tame_serve_client_cpu_seconds_total{client}"),
+        )
+        .unwrap_or_else(|| panic!("no CPU time in {text}"))
+    };
+    publish(vec![pid, tid]);
+    let both = ran(&tame_prometheus::live::render(&live, &mut tally).unwrap());
+    assert!(both >= 0.02, "{both}");
+    go_tx.send(()).unwrap();
+    worker.join().unwrap();
+    // The worker is gone: unreadable while still listed, then no longer listed. Its time
+    // stays in the counter, which never goes down (a fall reads as a reset).
+    let gone = ran(&tame_prometheus::live::render(&live, &mut tally).unwrap());
+    assert!(gone >= both, "{gone} after {both}");
+    publish(vec![pid]);
+    let dropped = ran(&tame_prometheus::live::render(&live, &mut tally).unwrap());
+    assert!(dropped >= gone, "{dropped} after {gone}");
+    live.count_turned(Turned::Refused);
+    publish(vec![pid]);
+    let text = tame_prometheus::live::render(&live, &mut tally).unwrap();
     assert_eq!(value(&text, "tame_serve_reservations"), Some(1.0));
+    assert_eq!(value(&text, "tame_serve_watchdog_up"), Some(1.0));
     assert_eq!(
         value(&text, "tame_serve_reserved_ratio{cpu=\"0\"}"),
         Some(0.25)
+    );
+    // A CPU whose scheduler thread has no client now: 0, not a vanished series.
+    assert_eq!(
+        value(&text, "tame_serve_reserved_ratio{cpu=\"2\"}"),
+        Some(0.0)
     );
     assert_eq!(
         value(&text, &format!("tame_serve_client_period_seconds{client}")),
@@ -288,12 +385,7 @@ fn live_figures_of_a_server_pass_promtool_and_read_the_clients_cpu_time() {
         value(&text, "tame_serve_refusals_total{reason=\"refused\"}"),
         Some(1.0)
     );
-    let ran = value(
-        &text,
-        &format!("tame_serve_client_cpu_seconds_total{client}"),
-    )
-    .unwrap();
-    assert!(ran > 0.0, "{text}");
+    assert!(ran(&text) >= dropped, "{text}");
     if require(
         have_program("promtool"),
         "promtool (apt-get install prometheus)",

@@ -107,9 +107,10 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<i32> {
             ))
         })?;
         eprintln!("tame serve: metrics at http://{bound}/metrics");
+        // The clients' CPU time seen so far, kept across scrapes by the one metrics thread.
+        let mut tally = tame_prometheus::cpu_tally::CpuTally::default();
         let handle = tame_prometheus::http::spawn(listener, stop_metrics, move || {
-            tame_prometheus::live::render(&reader)
-                .unwrap_or_else(|e| format!("# tame serve could not write its figures: {e}\n"))
+            tame_prometheus::live::render(&reader, &mut tally).map_err(|e| e.to_string())
         })
         .map_err(|e| ReserveError::Invalid(format!("--metrics: cannot start its thread: {e}")))?;
         Ok(Some(handle))

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use tame_host::{CpuList, Root};
 
 use super::conn::{self, ReadError, Slots, REQUEST_TIME};
-use super::live::{Live, Snapshot, Turned};
+use super::live::{self, Live, Snapshot, Turned};
 use super::policy::{Ask, Asker, Policy, Reservable};
 use super::protocol::{ClientInfo, ErrorKind, Request, Response, Status, PROTOCOL_VERSION};
 use super::record::{self, lock_path, record_path, Record, Recovered};
@@ -474,21 +474,38 @@ impl Server {
         response
     }
 
-    /// Count a request and its outcome, and publish what the server holds now.
+    /// Count a request and its outcome, and publish what the server holds now: the
+    /// status the response carries when it has one (not computed twice).
     fn observe(&self, request: &RequestKind, response: &Response) {
-        if self.live.is_some() {
-            count(self.live.as_deref(), Some(request), response);
-            self.publish();
+        let Some(live) = &self.live else {
+            return;
+        };
+        count(Some(live), Some(request), response);
+        match response {
+            Response::Ok { status } => self.publish_status(live, status.clone()),
+            _ => self.publish(),
         }
     }
 
-    /// Give the live figures what the server holds now (nothing without --metrics).
+    /// Give the live figures what the server holds now (nothing without --metrics),
+    /// never waiting for a scheduler thread's lock (see [`live::clients_now`]).
     fn publish(&self) {
         let Some(live) = &self.live else {
             return;
         };
+        let last = live.snapshot();
+        let per_cpu = self.cpus.iter().map(|(&n, (cpu, _))| {
+            let now = live::clients_now(cpu)
+                .map(|clients| clients.into_iter().map(|c| self.info(c)).collect());
+            (n, now)
+        });
+        let clients = live::merge(per_cpu, last.status.as_ref());
+        self.publish_status(live, self.status_of(clients));
+    }
+
+    fn publish_status(&self, live: &Live, status: Status) {
         live.publish(Snapshot {
-            status: Some(self.status()),
+            status: Some(status),
             scheduler_cpus: self
                 .cpus
                 .iter()
@@ -508,23 +525,29 @@ impl Server {
         all
     }
 
-    fn status(&self) -> Status {
+    /// A client as the protocol gives it: its threads that still run.
+    fn info(&self, c: Client) -> ClientInfo {
         let root = &self.config.root;
-        let mut clients: Vec<ClientInfo> = self
-            .clients()
-            .into_iter()
-            .map(|c| ClientInfo {
-                // Threads that exited (or were reused) are no longer the client's.
-                tids: c
-                    .threads
-                    .iter()
-                    .filter(|t| t.is_same(root))
-                    .map(|t| t.tid)
-                    .collect(),
-                ..c.info
-            })
-            .collect();
+        ClientInfo {
+            // Threads that exited (or were reused) are no longer the client's.
+            tids: c
+                .threads
+                .iter()
+                .filter(|t| t.is_same(root))
+                .map(|t| t.tid)
+                .collect(),
+            ..c.info
+        }
+    }
+
+    fn status(&self) -> Status {
+        let mut clients: Vec<ClientInfo> =
+            self.clients().into_iter().map(|c| self.info(c)).collect();
         clients.sort_by_key(|c| c.pid);
+        self.status_of(clients)
+    }
+
+    fn status_of(&self, clients: Vec<ClientInfo>) -> Status {
         Status {
             version: PROTOCOL_VERSION,
             server_pid: std::process::id(),

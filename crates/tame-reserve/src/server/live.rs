@@ -5,12 +5,13 @@
 //! see a reader, and a reader never waits on the server's own locks.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::Instant;
 
 use tame_host::Root;
 
-use super::protocol::Status;
+use super::protocol::{ClientInfo, Status};
+use super::scheduler::{Client, Cpu};
 
 /// What the server held when it last published.
 #[derive(Clone, Debug, Default)]
@@ -90,6 +91,42 @@ impl Live {
     }
 }
 
+/// One CPU's clients for the live figures, never waiting: `None` while another thread
+/// holds its state. The lock is held for the copy only; a publisher (SCHED_OTHER) preempted
+/// there delays nothing of the scheduler's (SCHED_FIFO), which takes the lock with
+/// `try_lock` too and looks again at its next wake-up. A lock poisoned by a panic still
+/// holds the clients: read it, so that publication never stops.
+pub(super) fn clients_now(cpu: &Cpu) -> Option<Vec<Client>> {
+    match cpu.state.try_lock() {
+        Ok(st) => Some(st.clients.clone()),
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner().clients.clone()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
+/// The clients to publish: each CPU's as read now, or for a CPU whose lock was busy
+/// (`None`) those the last snapshot had there — its series go on rather than vanish for a
+/// second.
+pub(super) fn merge(
+    per_cpu: impl IntoIterator<Item = (u32, Option<Vec<ClientInfo>>)>,
+    last: Option<&Status>,
+) -> Vec<ClientInfo> {
+    let mut all = Vec::new();
+    for (cpu, now) in per_cpu {
+        match now {
+            Some(clients) => all.extend(clients),
+            None => all.extend(
+                last.iter()
+                    .flat_map(|s| s.clients.iter())
+                    .filter(|c| c.cpu == cpu)
+                    .cloned(),
+            ),
+        }
+    }
+    all.sort_by_key(|c| c.pid);
+    all
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +151,49 @@ mod tests {
         assert!(held.scheduler_cpus.is_empty());
         assert_eq!(live.snapshot().scheduler_cpus, vec![3]);
         assert!(live.started_unix_ns > 0);
+    }
+
+    fn info(pid: u32, cpu: u32) -> ClientInfo {
+        ClientInfo {
+            pid,
+            cpu,
+            share_ppm: 100_000,
+            period_ns: 10_000_000,
+            tids: vec![pid],
+        }
+    }
+
+    #[test]
+    fn a_busy_cpu_keeps_its_last_clients_and_a_poisoned_one_is_read() {
+        let cpu = Arc::new(Cpu::new());
+        assert_eq!(clients_now(&cpu).map(|c| c.len()), Some(0));
+        let held = cpu.state.lock().unwrap();
+        assert!(clients_now(&cpu).is_none(), "a busy lock is not waited for");
+        drop(held);
+        let poisoner = cpu.clone();
+        let _ = std::thread::spawn(move || {
+            let _st = poisoner.state.lock().unwrap();
+            panic!("a scheduler thread panics holding its state");
+        })
+        .join();
+        assert!(cpu.state.is_poisoned());
+        assert_eq!(clients_now(&cpu).map(|c| c.len()), Some(0));
+
+        let last = Status {
+            version: 1,
+            server_pid: 1,
+            watchdog_pid: 2,
+            cap_ppm: 900_000,
+            clients: vec![info(30, 3), info(10, 1), info(20, 2)],
+            notes: vec![],
+        };
+        // CPU 1 read now (its client left), CPU 2 busy (kept), CPU 3 read (a new client).
+        let got = merge(
+            [(1, Some(vec![])), (2, None), (3, Some(vec![info(40, 3)]))],
+            Some(&last),
+        );
+        assert_eq!(got.iter().map(|c| c.pid).collect::<Vec<_>>(), vec![20, 40]);
+        // Busy before any snapshot: nothing to keep.
+        assert!(merge([(2, None)], None).is_empty());
     }
 }
