@@ -123,13 +123,21 @@ pub fn compare(wanted: &Export, node: &Value) -> Comparison {
         .collect();
     if let Some(c) = checks.iter_mut().find(|c| c.field == "reservedMemory") {
         if c.outcome == Outcome::Matched {
-            if let Some(problem) = memory_total_problem(node) {
-                c.outcome = Outcome::Differs {
-                    node: lookup(node, &["reservedMemory".into()])
-                        .cloned()
-                        .unwrap_or(Value::Null),
-                };
-                c.note = Some(problem);
+            match memory_total(node) {
+                Total::Equal => {}
+                Total::Unequal(problem) => {
+                    c.outcome = Outcome::Differs {
+                        node: lookup(node, &["reservedMemory".into()])
+                            .cloned()
+                            .unwrap_or(Value::Null),
+                    };
+                    c.note = Some(problem);
+                }
+                Total::Unchecked(why) => {
+                    c.note = Some(format!(
+                        "cannot check that reservedMemory adds up to kubeReserved + systemReserved + evictionHard memory.available: {why}"
+                    ))
+                }
             }
         }
     }
@@ -199,14 +207,25 @@ fn numa_nodes(list: &Value) -> Option<CpuList> {
         .collect()
 }
 
+/// Whether reservedMemory adds up as the static memory manager requires.
+#[derive(Debug, PartialEq)]
+enum Total {
+    Equal,
+    /// It does not: the kubelet would refuse to start (the note says by how much).
+    Unequal(String),
+    /// An amount is a percentage, unreadable, or the sum is beyond any machine's memory
+    /// (a crafted file): nothing to say about the total, and why.
+    Unchecked(String),
+}
+
 /// The kubelet refuses to start with the static memory manager unless reservedMemory adds
 /// up to kubeReserved + systemReserved + the hard eviction threshold for memory.available.
-fn memory_total_problem(node: &Value) -> Option<String> {
+fn memory_total(node: &Value) -> Total {
     let get = |path: &[&str]| {
         let p: Vec<String> = path.iter().map(|s| s.to_string()).collect();
         lookup(node, &p).cloned()
     };
-    let amount = |v: Option<Value>| -> Result<u128, String> {
+    let amount = |name: &str, v: Option<Value>| -> Result<u128, String> {
         match v {
             None => Ok(0),
             Some(v) => {
@@ -214,39 +233,64 @@ fn memory_total_problem(node: &Value) -> Option<String> {
                     .as_str()
                     .map(str::to_string)
                     .unwrap_or_else(|| yaml(&v).trim().to_string());
-                crate::quantity::bytes(&text).ok_or(text)
+                crate::quantity::bytes(&text)
+                    .ok_or_else(|| format!("{name} is {text:?}, not an amount of bytes"))
             }
         }
     };
     let eviction = match get(&["evictionHard", "memory.available"]) {
         None => Ok(u128::from(DEFAULT_EVICTION_MI) << 20),
-        v => amount(v),
+        v => amount("evictionHard memory.available", v),
     };
     let parts = [
-        amount(get(&["kubeReserved", "memory"])),
-        amount(get(&["systemReserved", "memory"])),
+        amount("kubeReserved.memory", get(&["kubeReserved", "memory"])),
+        amount("systemReserved.memory", get(&["systemReserved", "memory"])),
         eviction,
     ];
-    // A percentage or unreadable amount: the total cannot be checked here.
-    let expected: u128 = parts
-        .iter()
-        .map(|p| p.as_ref().ok().copied())
-        .sum::<Option<u128>>()?;
-    let reserved: u128 = node
-        .get("reservedMemory")?
-        .as_sequence()?
-        .iter()
-        .map(|e| {
-            let m = e.get("limits")?.get("memory")?;
-            crate::quantity::bytes(m.as_str().unwrap_or(&yaml(m)))
+    let expected = match sum(parts) {
+        Ok(total) => total,
+        Err(why) => return Total::Unchecked(why),
+    };
+    let Some(entries) = node.get("reservedMemory").and_then(Value::as_sequence) else {
+        return Total::Unchecked("reservedMemory is not a list".into());
+    };
+    let reserved = sum(entries.iter().map(|e| {
+        let m = e
+            .get("limits")
+            .and_then(|l| l.get("memory"))
+            .ok_or("a reservedMemory entry has no limits.memory")?;
+        let text = m
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| yaml(m).trim().to_string());
+        crate::quantity::bytes(&text).ok_or_else(|| {
+            format!("reservedMemory limits.memory {text:?} is not an amount of bytes")
         })
-        .sum::<Option<u128>>()?;
-    (reserved != expected).then(|| {
-        format!(
+    }));
+    let reserved = match reserved {
+        Ok(total) => total,
+        Err(why) => return Total::Unchecked(why),
+    };
+    if reserved == expected {
+        Total::Equal
+    } else {
+        Total::Unequal(format!(
             "reservedMemory adds up to {} MiB but kubeReserved + systemReserved + evictionHard memory.available is {} MiB: the kubelet refuses to start with the static memory manager until they are equal",
             reserved >> 20,
             expected >> 20
-        )
+        ))
+    }
+}
+
+/// The sum of amounts, or why there is none: the first unreadable amount, or an overflow
+/// (only a crafted file reaches 2^128 bytes; it must not panic the comparison).
+fn sum<E: Into<String>>(
+    amounts: impl IntoIterator<Item = Result<u128, E>>,
+) -> Result<u128, String> {
+    amounts.into_iter().try_fold(0u128, |total, a| {
+        total
+            .checked_add(a.map_err(Into::into)?)
+            .ok_or_else(|| "the amounts add up to more than 2^128 bytes".to_string())
     })
 }
 
@@ -376,5 +420,41 @@ mod tests {
         assert!(compare(&e2, &parse_node_config("k", "{}").unwrap())
             .checks
             .is_empty());
+    }
+
+    #[test]
+    fn totals_beyond_u128_cannot_be_checked_and_do_not_panic() {
+        let want: Value =
+            serde_norway::from_str("- numaNode: 0\n  limits: {memory: 1124Mi}\n").unwrap();
+        let e = export(vec![field("reservedMemory", want, Check::NumaNodes)]);
+        let max = u128::MAX.to_string();
+        for (kube, system, reserved) in [
+            (max.as_str(), "1", "1124Mi"),
+            ("512Mi", "512Mi", max.as_str()),
+        ] {
+            let text = format!(
+                "reservedMemory:\n- numaNode: 0\n  limits: {{memory: \"{reserved}\"}}\n- numaNode: 0\n  limits: {{memory: \"{reserved}\"}}\nkubeReserved: {{memory: \"{kube}\"}}\nsystemReserved: {{memory: \"{system}\"}}\n"
+            );
+            let c = compare(&e, &parse_node_config("k", &text).unwrap());
+            assert_eq!(c.checks[0].outcome, Outcome::Matched);
+            let note = c.checks[0].note.as_deref().unwrap();
+            assert!(
+                note.starts_with("cannot check that reservedMemory adds up")
+                    && note.ends_with("more than 2^128 bytes"),
+                "{note}"
+            );
+        }
+        // A percentage is no amount either: said, not silently passed.
+        let pct = "reservedMemory:\n- numaNode: 0\n  limits: {memory: 1124Mi}\nevictionHard: {memory.available: \"5%\"}\n";
+        let c = compare(&e, &parse_node_config("k", pct).unwrap());
+        assert!(
+            c.checks[0]
+                .note
+                .as_deref()
+                .unwrap()
+                .ends_with("evictionHard memory.available is \"5%\", not an amount of bytes"),
+            "{:?}",
+            c.checks[0].note
+        );
     }
 }
