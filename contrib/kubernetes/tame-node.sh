@@ -1,5 +1,5 @@
 #!/bin/sh
-# The loop of tame's node DaemonSet (contrib/kubernetes/daemonset.yaml): every
+# The loop of tame's node DaemonSet (contrib/kubernetes/02-daemonset.yaml): every
 # TAME_INTERVAL seconds, audit the host (`tame check`, `tame status`, through the host's
 # /proc, /sys, /etc, /boot and /var/lib/tame mounted below /host), measure a short cycle
 # bench on the CPUs this pod may use (no partition: the bench only watches), and write

@@ -65,6 +65,22 @@ fn list<'a>(doc: &'a Value, path: &[&str]) -> &'a [Value] {
         .map_or(&[], Vec::as_slice)
 }
 
+/// `kubectl apply -f contrib/kubernetes/` applies the files in the order of their names and
+/// stops at the first object whose namespace or service account does not exist yet.
+#[test]
+fn manifests_apply_in_dependency_order_by_file_name() {
+    let mut by_name: Vec<(PathBuf, String)> = manifests()
+        .into_iter()
+        .map(|(kind, (path, _))| (path, kind))
+        .collect();
+    by_name.sort();
+    assert_eq!(
+        by_name.iter().map(|(_, k)| k.as_str()).collect::<Vec<_>>(),
+        ["Namespace", "ServiceAccount", "DaemonSet"],
+        "{by_name:?}"
+    );
+}
+
 #[test]
 fn every_manifest_carries_what_its_kind_requires() {
     let m = manifests();
