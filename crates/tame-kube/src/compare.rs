@@ -178,12 +178,20 @@ fn same(f: &Field, have: &Value) -> (bool, Option<String>) {
                 Some("not a string: the kubelet reads this field as a string".into()),
             ),
         },
-        Check::CpuList => match have.as_str().map(CpuList::parse) {
+        // The node's value as the kubelet reads it (strictly); tame's own in its format.
+        Check::CpuList => match have.as_str().map(crate::cpuset::parse) {
             Some(Ok(list)) => (
                 f.value.as_str().and_then(|w| CpuList::parse(w).ok()) == Some(list),
                 None,
             ),
-            _ => (false, Some("not a CPU list".into())),
+            Some(Err(why)) => (
+                false,
+                Some(format!("the kubelet cannot read this value: {why}")),
+            ),
+            None => (
+                false,
+                Some("not a string: the kubelet reads a CPU list as a string".into()),
+            ),
         },
         Check::NumaNodes => match (numa_nodes(have), numa_nodes(&f.value)) {
             (Some(node), Some(want)) => (node == want, None),
@@ -343,6 +351,20 @@ mod tests {
             ]
         );
         assert!(!c.matches());
+        // The kernel's spellings that the kubelet's parser refuses differ, with why.
+        for bad in ["0, 1", "0-1:1/1"] {
+            let node = parse_node_config("k", &format!("reservedSystemCPUs: \"{bad}\"\n")).unwrap();
+            let c = compare(&e, &node);
+            assert!(
+                matches!(c.checks[1].outcome, Outcome::Differs { .. }),
+                "{bad}"
+            );
+            let note = c.checks[1].note.as_deref().unwrap();
+            assert!(
+                note.starts_with("the kubelet cannot read this value: "),
+                "{note}"
+            );
+        }
     }
 
     #[test]
