@@ -197,20 +197,28 @@ fn same(f: &Field, have: &Value) -> (bool, Option<String>) {
             (Some(node), Some(want)) => (node == want, None),
             _ => (
                 false,
-                Some("not a list of {numaNode, limits: {memory}} entries".into()),
+                Some("not a list of {numaNode, limits} entries".into()),
             ),
         },
     }
 }
 
-/// The NUMA nodes that carry a memory reservation, from a reservedMemory list.
+/// The NUMA nodes that carry a memory reservation, from a reservedMemory list; `None`
+/// when an entry lacks its node number or limits.
 fn numa_nodes(list: &Value) -> Option<CpuList> {
     list.as_sequence()?
         .iter()
-        .map(|e| {
-            let node = u32::try_from(e.get("numaNode")?.as_u64()?).ok()?;
-            e.get("limits")?.get("memory")?;
-            Some(node)
+        .filter_map(|e| {
+            let node = e
+                .get("numaNode")
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok());
+            let limits = e.get("limits").filter(|l| l.is_mapping());
+            match (node, limits) {
+                // An entry with only huge pages is valid but carries no memory.
+                (Some(node), Some(limits)) => limits.get("memory").map(|_| Some(node)),
+                _ => Some(None),
+            }
         })
         .collect()
 }
@@ -246,8 +254,14 @@ fn memory_total(node: &Value) -> Total {
             }
         }
     };
+    // The kubelet's default thresholds apply only where evictionHard is not set at all,
+    // or mergeDefaultEvictionSettings fills the signals it leaves out; otherwise a
+    // signal evictionHard does not name has none (memory.available: 0).
+    let defaults = matches!(get(&["evictionHard"]), None | Some(Value::Null))
+        || get(&["mergeDefaultEvictionSettings"]).and_then(|v| v.as_bool()) == Some(true);
     let eviction = match get(&["evictionHard", "memory.available"]) {
-        None => Ok(u128::from(DEFAULT_EVICTION_MI) << 20),
+        None if defaults => Ok(u128::from(DEFAULT_EVICTION_MI) << 20),
+        None => Ok(0),
         v => amount("evictionHard memory.available", v),
     };
     let parts = [
@@ -262,11 +276,11 @@ fn memory_total(node: &Value) -> Total {
     let Some(entries) = node.get("reservedMemory").and_then(Value::as_sequence) else {
         return Total::Unchecked("reservedMemory is not a list".into());
     };
-    let reserved = sum(entries.iter().map(|e| {
-        let m = e
-            .get("limits")
-            .and_then(|l| l.get("memory"))
-            .ok_or("a reservedMemory entry has no limits.memory")?;
+    // An entry may reserve only huge pages (limits: {hugepages-1Gi: …}): no memory to add.
+    let memory = entries
+        .iter()
+        .filter_map(|e| e.get("limits").and_then(|l| l.get("memory")));
+    let reserved = sum(memory.map(|m| {
         let text = m
             .as_str()
             .map(str::to_string)
@@ -478,5 +492,45 @@ mod tests {
             "{:?}",
             c.checks[0].note
         );
+    }
+
+    #[test]
+    fn eviction_defaults_and_huge_page_only_entries() {
+        let want: Value =
+            serde_norway::from_str("- numaNode: 0\n  limits: {memory: 1124Mi}\n").unwrap();
+        let e = export(vec![field("reservedMemory", want, Check::NumaNodes)]);
+        let check =
+            |text: &str| compare(&e, &parse_node_config("k", text).unwrap()).checks[0].clone();
+        let base = "kubeReserved: {memory: 512Mi}\nsystemReserved: {memory: 512Mi}\n";
+        let mem = |mi: u32| {
+            format!("reservedMemory:\n- numaNode: 0\n  limits: {{memory: {mi}Mi}}\n- numaNode: 1\n  limits: {{hugepages-1Gi: 2Gi}}\n")
+        };
+        // No evictionHard: the default 100Mi counts; the huge-page-only entry is skipped.
+        let c = check(&format!("{base}{}", mem(1124)));
+        assert_eq!((c.outcome, c.note), (Outcome::Matched, None));
+        // evictionHard naming another signal: memory.available has no threshold.
+        let other = format!("{base}evictionHard: {{nodefs.available: 10%}}\n");
+        let c = check(&format!("{other}{}", mem(1024)));
+        assert_eq!((c.outcome, c.note), (Outcome::Matched, None));
+        let c = check(&format!("{other}{}", mem(1124)));
+        assert!(c.note.unwrap().contains("adds up to 1124 MiB but kubeReserved + systemReserved + evictionHard memory.available is 1024 MiB"));
+        // …unless the defaults are merged in.
+        let merged = format!("{other}mergeDefaultEvictionSettings: true\n{}", mem(1124));
+        assert_eq!(check(&merged).outcome, Outcome::Matched);
+        assert_eq!(check(&merged).note, None);
+        // An entry without limits at all is malformed.
+        for bad in [
+            "- numaNode: 0",
+            "- limits: {memory: 1Gi}",
+            "- numaNode: x\n  limits: {memory: 1Gi}",
+        ] {
+            let c = check(&format!(
+                "reservedMemory:\n- numaNode: 0\n  limits: {{memory: 1124Mi}}\n{bad}\n"
+            ));
+            assert!(
+                c.note.unwrap_or_default().contains("not a list of"),
+                "{bad}"
+            );
+        }
     }
 }
