@@ -319,6 +319,50 @@ fn from_kubelet_reports_differing_and_missing_fields() {
     assert_eq!(c["checks"][2]["status"], "missing");
 }
 
+/// The other shapes a node's config comes in: the kubelet's /configz output (JSON, one
+/// `kubeletconfig` key) and an OpenShift KubeletConfig object (YAML, with a merge key).
+#[test]
+fn from_kubelet_reads_configz_output_and_openshift_kubelet_configs() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "configz.json",
+            "{\"kubeletconfig\":{\"enableServer\":true,\"cpuManagerPolicy\":\"static\",\
+             \"reservedSystemCPUs\":\"0,1\",\"topologyManagerPolicy\":\"single-numa-node\"}}",
+        ),
+        (
+            "kubeletconfig.yaml",
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: KubeletConfig\n\
+             metadata: {name: tame}\nspec:\n  machineConfigPoolSelector: {matchLabels: {tame: \"\"}}\n\
+             \x20 kubeletConfig:\n    <<: {cpuManagerPolicy: static, reservedSystemCPUs: \"0-1\"}\n\
+             \x20   topologyManagerPolicy: single-numa-node\n",
+        ),
+    ];
+    for (name, content) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, content).unwrap();
+        let out = tame(&[
+            "--root",
+            "fixtures/hosts/rt-8cpu",
+            "plan",
+            HOSTS[1].1,
+            "--from-kubelet",
+            file.to_str().unwrap(),
+        ]);
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}: {stdout}{}",
+            text(&out.stderr)
+        );
+        assert!(
+            stdout.contains("3 matched, 0 differ, 0 missing: the node's kubelet realises the spec"),
+            "{name}: {stdout}"
+        );
+    }
+}
+
 #[test]
 fn from_kubelet_refuses_malformed_files_with_exit_2() {
     let dir = tempfile::tempdir().unwrap();

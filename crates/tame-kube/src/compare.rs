@@ -83,6 +83,18 @@ pub fn parse_node_config(origin: &str, text: &str) -> Result<Value, NodeConfigEr
             ))
         })?
     };
+    let mut doc = doc;
+    // `<<: *anchor` merge keys are YAML 1.1, which the kubelet's YAML reader (sigs.k8s.io/yaml)
+    // applies: a field set through one is set.
+    doc.apply_merge().map_err(|e| {
+        err(format!(
+            "has a YAML merge key (<<) that cannot be applied: {e} — give the node's kubelet config file"
+        ))
+    })?;
+    // The kubelet's /configz endpoint wraps its config in one key.
+    if let Some(inner) = configz_inner(&doc) {
+        doc = inner;
+    }
     if !doc.is_mapping() {
         return Err(err(
             "is not a KubeletConfiguration: the document is not a map of fields — give the node's kubelet config file".into(),
@@ -111,6 +123,14 @@ pub fn parse_node_config(origin: &str, text: &str) -> Result<Value, NodeConfigEr
         }
     }
     Ok(doc)
+}
+
+/// The config inside `{"kubeletconfig": {…}}`, the shape of the kubelet's /configz endpoint
+/// (`kubectl get --raw /api/v1/nodes/NODE/proxy/configz`), when that key is the only one.
+fn configz_inner(doc: &Value) -> Option<Value> {
+    let map = doc.as_mapping()?;
+    let inner = map.get("kubeletconfig").filter(|v| v.is_mapping())?;
+    (map.len() == 1).then(|| inner.clone())
 }
 
 /// Compare the node's config (from [`parse_node_config`]) with tame's kubelet export.
@@ -401,6 +421,39 @@ mod tests {
             doc.get("cpuManagerPolicy").and_then(Value::as_str),
             Some("static")
         );
+    }
+
+    #[test]
+    fn configz_output_and_merge_keys_read() {
+        let doc = parse_node_config(
+            "configz.json",
+            "{\"kubeletconfig\": {\"cpuManagerPolicy\": \"static\", \"kind\": \"KubeletConfiguration\"}}",
+        )
+        .unwrap();
+        assert_eq!(
+            doc.get("cpuManagerPolicy").and_then(Value::as_str),
+            Some("static")
+        );
+        // Beside other keys it is just a field (and this is no KubeletConfiguration's).
+        let doc =
+            parse_node_config("k", "kubeletconfig: {a: 1}\ncpuManagerPolicy: none\n").unwrap();
+        assert!(doc.get("kubeletconfig").is_some());
+        let doc = parse_node_config(
+            "k.yaml",
+            "base: &base\n  cpuManagerPolicy: static\n  reservedSystemCPUs: \"0-1\"\n<<: *base\nreservedSystemCPUs: \"0\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            doc.get("cpuManagerPolicy").and_then(Value::as_str),
+            Some("static")
+        );
+        // A key written beside the merge wins, as YAML's merge says.
+        assert_eq!(
+            doc.get("reservedSystemCPUs").and_then(Value::as_str),
+            Some("0")
+        );
+        let e = parse_node_config("k.yaml", "<<: 3\n").unwrap_err();
+        assert!(e.to_string().contains("merge key"), "{e}");
     }
 
     #[test]
