@@ -103,7 +103,8 @@ fn the_two_socket_exports_carry_the_layout() {
     assert_eq!(k["kind"], "KubeletConfiguration");
     assert_eq!(k["cpuManagerPolicy"], "static");
     assert_eq!(k["reservedSystemCPUs"], "0-3,12-15,24-27,36-39");
-    assert_eq!(k["topologyManagerPolicy"], "single-numa-node");
+    // rt0 and rt1 each lie in one node, but the shared "pool" spans both.
+    assert_eq!(k["topologyManagerPolicy"], "restricted");
     assert_eq!(k["cpuManagerPolicyOptions"]["full-pcpus-only"], "true");
     assert_eq!(k["memoryManagerPolicy"], "Static");
     assert_eq!(k["reservedMemory"][1]["numaNode"], 1);
@@ -119,7 +120,7 @@ fn the_two_socket_exports_carry_the_layout() {
     assert_eq!(p["spec"]["cpu"]["isolated"], "4-11,16-23,28-35,40-47");
     assert_eq!(p["spec"]["realTimeKernel"]["enabled"], false);
     assert_eq!(p["spec"]["globallyDisableIrqLoadBalancing"], true);
-    assert_eq!(p["spec"]["numa"]["topologyPolicy"], "single-numa-node");
+    assert_eq!(p["spec"]["numa"]["topologyPolicy"], "restricted");
     assert_eq!(
         p["spec"]["nodeSelector"]["node-role.kubernetes.io/tame"],
         ""

@@ -76,6 +76,15 @@ fn a_partition_across_sockets_gets_restricted_and_no_memory_manager_without_mems
         .why;
     assert!(why.contains("\"rt\" (nodes 0-1) spans NUMA nodes"), "{why}");
     assert!(at(&k, &mut d, "memoryManagerPolicy").is_none());
+    // A shared partition across sockets is as wide a pod to the kubelet: restricted too.
+    let shared = format!(
+        "{ONE_PER_SOCKET}\n[[partition]]\nname = \"pool\"\ncpus = \"6-7,18-19,30-31,42-43\"\nrole = \"shared\"\n"
+    );
+    let k = tame_kube::kubelet_for(&spec(&shared), &host).unwrap();
+    assert_eq!(
+        at(&k, &mut d, "topologyManagerPolicy").and_then(Value::as_str),
+        Some("restricted")
+    );
     // One socket: single-numa-node; whole cores: full-pcpus-only.
     let k = tame_kube::kubelet_for(&spec(ONE_PER_SOCKET), &host).unwrap();
     assert_eq!(
