@@ -364,6 +364,30 @@ fn from_kubelet_reads_configz_output_and_openshift_kubelet_configs() {
     }
 }
 
+/// The plan's warnings about the spec reach stderr, as with `tame export`, and stdout
+/// stays the comparison alone.
+#[test]
+fn from_kubelet_prints_the_plans_warnings_to_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("empty.yaml");
+    std::fs::write(&file, "{}\n").unwrap();
+    let out = tame(&[
+        "--root",
+        "fixtures/hosts/dev-vm",
+        "plan",
+        HOSTS[0].1,
+        "--from-kubelet",
+        file.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.starts_with("tame plan --from-kubelet: tame plan warns about the spec on this host (so for nodes like it):\n  - partition \"rt\" isolates CPU 0"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("warns"), "{stdout}");
+}
+
 #[test]
 fn from_kubelet_refuses_malformed_files_with_exit_2() {
     let dir = tempfile::tempdir().unwrap();
