@@ -222,12 +222,24 @@ fn expect_bad_input(args: &[&str], needle: &str) {
     assert!(out.stdout.is_empty(), "{args:?}");
 }
 
+/// `tame --root HOST plan SPEC --from-kubelet FILE` for one of [`HOSTS`].
+fn from_kubelet((host, spec): (&str, &str), file: &Path) -> Output {
+    tame(&[
+        "--root",
+        &root(host),
+        "plan",
+        spec,
+        "--from-kubelet",
+        file.to_str().unwrap(),
+    ])
+}
+
 /// `plan --from-kubelet` on a file written by `tame export kubelet` (YAML and JSON): every
 /// field matches, exit 0.
 #[test]
 fn from_kubelet_matches_the_export_itself() {
     let dir = tempfile::tempdir().unwrap();
-    let (host, spec) = HOSTS[2];
+    let spec = HOSTS[2].1;
     for (name, json) in [("k.yaml", false), ("k.json", true)] {
         let file = dir.path().join(name);
         let mut args = vec![
@@ -243,14 +255,7 @@ fn from_kubelet_matches_the_export_itself() {
             args.push("--json");
         }
         assert_eq!(tame(&args).status.code(), Some(0));
-        let out = tame(&[
-            "--root",
-            &root(host),
-            "plan",
-            spec,
-            "--from-kubelet",
-            file.to_str().unwrap(),
-        ]);
+        let out = from_kubelet(HOSTS[2], &file);
         let stdout = text(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
         assert!(
@@ -342,14 +347,7 @@ fn from_kubelet_reads_configz_output_and_openshift_kubelet_configs() {
     for (name, content) in cases {
         let file = dir.path().join(name);
         std::fs::write(&file, content).unwrap();
-        let out = tame(&[
-            "--root",
-            "fixtures/hosts/rt-8cpu",
-            "plan",
-            HOSTS[1].1,
-            "--from-kubelet",
-            file.to_str().unwrap(),
-        ]);
+        let out = from_kubelet(HOSTS[1], &file);
         let stdout = text(&out.stdout);
         assert_eq!(
             out.status.code(),
@@ -371,14 +369,7 @@ fn from_kubelet_prints_the_plans_warnings_to_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("empty.yaml");
     std::fs::write(&file, "{}\n").unwrap();
-    let out = tame(&[
-        "--root",
-        "fixtures/hosts/dev-vm",
-        "plan",
-        HOSTS[0].1,
-        "--from-kubelet",
-        file.to_str().unwrap(),
-    ]);
+    let out = from_kubelet(HOSTS[0], &file);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
     assert!(

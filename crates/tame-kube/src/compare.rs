@@ -345,6 +345,10 @@ mod tests {
         Field::new(&path, value, "why").checked(check)
     }
 
+    fn text<'a>(doc: &'a Value, key: &str) -> Option<&'a str> {
+        doc.get(key).and_then(Value::as_str)
+    }
+
     fn export(fields: Vec<Field>) -> Export {
         Export {
             api_version: API_VERSION,
@@ -408,19 +412,13 @@ mod tests {
             "{\"kind\": \"KubeletConfiguration\", \"cpuManagerPolicy\": \"static\"}",
         )
         .unwrap();
-        assert_eq!(
-            doc.get("cpuManagerPolicy").and_then(Value::as_str),
-            Some("static")
-        );
+        assert_eq!(text(&doc, "cpuManagerPolicy"), Some("static"));
         let doc = parse_node_config(
             "kc.yaml",
             "apiVersion: machineconfiguration.openshift.io/v1\nkind: KubeletConfig\nspec:\n  kubeletConfig:\n    cpuManagerPolicy: static\n",
         )
         .unwrap();
-        assert_eq!(
-            doc.get("cpuManagerPolicy").and_then(Value::as_str),
-            Some("static")
-        );
+        assert_eq!(text(&doc, "cpuManagerPolicy"), Some("static"));
     }
 
     #[test]
@@ -430,10 +428,7 @@ mod tests {
             "{\"kubeletconfig\": {\"cpuManagerPolicy\": \"static\", \"kind\": \"KubeletConfiguration\"}}",
         )
         .unwrap();
-        assert_eq!(
-            doc.get("cpuManagerPolicy").and_then(Value::as_str),
-            Some("static")
-        );
+        assert_eq!(text(&doc, "cpuManagerPolicy"), Some("static"));
         // Beside other keys it is just a field (and this is no KubeletConfiguration's).
         let doc =
             parse_node_config("k", "kubeletconfig: {a: 1}\ncpuManagerPolicy: none\n").unwrap();
@@ -443,15 +438,9 @@ mod tests {
             "base: &base\n  cpuManagerPolicy: static\n  reservedSystemCPUs: \"0-1\"\n<<: *base\nreservedSystemCPUs: \"0\"\n",
         )
         .unwrap();
-        assert_eq!(
-            doc.get("cpuManagerPolicy").and_then(Value::as_str),
-            Some("static")
-        );
+        assert_eq!(text(&doc, "cpuManagerPolicy"), Some("static"));
         // A key written beside the merge wins, as YAML's merge says.
-        assert_eq!(
-            doc.get("reservedSystemCPUs").and_then(Value::as_str),
-            Some("0")
-        );
+        assert_eq!(text(&doc, "reservedSystemCPUs"), Some("0"));
         let e = parse_node_config("k.yaml", "<<: 3\n").unwrap_err();
         assert!(e.to_string().contains("merge key"), "{e}");
     }
