@@ -103,7 +103,8 @@ fn the_two_socket_exports_carry_the_layout() {
     assert_eq!(k["kind"], "KubeletConfiguration");
     assert_eq!(k["cpuManagerPolicy"], "static");
     assert_eq!(k["reservedSystemCPUs"], "0-3,12-15,24-27,36-39");
-    assert_eq!(k["topologyManagerPolicy"], "single-numa-node");
+    // rt0 and rt1 each lie in one node, but the shared "pool" spans both.
+    assert_eq!(k["topologyManagerPolicy"], "restricted");
     assert_eq!(k["cpuManagerPolicyOptions"]["full-pcpus-only"], "true");
     assert_eq!(k["memoryManagerPolicy"], "Static");
     assert_eq!(k["reservedMemory"][1]["numaNode"], 1);
@@ -119,7 +120,7 @@ fn the_two_socket_exports_carry_the_layout() {
     assert_eq!(p["spec"]["cpu"]["isolated"], "4-11,16-23,28-35,40-47");
     assert_eq!(p["spec"]["realTimeKernel"]["enabled"], false);
     assert_eq!(p["spec"]["globallyDisableIrqLoadBalancing"], true);
-    assert_eq!(p["spec"]["numa"]["topologyPolicy"], "single-numa-node");
+    assert_eq!(p["spec"]["numa"]["topologyPolicy"], "restricted");
     assert_eq!(
         p["spec"]["nodeSelector"]["node-role.kubernetes.io/tame"],
         ""
@@ -221,12 +222,24 @@ fn expect_bad_input(args: &[&str], needle: &str) {
     assert!(out.stdout.is_empty(), "{args:?}");
 }
 
+/// `tame --root HOST plan SPEC --from-kubelet FILE` for one of [`HOSTS`].
+fn from_kubelet((host, spec): (&str, &str), file: &Path) -> Output {
+    tame(&[
+        "--root",
+        &root(host),
+        "plan",
+        spec,
+        "--from-kubelet",
+        file.to_str().unwrap(),
+    ])
+}
+
 /// `plan --from-kubelet` on a file written by `tame export kubelet` (YAML and JSON): every
 /// field matches, exit 0.
 #[test]
 fn from_kubelet_matches_the_export_itself() {
     let dir = tempfile::tempdir().unwrap();
-    let (host, spec) = HOSTS[2];
+    let spec = HOSTS[2].1;
     for (name, json) in [("k.yaml", false), ("k.json", true)] {
         let file = dir.path().join(name);
         let mut args = vec![
@@ -242,14 +255,7 @@ fn from_kubelet_matches_the_export_itself() {
             args.push("--json");
         }
         assert_eq!(tame(&args).status.code(), Some(0));
-        let out = tame(&[
-            "--root",
-            &root(host),
-            "plan",
-            spec,
-            "--from-kubelet",
-            file.to_str().unwrap(),
-        ]);
+        let out = from_kubelet(HOSTS[2], &file);
         let stdout = text(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
         assert!(
@@ -317,6 +323,60 @@ fn from_kubelet_reports_differing_and_missing_fields() {
     assert_eq!(c["checks"][0]["node"], "none");
     assert_eq!(c["checks"][0]["want"], "static");
     assert_eq!(c["checks"][2]["status"], "missing");
+}
+
+/// The other shapes a node's config comes in: the kubelet's /configz output (JSON, one
+/// `kubeletconfig` key) and an OpenShift KubeletConfig object (YAML, with a merge key).
+#[test]
+fn from_kubelet_reads_configz_output_and_openshift_kubelet_configs() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "configz.json",
+            "{\"kubeletconfig\":{\"enableServer\":true,\"cpuManagerPolicy\":\"static\",\
+             \"reservedSystemCPUs\":\"0,1\",\"topologyManagerPolicy\":\"single-numa-node\"}}",
+        ),
+        (
+            "kubeletconfig.yaml",
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: KubeletConfig\n\
+             metadata: {name: tame}\nspec:\n  machineConfigPoolSelector: {matchLabels: {tame: \"\"}}\n\
+             \x20 kubeletConfig:\n    <<: {cpuManagerPolicy: static, reservedSystemCPUs: \"0-1\"}\n\
+             \x20   topologyManagerPolicy: single-numa-node\n",
+        ),
+    ];
+    for (name, content) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, content).unwrap();
+        let out = from_kubelet(HOSTS[1], &file);
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}: {stdout}{}",
+            text(&out.stderr)
+        );
+        assert!(
+            stdout.contains("3 matched, 0 differ, 0 missing: the node's kubelet realises the spec"),
+            "{name}: {stdout}"
+        );
+    }
+}
+
+/// The plan's warnings about the spec reach stderr, as with `tame export`, and stdout
+/// stays the comparison alone.
+#[test]
+fn from_kubelet_prints_the_plans_warnings_to_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("empty.yaml");
+    std::fs::write(&file, "{}\n").unwrap();
+    let out = from_kubelet(HOSTS[0], &file);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.starts_with("tame plan --from-kubelet: tame plan warns about the spec on this host (so for nodes like it):\n  - partition \"rt\" isolates CPU 0"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("warns"), "{stdout}");
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! The mount table (/proc/mounts): where cgroup hierarchies, tracefs, resctrl and
 //! debugfs are mounted.
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::ParseError;
@@ -66,14 +68,54 @@ fn unescape(s: &str) -> String {
 /// Read and parse the mount table; a missing or malformed one is a recorded problem
 /// and reads as no mounts.
 pub fn read_mounts(r: &mut Reader) -> Vec<Mount> {
-    match r.required(PROC_MOUNTS).map(|t| parse_mounts(&t)) {
+    let mounts = match r.required(PROC_MOUNTS).map(|t| parse_mounts(&t)) {
         Some(Ok(m)) => m,
         Some(Err(e)) => {
             r.parse_problem(PROC_MOUNTS, e);
-            Vec::new()
+            return Vec::new();
         }
-        None => Vec::new(),
+        None => return Vec::new(),
+    };
+    if r.root().is_system() {
+        return mounts;
     }
+    as_host_paths(mounts, r.root().base())
+}
+
+/// Mount targets as host paths, which the rest of tame resolves below the root.
+///
+/// Under `--root DIR` in a container (the DaemonSet's `--root /host`), DIR/proc/mounts is
+/// the reading process's own table (`/proc/mounts` is `/proc/self/mounts`): the host's
+/// mounts it sees through the bind of `/sys` are listed at `DIR/sys/fs/resctrl`, … . DIR is
+/// taken off those, or tame would read `DIR/DIR/sys/fs/resctrl`. A target beside DIR (the
+/// container's own `/sys/fs/cgroup`, every target of a fixture tree's table) is already a
+/// host path and kept. Where both name one place with one file system, the one found
+/// below DIR is the host's and stays; the container's own is dropped, so a hierarchy is
+/// not counted twice.
+fn as_host_paths(mounts: Vec<Mount>, base: &Path) -> Vec<Mount> {
+    // A relative `--root` names the same directory as its absolute form in the table.
+    let base = std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
+    let mapped: Vec<(Mount, bool)> = mounts
+        .into_iter()
+        .map(|mut m| {
+            let host = match Path::new(&m.target).strip_prefix(&base) {
+                Ok(rel) => Path::new("/").join(rel).to_string_lossy().into_owned(),
+                Err(_) => return (m, false),
+            };
+            m.target = host;
+            (m, true)
+        })
+        .collect();
+    let shadowed = |m: &Mount| {
+        mapped
+            .iter()
+            .any(|(h, below)| *below && h.target == m.target && h.fstype == m.fstype)
+    };
+    mapped
+        .iter()
+        .filter(|(m, below)| *below || !shadowed(m))
+        .map(|(m, _)| m.clone())
+        .collect()
 }
 
 /// The mounts of one file-system type (`tracefs`, `resctrl`).
@@ -112,5 +154,56 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
             let m = parse_mounts(&text).unwrap();
             assert!(mounts_of_type(&m, "cgroup2").next().is_some(), "{name}");
         }
+    }
+
+    /// The DaemonSet's view: `--root /host` in a pod, whose own mount table lists the
+    /// host's resctrl, tracefs and cgroup mounts below /host.
+    #[test]
+    fn mounts_below_the_root_read_as_host_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("host");
+        let b = base.display();
+        std::fs::create_dir_all(base.join("proc")).unwrap();
+        std::fs::write(
+            base.join("proc/mounts"),
+            format!(
+                "overlay / overlay rw 0 0\n\
+                 cgroup2 /sys/fs/cgroup cgroup2 ro 0 0\n\
+                 sysfs {b}/sys sysfs ro 0 0\n\
+                 cgroup2 {b}/sys/fs/cgroup cgroup2 rw 0 0\n\
+                 resctrl {b}/sys/fs/resctrl resctrl rw 0 0\n\
+                 tracefs {b}/sys/kernel/tracing tracefs rw 0 0\n\
+                 proc {b}/proc proc rw 0 0\n"
+            ),
+        )
+        .unwrap();
+        let root = crate::Root::new(&base);
+        let m = read_mounts(&mut Reader::new(&root));
+        let targets: Vec<(&str, &str)> = m
+            .iter()
+            .map(|m| (m.fstype.as_str(), m.target.as_str()))
+            .collect();
+        assert_eq!(
+            targets,
+            [
+                ("overlay", "/"),
+                ("sysfs", "/sys"),
+                ("cgroup2", "/sys/fs/cgroup"),
+                ("resctrl", "/sys/fs/resctrl"),
+                ("tracefs", "/sys/kernel/tracing"),
+                ("proc", "/proc"),
+            ]
+        );
+        // The host's cgroup2 mount (rw), not the container's (ro).
+        assert_eq!(m[2].options, ["rw"]);
+        // A fixture tree's table names host paths: unchanged.
+        let fixture = crate::Root::new(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hosts/rt-8cpu"),
+        );
+        let text = std::fs::read_to_string(fixture.path(PROC_MOUNTS)).unwrap();
+        assert_eq!(
+            read_mounts(&mut Reader::new(&fixture)),
+            parse_mounts(&text).unwrap()
+        );
     }
 }

@@ -43,17 +43,30 @@ fn profile_size(value: &str) -> Option<String> {
 /// it, or to the default size; the per-node form `hugepages=0:2,1:4` gives one pool each.
 pub fn from_cmdline(cmdline: &Cmdline) -> BootHugepages {
     let mut out = BootHugepages::default();
+    // The default size first, wherever it stands: the kernel gives a bare `hugepages=N`
+    // (before any `hugepagesz=`) to the default size once all parameters are read, so
+    // `hugepages=4 default_hugepagesz=1G` is four 1G pages. It keeps the first one given.
+    for value in cmdline
+        .params
+        .iter()
+        .filter(|p| p.key == "default_hugepagesz")
+        .map(|p| p.value.as_deref().unwrap_or(""))
+    {
+        match (&out.default_size, profile_size(value)) {
+            (None, Some(s)) => out.default_size = Some(s),
+            (None, None) => out.unreadable.push(format!(
+                "default_hugepagesz={value}: a PerformanceProfile takes 2M or 1G"
+            )),
+            (Some(first), _) => out.unreadable.push(format!(
+                "default_hugepagesz={value}: given again; the kernel keeps the first ({first})"
+            )),
+        }
+    }
     // The last `hugepagesz=`: `Some(None)` when it was unreadable (its counts are skipped).
     let mut size: Option<Option<String>> = None;
     for p in &cmdline.params {
         let value = p.value.as_deref().unwrap_or("");
         match p.key.as_str() {
-            "default_hugepagesz" => match profile_size(value) {
-                Some(s) => out.default_size = Some(s),
-                None => out.unreadable.push(format!(
-                    "default_hugepagesz={value}: a PerformanceProfile takes 2M or 1G"
-                )),
-            },
             "hugepagesz" => {
                 size = Some(profile_size(value));
                 if size == Some(None) {
@@ -87,6 +100,21 @@ pub fn from_cmdline(cmdline: &Cmdline) -> BootHugepages {
         }
     }
     out.pools.retain(|p| p.count > 0);
+    // The profile's count is an int32: a larger one (no machine holds that many pages) is
+    // named and left out rather than wrapped or clamped to a different reservation.
+    let (fit, too_many): (Vec<Pool>, Vec<Pool>) = out
+        .pools
+        .into_iter()
+        .partition(|p| i32::try_from(p.count).is_ok());
+    out.pools = fit;
+    out.unreadable.extend(too_many.iter().map(|p| {
+        format!(
+            "{} pages of {}: more than a PerformanceProfile's count holds ({}, an int32)",
+            p.count,
+            p.size,
+            i32::MAX
+        )
+    }));
     out
 }
 
@@ -157,5 +185,24 @@ mod tests {
         assert_eq!(profile_size("2048k").as_deref(), Some("2M"));
         assert_eq!(profile_size("1g").as_deref(), Some("1G"));
         assert!(from_cmdline(&parse_cmdline("quiet")).pools.is_empty());
+    }
+
+    #[test]
+    fn the_default_size_counts_wherever_it_stands_and_counts_fit_an_int32() {
+        let h = from_cmdline(&parse_cmdline(
+            "hugepages=4 default_hugepagesz=1G default_hugepagesz=2M hugepagesz=2M hugepages=4294967296",
+        ));
+        assert_eq!(h.default_size.as_deref(), Some("1G"));
+        assert_eq!(
+            h.pools,
+            vec![Pool {
+                size: "1G".into(),
+                count: 4,
+                node: None
+            }]
+        );
+        assert_eq!(h.unreadable.len(), 2, "{:?}", h.unreadable);
+        assert!(h.unreadable[0].contains("the kernel keeps the first (1G)"));
+        assert!(h.unreadable[1].starts_with("4294967296 pages of 2M: more than"));
     }
 }

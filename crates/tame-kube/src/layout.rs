@@ -77,23 +77,25 @@ impl<'a> Layout<'a> {
         if self.host.cpus.nodes.len() <= 1 {
             return (
                 "single-numa-node",
-                "this host has one NUMA node, so every isolated partition lies in one".into(),
+                "this host has one NUMA node, so every partition lies in one".into(),
             );
         }
-        let spanning: Vec<String> = isolated
-            .iter()
+        // Shared partitions count too: their CPUs are exclusive CPUs to the kubelet, and a
+        // Guaranteed pod as wide as one that spans nodes is refused by single-numa-node.
+        let spanning: Vec<String> = self
+            .non_system()
             .filter(|p| self.nodes_of(p).len() > 1)
             .map(|p| format!("{:?} (nodes {})", p.name, self.nodes_of(p)))
             .collect();
         if spanning.is_empty() {
-            let each: Vec<String> = isolated
-                .iter()
+            let each: Vec<String> = self
+                .non_system()
                 .map(|p| format!("{:?} node {}", p.name, self.nodes_of(p)))
                 .collect();
             return (
                 "single-numa-node",
                 format!(
-                    "every isolated partition lies in one NUMA node ({}): a pod's exclusive CPUs and memory then come from one node, as the spec keeps them",
+                    "every isolated and shared partition lies in one NUMA node ({}): a pod's exclusive CPUs and memory then come from one node, as the spec keeps them",
                     each.join(", ")
                 ),
             );
@@ -101,7 +103,7 @@ impl<'a> Layout<'a> {
         (
             "restricted",
             format!(
-                "isolated partition {} spans NUMA nodes, so single-numa-node would refuse a pod as wide as it; restricted still refuses any placement wider than the narrowest that fits",
+                "partition {} spans NUMA nodes, so single-numa-node would refuse a pod as wide as it; restricted still refuses any placement wider than the narrowest that fits",
                 spanning.join(", ")
             ),
         )

@@ -10,6 +10,7 @@
 //! cannot express is listed, never dropped. Pure: works on a [`tame_host::HostModel`].
 
 pub mod compare;
+mod cpuset;
 pub mod document;
 mod hugepages;
 pub mod kubelet;

@@ -64,6 +64,14 @@ pub fn export(spec: &Spec, host: &HostModel, name: &str) -> Export {
         ));
     }
     let mut not_expressed = l.common_notes();
+    // Left out of both sets rather than guessed into one: reserved would run housekeeping
+    // and system pods there and isolated would give them to pods, while tame keeps them idle.
+    if !l.unassigned.is_empty() {
+        not_expressed.push(format!(
+            "WARNING: the Node Tuning Operator expects spec.cpu.reserved and spec.cpu.isolated together to be every CPU, and CPUs {} are in neither (no partition has them): put them in a partition of the spec, or add them by hand to reserved, isolated or spec.cpu.offlined (taken offline) before applying this profile",
+            l.unassigned
+        ));
+    }
     if shared {
         not_expressed.push("balanceIsolated stays at its default (true) because a shared partition needs load balancing; isolated partitions lose it only per pod (CRI-O's annotation cpu-load-balancing.crio.io: \"disable\")".into());
     }

@@ -58,6 +58,28 @@ fn boot_huge_pages_become_the_profiles_hugepages() {
     assert!(at(&e, &mut d, "spec.hugepages").is_none());
 }
 
+/// CPUs in no partition are in neither reserved nor isolated: the profile warns, and only
+/// the profile (a KubeletConfiguration has no such rule).
+#[test]
+fn cpus_in_no_partition_are_a_profile_warning() {
+    let host = two_socket();
+    let p = tame_kube::profile_for(&spec(ONE_PER_SOCKET), &host, "p").unwrap();
+    let warning = p
+        .not_expressed
+        .iter()
+        .find(|n| n.starts_with("WARNING: the Node Tuning Operator expects"))
+        .unwrap_or_else(|| panic!("{:?}", p.not_expressed));
+    assert!(
+        warning.contains("CPUs 6-11,16-23,30-35,40-47 are in neither"),
+        "{warning}"
+    );
+    let k = tame_kube::kubelet_for(&spec(ONE_PER_SOCKET), &host).unwrap();
+    assert!(!k
+        .not_expressed
+        .iter()
+        .any(|n| n.contains("Node Tuning Operator")));
+}
+
 #[test]
 fn a_partition_across_sockets_gets_restricted_and_no_memory_manager_without_mems() {
     let across = ONE_PER_SOCKET.replace("4-5,28-29", "4-5,16-17,28-29,40-41");
@@ -76,6 +98,15 @@ fn a_partition_across_sockets_gets_restricted_and_no_memory_manager_without_mems
         .why;
     assert!(why.contains("\"rt\" (nodes 0-1) spans NUMA nodes"), "{why}");
     assert!(at(&k, &mut d, "memoryManagerPolicy").is_none());
+    // A shared partition across sockets is as wide a pod to the kubelet: restricted too.
+    let shared = format!(
+        "{ONE_PER_SOCKET}\n[[partition]]\nname = \"pool\"\ncpus = \"6-7,18-19,30-31,42-43\"\nrole = \"shared\"\n"
+    );
+    let k = tame_kube::kubelet_for(&spec(&shared), &host).unwrap();
+    assert_eq!(
+        at(&k, &mut d, "topologyManagerPolicy").and_then(Value::as_str),
+        Some("restricted")
+    );
     // One socket: single-numa-node; whole cores: full-pcpus-only.
     let k = tame_kube::kubelet_for(&spec(ONE_PER_SOCKET), &host).unwrap();
     assert_eq!(

@@ -65,6 +65,22 @@ fn list<'a>(doc: &'a Value, path: &[&str]) -> &'a [Value] {
         .map_or(&[], Vec::as_slice)
 }
 
+/// `kubectl apply -f contrib/kubernetes/` applies the files in the order of their names and
+/// stops at the first object whose namespace or service account does not exist yet.
+#[test]
+fn manifests_apply_in_dependency_order_by_file_name() {
+    let mut by_name: Vec<(PathBuf, String)> = manifests()
+        .into_iter()
+        .map(|(kind, (path, _))| (path, kind))
+        .collect();
+    by_name.sort();
+    assert_eq!(
+        by_name.iter().map(|(_, k)| k.as_str()).collect::<Vec<_>>(),
+        ["Namespace", "ServiceAccount", "DaemonSet"],
+        "{by_name:?}"
+    );
+}
+
 #[test]
 fn every_manifest_carries_what_its_kind_requires() {
     let m = manifests();
@@ -182,11 +198,28 @@ fn every_manifest_carries_what_its_kind_requires() {
         containerfile.contains(&format!("tame-node.sh {command}")),
         "{command}"
     );
+    // Docker reads Containerfile.dockerignore, podman the root's .containerignore: the same.
+    let patterns = |path: PathBuf| -> Vec<String> {
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .map(str::to_string)
+            .collect()
+    };
+    let ignored = patterns(workspace().join(".containerignore"));
+    assert!(ignored.contains(&"/target*".to_string()), "{ignored:?}");
+    assert_eq!(
+        patterns(contrib().join("Containerfile.dockerignore")),
+        ignored
+    );
     let script = std::fs::read_to_string(contrib().join("tame-node.sh")).unwrap();
     assert!(script.contains("out=${TAME_METRICS_DIR:-/var/lib/tame-metrics}"));
     // The JSON results stay for `kubectl cp` (docs/fleet.md), below what the collector reads.
     assert!(script.contains("work=$out/json"));
     assert!(script.contains("tame export prometheus \"$@\" -o \"$out/tame.prom\""));
+    // Each measuring thread's locked stack counts against the memory limit: capped.
+    assert!(script.contains("max_cpus=${TAME_BENCH_MAX_CPUS:-64}"));
 }
 
 #[test]
@@ -200,6 +233,68 @@ fn the_node_loop_is_valid_shell() {
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One round of the loop with a `tame` that fails every step: the last round's tame.prom is
+/// removed (not served as current), and the bench gets at most TAME_BENCH_MAX_CPUS CPUs.
+#[test]
+fn the_node_loop_removes_stale_metrics_and_caps_the_bench_cpus() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    let out = dir.path().join("metrics");
+    let log = dir.path().join("calls");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("tame.prom"), "tame_up 1\n").unwrap();
+    let fake = bin.join("tame");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\necho \"$*\" >> '{}'\nexit 1\n", log.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut child = Command::new("sh")
+        .arg(contrib().join("tame-node.sh"))
+        .env("PATH", path)
+        .env("TAME_METRICS_DIR", &out)
+        .env("TAME_INTERVAL", "1")
+        .env("TAME_BENCH_MAX_CPUS", "1")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("sh runs");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let calls = loop {
+        let calls = std::fs::read_to_string(&log).unwrap_or_default();
+        if calls.lines().count() >= 3 && !out.join("tame.prom").exists() {
+            break calls;
+        }
+        assert!(std::time::Instant::now() < deadline, "{calls}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    // SIGTERM: the loop's trap exits.
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+    let lines: Vec<&str> = calls.lines().collect();
+    assert_eq!(lines[0], "--root /host check --json");
+    assert_eq!(lines[1], "--root /host status --json");
+    // One CPU of those this process may use, the first.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let allowed = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    let first = allowed.split([',', '-']).next().unwrap();
+    assert_eq!(
+        lines[2],
+        format!("bench cycle --cpus {first} --duration 5s --json -")
     );
 }
 

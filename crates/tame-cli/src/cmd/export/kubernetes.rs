@@ -91,27 +91,31 @@ fn emit(c: &Common, export: &Export, header: &str, command: &str) -> anyhow::Res
         Some(path) => write_file(path, &text)?,
         None => print_out(&text)?,
     }
-    let mut notes = String::new();
-    for (title, lines) in [
-        (
-            format!("what the spec says that a {} cannot express", export.kind),
+    eprint!(
+        "{}{}",
+        notes(
+            command,
+            &format!("what the spec says that a {} cannot express", export.kind),
             &export.not_expressed,
         ),
-        (
-            "tame plan warns about the spec on this host (so for nodes like it)".to_string(),
-            &export.plan_warnings,
-        ),
-    ] {
-        if lines.is_empty() {
-            continue;
-        }
-        notes.push_str(&format!("tame {command}: {title}:\n"));
-        for n in lines {
-            notes.push_str(&format!("  - {n}\n"));
-        }
-    }
-    eprint!("{notes}");
+        notes(command, PLAN_WARNS, &export.plan_warnings)
+    );
     Ok(0)
+}
+
+/// The title of `tame plan`'s warnings about the spec among a command's notes.
+pub const PLAN_WARNS: &str = "tame plan warns about the spec on this host (so for nodes like it)";
+
+/// `tame COMMAND: TITLE:` and one `  - line` each, for stderr; nothing when there are none.
+pub fn notes(command: &str, title: &str, lines: &[String]) -> String {
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("tame {command}: {title}:\n");
+    for n in lines {
+        out.push_str(&format!("  - {n}\n"));
+    }
+    out
 }
 
 fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {

@@ -9,6 +9,7 @@ use std::path::Path;
 use tame_host::HostModel;
 use tame_kube::{inline, Comparison, Outcome};
 
+use crate::cmd::export::kubernetes::{notes, PLAN_WARNS};
 use crate::error::EXIT_FAILED;
 use crate::output::{print_json, print_out};
 use crate::{bad_input, Context};
@@ -30,6 +31,11 @@ pub fn run(
         .map_err(|e| bad_input(e.to_string()))?;
     let wanted = tame_kube::kubelet_for(spec, &HostModel::read(&ctx.root))?;
     let comparison = tame_kube::compare(&wanted, &node);
+    // As `tame export kubelet` does: the plan's warnings hold for the node too.
+    eprint!(
+        "{}",
+        notes("plan --from-kubelet", PLAN_WARNS, &wanted.plan_warnings)
+    );
     if json {
         print_json(&comparison)?;
     } else {
