@@ -228,13 +228,35 @@ pub struct RawWriter {
 impl RawWriter {
     /// Publishes `src` (exactly the element size). Never waits.
     #[inline]
+    // The slice loop, not write_ptr: the compiler unrolls it over the element's words
+    // (callgrind: 92 instructions per register write+read [u64; 8] against 124 through
+    // the pointer path), and this is the real-time side's call.
     pub fn write_bytes(&mut self, src: &[u8]) -> std::result::Result<(), WrongSize> {
         if src.len() != self.cells.elem_size {
             return Err(WrongSize);
         }
-        // SAFETY: `src` is a slice of exactly the element size, private to the caller
-        // (a `&[u8]` of the register's own words cannot be made: they are atomics).
-        unsafe { self.write_ptr(src.as_ptr()) };
+        let cells = &self.cells;
+        cells
+            .seq()
+            .store(self.seq.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        let mut chunks = src.chunks_exact(8);
+        let mut i = 0;
+        for chunk in &mut chunks {
+            let word = u64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
+            cells.word(i).store(word, Ordering::Relaxed);
+            i += 1;
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            cells
+                .word(i)
+                .store(u64::from_ne_bytes(last), Ordering::Relaxed);
+        }
+        self.seq = self.seq.wrapping_add(2);
+        cells.seq().store(self.seq, Ordering::Release);
         Ok(())
     }
 
@@ -252,15 +274,24 @@ impl RawWriter {
             .seq()
             .store(self.seq.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
-        for i in 0..cells.elem_size.div_ceil(8) {
-            let mut word = [0u8; 8];
-            let n = (cells.elem_size - i * 8).min(8);
-            // SAFETY: bytes i*8 .. i*8+n lie within the element at `src` (the contract),
-            // and `word` is a private local that cannot overlap it.
-            unsafe { std::ptr::copy_nonoverlapping(src.add(i * 8), word.as_mut_ptr(), n) };
+        // Whole words as unaligned u64 reads, the tail through a zeroed word: a copy of
+        // variable length per word costs a memcpy call each (3.6 × the instructions).
+        let whole = cells.elem_size / 8;
+        for i in 0..whole {
+            // SAFETY: bytes i*8 .. i*8+8 lie within the element at `src` (the contract);
+            // read_unaligned asks no alignment of the caller's buffer.
+            let word = unsafe { src.add(i * 8).cast::<u64>().read_unaligned() };
+            cells.word(i).store(word, Ordering::Relaxed);
+        }
+        let rest = cells.elem_size % 8;
+        if rest != 0 {
+            let mut last = [0u8; 8];
+            // SAFETY: bytes whole*8 .. whole*8+rest are the element's last (the contract),
+            // and `last` is a private local that cannot overlap them.
+            unsafe { std::ptr::copy_nonoverlapping(src.add(whole * 8), last.as_mut_ptr(), rest) };
             cells
-                .word(i)
-                .store(u64::from_ne_bytes(word), Ordering::Relaxed);
+                .word(whole)
+                .store(u64::from_ne_bytes(last), Ordering::Relaxed);
         }
         self.seq = self.seq.wrapping_add(2);
         cells.seq().store(self.seq, Ordering::Release);
@@ -288,12 +319,38 @@ impl RawReader {
     /// Copies the latest value into `dst` (exactly the element size). Returns
     /// (fresh, version).
     #[inline]
+    // The slice loop, not read_ptr, for the same reason as write_bytes.
     pub fn read_bytes(&mut self, dst: &mut [u8]) -> std::result::Result<(bool, u64), ReadError> {
         if dst.len() != self.cells.elem_size {
             return Err(ReadError::WrongSize);
         }
-        // SAFETY: `dst` is a slice of exactly the element size, private to the caller.
-        unsafe { self.read_ptr(dst.as_mut_ptr()) }
+        let cells = &self.cells;
+        for _ in 0..self.max_attempts {
+            // Relaxed load + acquire fence (the same ordering as an acquire load): a
+            // relaxed load of a word is what works on a read-only mapping.
+            let before = cells.seq().load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
+            if before == 0 {
+                return Err(ReadError::Empty);
+            }
+            if before & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let mut chunks = dst.chunks_mut(8);
+            for (i, chunk) in (&mut chunks).enumerate() {
+                let word = cells.word(i).load(Ordering::Relaxed).to_ne_bytes();
+                chunk.copy_from_slice(&word[..chunk.len()]);
+            }
+            fence(Ordering::Acquire);
+            if cells.seq().load(Ordering::Relaxed) == before {
+                let fresh = before != self.last_seen;
+                self.last_seen = before;
+                return Ok((fresh, before / 2));
+            }
+            std::hint::spin_loop();
+        }
+        Err(ReadError::Contended)
     }
 
     /// Copies the latest value to `dst` without forming a slice of it (for memory a
@@ -319,12 +376,19 @@ impl RawReader {
                 std::hint::spin_loop();
                 continue;
             }
-            for i in 0..cells.elem_size.div_ceil(8) {
-                let word = cells.word(i).load(Ordering::Relaxed).to_ne_bytes();
-                let n = (cells.elem_size - i * 8).min(8);
-                // SAFETY: bytes i*8 .. i*8+n lie within the element at `dst` (the
-                // contract); `word` is a private local that cannot overlap it.
-                unsafe { std::ptr::copy_nonoverlapping(word.as_ptr(), dst.add(i * 8), n) };
+            let whole = cells.elem_size / 8;
+            for i in 0..whole {
+                let word = cells.word(i).load(Ordering::Relaxed);
+                // SAFETY: bytes i*8 .. i*8+8 lie within the element at `dst` (the
+                // contract); write_unaligned asks no alignment of the caller's buffer.
+                unsafe { dst.add(i * 8).cast::<u64>().write_unaligned(word) };
+            }
+            let rest = cells.elem_size % 8;
+            if rest != 0 {
+                let last = cells.word(whole).load(Ordering::Relaxed).to_ne_bytes();
+                // SAFETY: bytes whole*8 .. whole*8+rest are the element's last (the
+                // contract); `last` is a private local that cannot overlap them.
+                unsafe { std::ptr::copy_nonoverlapping(last.as_ptr(), dst.add(whole * 8), rest) };
             }
             fence(Ordering::Acquire);
             if cells.seq().load(Ordering::Relaxed) == before {
