@@ -80,7 +80,7 @@ fn promtool_accepts(text: &str) {
     ) {
         return;
     }
-    if let Err(said) = tame_prometheus::promtool::check_metrics(text).unwrap() {
+    if let Err(said) = tame_testing::promtool::check_metrics(text).unwrap() {
         panic!("{said}\n{text}");
     }
 }

@@ -6,8 +6,7 @@
 //! - [`writer`]: the strict writer of the format;
 //! - [`input`]: which documents are read (recognised by their own schema fields);
 //! - [`bench`], [`check`], [`status`], [`reserve`], [`assess`]: one document kind each;
-//! - [`live`]: the server's snapshot as series; [`http`]: the bounded GET responder;
-//! - [`promtool`]: what `promtool check metrics` says of a text (the tests' judge).
+//! - [`live`]: the server's snapshot as series; [`http`]: the bounded GET responder.
 
 pub mod assess;
 pub mod bench;
@@ -17,7 +16,6 @@ pub mod http;
 pub mod input;
 pub mod live;
 pub mod names;
-pub mod promtool;
 pub mod reserve;
 pub mod status;
 pub mod writer;

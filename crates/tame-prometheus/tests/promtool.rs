@@ -63,7 +63,7 @@ fn every_export_passes_promtool() {
     for path in documents() {
         let text = one(&path);
         assert!(!text.is_empty(), "{}: nothing exported", path.display());
-        if let Err(said) = tame_prometheus::promtool::check_metrics(&text).unwrap() {
+        if let Err(said) = tame_testing::promtool::check_metrics(&text).unwrap() {
             panic!("the export of {}: {said}", path.display());
         }
     }
@@ -390,7 +390,7 @@ fn live_figures_of_a_server_pass_promtool_and_read_the_clients_cpu_time() {
         have_program("promtool"),
         "promtool (apt-get install prometheus)",
     ) {
-        if let Err(said) = tame_prometheus::promtool::check_metrics(&text).unwrap() {
+        if let Err(said) = tame_testing::promtool::check_metrics(&text).unwrap() {
             panic!("{said}\n{text}");
         }
     }

@@ -11,7 +11,8 @@
 //! - [`poll`]: waiting for what another process or the kernel does;
 //! - [`fuzz`]: the runner of the fuzz tests and their case count (`TAME_FUZZ_CASES`);
 //! - [`browser`]: a page opened in headless chromium: console, exceptions, requests, screenshots;
-//! - [`ink`]: whether a screenshot shows something (share of non-background pixels, colours).
+//! - [`ink`]: whether a screenshot shows something (share of non-background pixels, colours);
+//! - [`promtool`]: what `promtool check metrics` says of a Prometheus exposition.
 
 pub mod browser;
 pub mod child;
@@ -19,6 +20,7 @@ pub mod fixture;
 pub mod fuzz;
 pub mod ink;
 pub mod poll;
+pub mod promtool;
 pub mod require;
 pub mod synthetic;
 pub mod tree;
