@@ -112,7 +112,13 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<i32> {
         let handle = tame_prometheus::http::spawn(listener, stop_metrics, move || {
             tame_prometheus::live::render(&reader, &mut tally).map_err(|e| e.to_string())
         })
-        .map_err(|e| ReserveError::Invalid(format!("--metrics: cannot start its thread: {e}")))?;
+        // Not the user's input: the system refused a thread (exit 1, as other failures).
+        .map_err(|e| {
+            ReserveError::Failed(tame_host::Failure::io(
+                "--metrics: starting the metrics thread (the system is out of threads or memory: stop other processes, or serve without --metrics)",
+                e,
+            ))
+        })?;
         Ok(Some(handle))
     })?;
     Ok(0)
