@@ -22,16 +22,25 @@ run: deps
 	$(CARGO) build --release -p tame-cli
 	$(TAME) assess
 
+# CI builds from a fresh clone, so incremental compilation only writes caches that no later
+# build reads: 37 s of a 2 min 17 s test build here (docs/testing.md, "Time budget"). A
+# developer's tree keeps them (set CARGO_INCREMENTAL yourself to choose).
+ifeq ($(CI),true)
+export CARGO_INCREMENTAL ?= 0
+endif
+
+# The ipc bench's iceoryx2 transport is a cargo feature `make run` leaves off. Lint and tests
+# build the workspace once, with it on, so iceoryx2 and everything above tame-bench are
+# compiled once; `lint` checks tame-bench's own code without it too (its cfg(not) side).
+TEST_FEATURES := --features tame-bench/iceoryx2
+
 lint: deps
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	@# The ipc bench's iceoryx2 transport is behind a cargo feature the workspace build leaves off.
-	$(CARGO) clippy -p tame-bench --features iceoryx2 --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets $(TEST_FEATURES) -- -D warnings
+	$(CARGO) clippy -p tame-bench --lib -- -D warnings
 
 unit: deps test-deps
-	$(CARGO) test --workspace
-	@# The ipc bench with its iceoryx2 transport (a short live run among them).
-	$(CARGO) test -p tame-bench --features iceoryx2 --lib ipc::
+	$(CARGO) test --workspace $(TEST_FEATURES)
 	@# The tame-ipc Python bindings (`python-test` below, without installing the deps twice).
 	scripts/python-test.sh
 
@@ -49,9 +58,9 @@ FUZZ_CASES ?= 1000000
 FUZZ_ENV := CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS=true TAME_FUZZ_CASES=$(FUZZ_CASES)
 
 fuzz: deps
-	$(FUZZ_ENV) $(CARGO) test --release -p tame-partition --test fuzz -- --nocapture
-	$(FUZZ_ENV) $(CARGO) test --release -p tame-host --test fuzz_journal -- --nocapture
-	$(FUZZ_ENV) $(CARGO) test --release -p tame-ipc --test fuzz_header -- --nocapture
+	$(FUZZ_ENV) $(CARGO) test --release -p tame-partition --test it -- fuzz:: --nocapture
+	$(FUZZ_ENV) $(CARGO) test --release -p tame-host --test it -- fuzz_journal:: --nocapture
+	$(FUZZ_ENV) $(CARGO) test --release -p tame-ipc --test it -- fuzz_header:: --nocapture
 
 # `make install` (PREFIX=/usr/local, DESTDIR honoured; docs/install.md says what goes where):
 # builds the `tame` binary and the tame-ipc C libraries, then `install-files` copies them with

@@ -333,7 +333,14 @@ pub fn threads(m: &HostModel, t: &Target) -> Vec<Finding> {
             .housekeeping_fix(t, false, |hk| format!("confine them to the housekeeping CPUs: taskset -p -c {hk} PID (or tame apply)")),
         );
     }
-    let bound: usize = t.cpus.iter().map(|c| p.kthreads_bound_to(c).count()).sum();
+    // Each bound to one CPU: counted once, where that CPU is checked (one pass over the
+    // threads, not one per checked CPU: thousands of each on a big machine).
+    let bound = p
+        .tasks
+        .iter()
+        .filter(|task| task.kthread && task.affinity.len() == 1)
+        .filter(|task| task.affinity.first().is_some_and(|c| t.cpus.contains(c)))
+        .count();
     out.push(Finding::new(
         "cpus.per_cpu_kthreads",
         C,

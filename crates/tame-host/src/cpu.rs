@@ -96,7 +96,12 @@ pub struct CpuTopology {
 
 impl CpuTopology {
     pub fn cpu(&self, id: u32) -> Option<&Cpu> {
-        self.cpus.iter().find(|c| c.id == id)
+        // Read in order from CPU 0, the list is indexed by id: look there first (callers
+        // ask for every CPU, a search each made that quadratic on 1024 CPUs).
+        match self.cpus.get(id as usize) {
+            Some(c) if c.id == id => Some(c),
+            _ => self.cpus.iter().find(|c| c.id == id),
+        }
     }
 
     pub fn has_flag(&self, flag: &str) -> bool {

@@ -2,7 +2,7 @@
 //! as in `cpus`, `isolcpus=`, `smp_affinity_list`) and the hex mask format
 //! (`ff,00000003`, as in `smp_affinity` and `default_smp_affinity`).
 
-use std::collections::BTreeSet;
+use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
@@ -12,8 +12,13 @@ use serde::{Deserialize, Serialize};
 pub const MAX_CPU: u32 = 8191;
 
 /// An ordered set of CPU numbers.
-#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CpuList(BTreeSet<u32>);
+///
+/// Kept as its ranges (`lo..=hi`), ascending, neither overlapping nor touching, so equal
+/// sets have equal ranges: a host model of 1024 CPUs holds thousands of lists of hundreds
+/// of CPUs (every IRQ's affinity), one or two ranges each. Ordered as the ascending
+/// sequences of their CPUs compare.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct CpuList(Vec<(u32, u32)>);
 
 /// Why a CPU list or mask could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -34,10 +39,10 @@ impl CpuList {
             input: input.to_string(),
             reason,
         };
-        let mut set = BTreeSet::new();
+        let mut set = CpuList::new();
         let text = input.trim();
         if text.is_empty() {
-            return Ok(Self(set));
+            return Ok(set);
         }
         for group in text.split(',') {
             let group = group.trim();
@@ -78,15 +83,17 @@ impl CpuList {
                     (u, g)
                 }
             };
-            let mut cpu = lo;
-            while cpu <= hi {
-                if (cpu - lo) % size < used {
-                    set.insert(cpu);
+            // Groups of `used` CPUs every `size`, the last one cut at `hi`.
+            let mut start = lo;
+            while start <= hi {
+                set.insert_range(start, start.saturating_add(used - 1).min(hi));
+                match start.checked_add(size) {
+                    Some(next) => start = next,
+                    None => break,
                 }
-                cpu += 1;
             }
         }
-        Ok(Self(set))
+        Ok(set)
     }
 
     /// Parse the hex mask format: 32-bit words separated by commas, most significant first.
@@ -99,7 +106,7 @@ impl CpuList {
         if text.is_empty() {
             return Err(err("empty mask"));
         }
-        let mut set = BTreeSet::new();
+        let mut set = CpuList::new();
         let words: Vec<&str> = text.split(',').collect();
         for (i, word) in words.iter().rev().enumerate() {
             if word.is_empty() || word.len() > 8 {
@@ -116,21 +123,15 @@ impl CpuList {
                 }
             }
         }
-        Ok(Self(set))
+        Ok(set)
     }
 
     /// Format as a hex mask, covering at least `nr_cpus` bits (as the kernel prints it).
     pub fn to_mask(&self, nr_cpus: u32) -> String {
-        let top = self
-            .0
-            .iter()
-            .next_back()
-            .map_or(0, |c| c + 1)
-            .max(nr_cpus)
-            .max(1);
+        let top = self.last().map_or(0, |c| c + 1).max(nr_cpus).max(1);
         let words = top.div_ceil(32) as usize;
         let mut w = vec![0u32; words];
-        for &c in &self.0 {
+        for c in self.iter() {
             w[(c / 32) as usize] |= 1 << (c % 32);
         }
         let mut out = Vec::with_capacity(words);
@@ -147,15 +148,62 @@ impl CpuList {
     }
 
     pub fn from_cpus(cpus: impl IntoIterator<Item = u32>) -> Self {
-        Self(cpus.into_iter().collect())
+        let mut set = CpuList::new();
+        for c in cpus {
+            set.insert(c);
+        }
+        set
+    }
+
+    /// Add every CPU from `lo` to `hi`, both included (`lo <= hi`).
+    fn insert_range(&mut self, lo: u32, hi: u32) {
+        match self.0.last_mut() {
+            None => self.0.push((lo, hi)),
+            // After the last range: the usual case, lists being written in ascending order.
+            Some(last) if lo > last.1 => {
+                if lo - last.1 == 1 {
+                    last.1 = hi;
+                } else {
+                    self.0.push((lo, hi));
+                }
+            }
+            Some(_) => *self = self.union(&CpuList(vec![(lo, hi)])),
+        }
     }
 
     pub fn insert(&mut self, cpu: u32) -> bool {
-        self.0.insert(cpu)
+        let Some(&(_, top)) = self.0.last() else {
+            self.0.push((cpu, cpu));
+            return true;
+        };
+        if cpu > top {
+            self.insert_range(cpu, cpu);
+            return true;
+        }
+        // The first range that ends at or after `cpu` (there is one: the last).
+        let i = self.0.partition_point(|&(_, hi)| hi < cpu);
+        let lo = self.0[i].0;
+        if lo <= cpu {
+            return false;
+        }
+        // Between range i - 1 (if any) and range i, touching either or both.
+        let joins_prev = i > 0 && self.0[i - 1].1 + 1 == cpu;
+        let joins_next = cpu + 1 == lo;
+        match (joins_prev, joins_next) {
+            (true, true) => {
+                self.0[i - 1].1 = self.0[i].1;
+                self.0.remove(i);
+            }
+            (true, false) => self.0[i - 1].1 = cpu,
+            (false, true) => self.0[i].0 = cpu,
+            (false, false) => self.0.insert(i, (cpu, cpu)),
+        }
+        true
     }
 
     pub fn contains(&self, cpu: u32) -> bool {
-        self.0.contains(&cpu)
+        let i = self.0.partition_point(|&(_, hi)| hi < cpu);
+        self.0.get(i).is_some_and(|&(lo, _)| lo <= cpu)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -163,35 +211,101 @@ impl CpuList {
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.0.iter().map(|&(lo, hi)| (hi - lo) as usize + 1).sum()
     }
 
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = u32> + ExactSizeIterator + '_ {
-        self.0.iter().copied()
+        Iter {
+            cpus: self.0.iter().flat_map(|&(lo, hi)| lo..=hi),
+            left: self.len(),
+        }
     }
 
     pub fn first(&self) -> Option<u32> {
-        self.0.iter().next().copied()
+        self.0.first().map(|r| r.0)
     }
 
     pub fn last(&self) -> Option<u32> {
-        self.0.iter().next_back().copied()
+        self.0.last().map(|r| r.1)
     }
 
     pub fn is_subset(&self, other: &CpuList) -> bool {
-        self.0.is_subset(&other.0)
+        // Each range of ours lies within one of theirs (theirs do not touch).
+        let mut theirs = other.0.iter().peekable();
+        self.0.iter().all(|&(lo, hi)| {
+            while theirs.next_if(|t| t.1 < lo).is_some() {}
+            theirs.peek().is_some_and(|t| t.0 <= lo && hi <= t.1)
+        })
     }
 
     pub fn union(&self, other: &CpuList) -> CpuList {
-        Self(self.0.union(&other.0).copied().collect())
+        let (mut a, mut b) = (self.0.iter().peekable(), other.0.iter().peekable());
+        let mut out: Vec<(u32, u32)> = Vec::with_capacity(self.0.len() + other.0.len());
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) if x.0 <= y.0 => a.next(),
+                (Some(_), Some(_)) => b.next(),
+                (Some(_), None) => a.next(),
+                (None, _) => b.next(),
+            };
+            let Some(&(lo, hi)) = next else {
+                break;
+            };
+            match out.last_mut() {
+                Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+                _ => out.push((lo, hi)),
+            }
+        }
+        Self(out)
     }
 
     pub fn intersection(&self, other: &CpuList) -> CpuList {
-        Self(self.0.intersection(&other.0).copied().collect())
+        let (a, b) = (&self.0, &other.0);
+        let (mut i, mut j) = (0, 0);
+        let mut out = Vec::new();
+        while i < a.len() && j < b.len() {
+            let lo = a[i].0.max(b[j].0);
+            let hi = a[i].1.min(b[j].1);
+            if lo <= hi {
+                out.push((lo, hi));
+            }
+            if a[i].1 < b[j].1 {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        Self(out)
     }
 
     pub fn difference(&self, other: &CpuList) -> CpuList {
-        Self(self.0.difference(&other.0).copied().collect())
+        let b = &other.0;
+        let mut j = 0;
+        let mut out = Vec::new();
+        for &(lo, hi) in &self.0 {
+            // Skip their ranges wholly below this one; what is left starts at `from`.
+            while j < b.len() && b[j].1 < lo {
+                j += 1;
+            }
+            let mut from = lo;
+            let mut k = j;
+            let mut done = false;
+            while k < b.len() && b[k].0 <= hi {
+                if b[k].0 > from {
+                    out.push((from, b[k].0 - 1));
+                }
+                if b[k].1 >= hi {
+                    done = true;
+                    break;
+                }
+                from = b[k].1 + 1;
+                k += 1;
+            }
+            if !done {
+                out.push((from, hi));
+            }
+        }
+        Self(out)
     }
 
     /// Whether a thread can be placed on these CPUs: at least one, all online, and all
@@ -216,6 +330,75 @@ impl CpuList {
             });
         }
         Ok(())
+    }
+}
+
+/// The CPUs of a [`CpuList`], counted (so the iterator knows its length).
+struct Iter<I> {
+    cpus: I,
+    left: usize,
+}
+
+impl<I: Iterator<Item = u32>> Iterator for Iter<I> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        let c = self.cpus.next()?;
+        self.left -= 1;
+        Some(c)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl<I: DoubleEndedIterator<Item = u32>> DoubleEndedIterator for Iter<I> {
+    fn next_back(&mut self) -> Option<u32> {
+        let c = self.cpus.next_back()?;
+        self.left -= 1;
+        Some(c)
+    }
+}
+
+impl<I: Iterator<Item = u32>> ExactSizeIterator for Iter<I> {}
+
+impl PartialOrd for CpuList {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// As the ascending sequences of their CPUs compare (as `BTreeSet<u32>` does).
+impl Ord for CpuList {
+    fn cmp(&self, other: &Self) -> Ordering {
+        for (a, b) in self.0.iter().zip(&other.0) {
+            if a.0 != b.0 {
+                // The lower start is the lower CPU where the sequences part.
+                return a.0.cmp(&b.0);
+            }
+            if a.1 != b.1 {
+                // Equal up to the shorter range's end; the longer one goes on with the
+                // next CPU, the shorter one with a later CPU, or ends (a prefix: less).
+                let (short_is_self, short_list, i) = if a.1 < b.1 {
+                    (true, self, a)
+                } else {
+                    (false, other, b)
+                };
+                let short_goes_on = short_list.last() != Some(i.1);
+                let short_vs_long = if short_goes_on {
+                    Ordering::Greater
+                } else {
+                    Ordering::Less
+                };
+                return if short_is_self {
+                    short_vs_long
+                } else {
+                    short_vs_long.reverse()
+                };
+            }
+        }
+        self.0.len().cmp(&other.0.len())
     }
 }
 
@@ -246,12 +429,7 @@ fn parse_cpu(s: &str) -> Result<u32, String> {
 impl fmt::Display for CpuList {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
-        let mut iter = self.0.iter().copied().peekable();
-        while let Some(lo) = iter.next() {
-            let mut hi = lo;
-            while iter.peek() == Some(&(hi + 1)) {
-                hi = iter.next().unwrap_or(hi);
-            }
+        for &(lo, hi) in &self.0 {
             if !first {
                 f.write_str(",")?;
             }
@@ -294,7 +472,7 @@ impl<'de> Deserialize<'de> for CpuList {
 
 impl FromIterator<u32> for CpuList {
     fn from_iter<T: IntoIterator<Item = u32>>(iter: T) -> Self {
-        Self(iter.into_iter().collect())
+        Self::from_cpus(iter)
     }
 }
 
@@ -378,9 +556,51 @@ mod tests {
     proptest! {
         #[test]
         fn display_then_parse_is_identity(cpus in proptest::collection::btree_set(0u32..1024, 0..64)) {
-            let list = CpuList(cpus);
+            let list = CpuList::from_cpus(cpus.iter().copied());
             prop_assert_eq!(CpuList::parse(&list.to_string()).unwrap(), list.clone());
             prop_assert_eq!(CpuList::parse_mask(&list.to_mask(1024)).unwrap(), list);
+        }
+
+        /// Every operation agrees with the same sets as `BTreeSet<u32>`, which this type was.
+        #[test]
+        fn set_operations_agree_with_a_tree_set(
+            a in proptest::collection::btree_set(0u32..200, 0..80),
+            b in proptest::collection::btree_set(0u32..200, 0..80),
+            probe in 0u32..210,
+        ) {
+            use std::collections::BTreeSet;
+            let (x, y) = (CpuList::from_cpus(a.iter().copied()), CpuList::from_cpus(b.iter().copied()));
+            let set = |l: &CpuList| l.iter().collect::<BTreeSet<u32>>();
+            prop_assert_eq!(set(&x), a.clone());
+            prop_assert_eq!(x.iter().rev().collect::<Vec<_>>(), a.iter().rev().copied().collect::<Vec<_>>());
+            prop_assert_eq!(x.iter().len(), a.len());
+            prop_assert_eq!(x.len(), a.len());
+            prop_assert_eq!(x.first(), a.first().copied());
+            prop_assert_eq!(x.last(), a.last().copied());
+            prop_assert_eq!(x.contains(probe), a.contains(&probe));
+            prop_assert_eq!(set(&x.union(&y)), a.union(&b).copied().collect::<BTreeSet<_>>());
+            prop_assert_eq!(set(&x.intersection(&y)), a.intersection(&b).copied().collect::<BTreeSet<_>>());
+            prop_assert_eq!(set(&x.difference(&y)), a.difference(&b).copied().collect::<BTreeSet<_>>());
+            prop_assert_eq!(x.is_subset(&y), a.is_subset(&b));
+            prop_assert_eq!(x.cmp(&y), a.cmp(&b));
+            prop_assert_eq!(x == y, a == b);
+            // Equal sets are equal however they were built (and print the same).
+            let built = x.union(&y).difference(&y).union(&x.intersection(&y));
+            prop_assert_eq!(&built, &x);
+            prop_assert_eq!(CpuList::parse(&x.to_string()).unwrap(), x.clone());
+            let mut inserted = x.clone();
+            prop_assert_eq!(inserted.insert(probe), !a.contains(&probe));
+            let mut a2 = a.clone();
+            a2.insert(probe);
+            prop_assert_eq!(set(&inserted), a2);
+        }
+
+        #[test]
+        fn strided_groups_are_the_cpus_the_rule_names(lo in 0u32..100, len in 0u32..100, used in 1u32..6, extra in 0u32..6) {
+            let size = used + extra;
+            let list = CpuList::parse(&format!("{}-{}:{}/{}", lo, lo + len, used, size)).unwrap();
+            let want: Vec<u32> = (lo..=lo + len).filter(|c| (c - lo) % size < used).collect();
+            prop_assert_eq!(list.iter().collect::<Vec<_>>(), want);
         }
 
         #[test]

@@ -78,8 +78,12 @@ pub fn parse_interrupts(text: &str) -> Result<InterruptsTable, ParseError> {
         if label.is_empty() || label.contains(char::is_whitespace) {
             return Err(ParseError::new(lineno, format!("bad label {label:?}")));
         }
+        let mut counts = Vec::with_capacity(cpus.len());
+        // The counts are most of the file (1024 CPUs × thousands of IRQs is tens of MB):
+        // read them byte by byte; `words` is what follows them.
+        let rest = leading_counts(rest, cpus.len(), &mut counts)
+            .map_err(|w| ParseError::new(lineno, format!("count {w:?} does not fit 64 bits")))?;
         let mut words = rest.split_whitespace().peekable();
-        let mut counts = Vec::new();
         while counts.len() < cpus.len() {
             match words.peek() {
                 Some(w) if w.bytes().all(|b| b.is_ascii_digit()) => {
@@ -106,6 +110,61 @@ pub fn parse_interrupts(text: &str) -> Result<InterruptsTable, ParseError> {
         });
     }
     Ok(InterruptsTable { cpus, lines: out })
+}
+
+/// Push to `counts` the leading words of `rest` that are counts (ASCII digits between
+/// whitespace), up to `max` in all, as `split_whitespace` would find them; return what
+/// follows them, for the word-by-word reading to go on with (where a count ends at a
+/// byte that is not ASCII, it starts there). Err: the digits of a count beyond 64 bits.
+///
+/// Written for the unoptimised test build too: plain indexing, and a zero count (most
+/// of them) taken as one 11-byte column.
+fn leading_counts<'a>(
+    rest: &'a str,
+    max: usize,
+    counts: &mut Vec<u64>,
+) -> Result<&'a str, &'a str> {
+    // The kernel's column for a count of zero (" %10u"), most of the counts of a big
+    // machine: taken whole when a space follows, as the loops below would take it.
+    const ZERO: &[u8; 11] = b"          0";
+    let bytes = rest.as_bytes();
+    let len = bytes.len();
+    let mut i = 0;
+    while counts.len() < max {
+        if i + 11 < len
+            && bytes[i + 11] == b' '
+            && bytes[i + 10] == b'0'
+            && bytes[i..i + 11] == *ZERO
+        {
+            counts.push(0);
+            i += 11;
+            continue;
+        }
+        // ASCII whitespace as `char::is_whitespace` has it: space, \t \n \x0b \x0c \r.
+        while i < len && matches!(bytes[i], b' ' | b'\t'..=b'\r') {
+            i += 1;
+        }
+        let start = i;
+        let mut n: u64 = 0;
+        while i < len && bytes[i].is_ascii_digit() {
+            // 19 digits always fit in 64 bits; longer counts are parsed below.
+            if i - start < 19 {
+                n = n * 10 + (bytes[i] - b'0') as u64;
+            }
+            i += 1;
+        }
+        // A count is digits up to whitespace or the end; anything else is left to the
+        // word-by-word reading, from the start of this word.
+        if i == start || (i < len && !matches!(bytes[i], b' ' | b'\t'..=b'\r')) {
+            return Ok(&rest[start..]);
+        }
+        if i - start > 19 {
+            let word = &rest[start..i];
+            n = word.parse().map_err(|_| word)?;
+        }
+        counts.push(n);
+    }
+    Ok(&rest[i..])
 }
 
 /// The chip, hardware IRQ and action names of a device IRQ line's text.
@@ -336,6 +395,7 @@ pub fn name_looks_managed(name: &str) -> bool {
 
 /// Render a table in the kernel's layout (used by the fixture generator and tests).
 pub fn render_interrupts(table: &InterruptsTable) -> String {
+    use std::fmt::Write as _;
     let mut s = String::from("    ");
     for c in &table.cpus {
         s.push_str(&format!("{:>11}", format!("CPU{c}")));
@@ -344,7 +404,8 @@ pub fn render_interrupts(table: &InterruptsTable) -> String {
     for l in &table.lines {
         s.push_str(&format!("{:>4}:", l.label));
         for n in &l.counts {
-            s.push_str(&format!(" {n:>10}"));
+            // Into the string: a synthetic host of 1024 CPUs has millions of counts.
+            let _ = write!(s, " {n:>10}");
         }
         if !l.text.is_empty() {
             s.push_str("   ");
@@ -474,6 +535,22 @@ ERR:          0
         })
     }
 
+    /// Up to `max` counts read word by word from `rest`, and the text after them.
+    fn by_word_from(rest: &str, max: usize) -> Result<(Vec<u64>, String), String> {
+        let mut words = rest.split_whitespace().peekable();
+        let mut counts = Vec::new();
+        while counts.len() < max {
+            match words.peek() {
+                Some(w) if w.bytes().all(|b| b.is_ascii_digit()) => {
+                    counts.push(w.parse::<u64>().map_err(|_| w.to_string())?);
+                    words.next();
+                }
+                _ => break,
+            }
+        }
+        Ok((counts, words.collect::<Vec<_>>().join(" ")))
+    }
+
     proptest! {
         #[test]
         fn render_then_parse_is_identity(table in table_strategy()) {
@@ -484,6 +561,23 @@ ERR:          0
         #[test]
         fn parse_never_panics(s in "(\\PC{0,30}\n){0,6}") {
             let _ = parse_interrupts(&s);
+        }
+
+        /// The byte-by-byte reading of the counts finds what reading word by word (as
+        /// before it) found: counts, where they stop, the text, and each error.
+        #[test]
+        fn counts_are_read_as_word_by_word(
+            rest in "([ \t\u{a0}\u{2003}\u{b}]{0,3}(0|7|[0-9]{1,3}|0{20}[1-9]|[0-9]{20,21}|x|[0-9]+x|ab|\u{e9}| {9,10}0| {10}0[x ]| {10}00)){0,8}[ \u{a0}]{0,2}",
+            max in 1usize..6,
+        ) {
+            let by_byte = |rest: &str| -> Result<(Vec<u64>, String), String> {
+                let mut counts = Vec::new();
+                let after = leading_counts(rest, max, &mut counts).map_err(str::to_string)?;
+                let mut tail = by_word_from(after, max - counts.len())?;
+                counts.append(&mut tail.0);
+                Ok((counts, tail.1))
+            };
+            prop_assert_eq!(by_byte(&rest), by_word_from(&rest, max));
         }
 
         #[test]

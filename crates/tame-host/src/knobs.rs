@@ -43,6 +43,17 @@ impl Knobs {
         self.values.insert(host_path.to_string(), text.to_string());
     }
 
+    /// Take in what was read after this (by another reader): as if one reader had read
+    /// both, the later reading of a file wins.
+    pub(crate) fn take_later(&mut self, mut later: Knobs) {
+        // `append` keeps the value of `later` for a path in both (and moves in bulk).
+        self.values.append(&mut later.values);
+        self.dirs.append(&mut later.dirs);
+        self.owners.append(&mut later.owners);
+        self.available_governors
+            .append(&mut later.available_governors);
+    }
+
     /// The text of a writable file; `None` when it does not exist (or was not read).
     pub fn text(&self, host_path: &str) -> Option<&str> {
         self.values.get(host_path).map(String::as_str)
@@ -105,6 +116,22 @@ pub fn read_extra(r: &mut Reader, cpufreq_cpus: impl IntoIterator<Item = u32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_is_read_later_wins() {
+        let mut first = Knobs::default();
+        first.keep("/a", "1\n");
+        first.keep("/b", "1\n");
+        first.dirs.insert("/d".into());
+        let mut later = Knobs::default();
+        later.keep("/b", "2\n");
+        later.keep("/c", "2\n");
+        first.take_later(later);
+        assert_eq!(first.text("/a"), Some("1\n"));
+        assert_eq!(first.text("/b"), Some("2\n"));
+        assert_eq!(first.text("/c"), Some("2\n"));
+        assert!(first.has_dir("/d"));
+    }
 
     #[test]
     fn extra_knobs_and_directories_on_a_tree() {

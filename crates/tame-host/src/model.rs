@@ -23,6 +23,24 @@ use crate::{CpuList, Root};
 /// Bumped when a field changes meaning or is removed.
 pub const HOST_MODEL_SCHEMA: u32 = 1;
 
+/// The IRQs as a reader of their own found them.
+struct IrqsRead {
+    irqs: IrqModel,
+    problems: Vec<Unreadable>,
+    knobs: Knobs,
+}
+
+/// The IRQs in [`HostModel::read_with`]: read in turn, or by another thread, with what
+/// was found before their turn kept apart.
+enum Irqs<'a> {
+    Read(IrqModel),
+    Beside {
+        problems: Vec<Unreadable>,
+        knobs: Knobs,
+        join: Box<dyn FnOnce() -> IrqsRead + 'a>,
+    },
+}
+
 /// Everything the host layer knows about the machine.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostModel {
@@ -51,7 +69,40 @@ pub struct HostModel {
 
 impl HostModel {
     /// Read the machine below `root`. Never fails: what cannot be read is in `problems`.
+    ///
+    /// The IRQs (on a big machine a fifth of the files, and a /proc/interrupts of tens
+    /// of MB) are read by a second thread while this one reads the rest. No other part
+    /// needs them, and what they found (problems, knobs) is put where a reading in one
+    /// thread puts it, so the model is the same either way; it is read in one thread
+    /// where no second one can be started.
     pub fn read(root: &Root) -> Self {
+        std::thread::scope(|s| {
+            let irq_reader = std::thread::Builder::new()
+                .name("tame-read-irqs".into())
+                .spawn_scoped(s, || {
+                    let mut r = Reader::new(root);
+                    let irqs = IrqModel::read(&mut r);
+                    IrqsRead {
+                        irqs,
+                        problems: r.problems,
+                        knobs: r.knobs,
+                    }
+                });
+            match irq_reader {
+                Ok(t) => Self::read_with(
+                    root,
+                    Some(Box::new(|| {
+                        t.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+                    })),
+                ),
+                Err(_) => Self::read_with(root, None),
+            }
+        })
+    }
+
+    /// [`HostModel::read`]: the IRQs from `beside` when given (called once everything
+    /// else is read), else read here in turn.
+    fn read_with(root: &Root, beside: Option<Box<dyn FnOnce() -> IrqsRead + '_>>) -> Self {
         let mut r = Reader::new(root);
         let mounts = read_mounts(&mut r);
         let debugfs_mounted = mounts_of_type(&mounts, "debugfs").next().is_some();
@@ -61,7 +112,16 @@ impl HostModel {
         let kernel = KernelInfo::read(&mut r, last_cpu, debugfs_mounted);
         let sched = SchedTimers::read(&mut r, debugfs_mounted);
         let virt = Virtualisation::read(&mut r, &cpus.flags, &sched.clocksources_available);
-        let irqs = IrqModel::read(&mut r);
+        // Where the IRQs come in turn: read now, or what was found so far put aside for
+        // theirs to follow.
+        let irqs = match beside {
+            None => Irqs::Read(IrqModel::read(&mut r)),
+            Some(join) => Irqs::Beside {
+                problems: std::mem::take(&mut r.problems),
+                knobs: std::mem::take(&mut r.knobs),
+                join,
+            },
+        };
         let cgroups = CgroupModel::from_mounts(&mut r, &mounts);
         let memory = Memory::read(&mut r);
         let power = Power::read(&mut r, &cpu_ids);
@@ -69,6 +129,23 @@ impl HostModel {
         let processes = Processes::read(&mut r);
         let accounts = Accounts::read(&mut r);
         crate::knobs::read_extra(&mut r, power.cpufreq.iter().map(|c| c.cpu));
+        let irqs = match irqs {
+            Irqs::Read(irqs) => irqs,
+            Irqs::Beside {
+                mut problems,
+                mut knobs,
+                join,
+            } => {
+                let theirs = join();
+                problems.extend(theirs.problems);
+                problems.append(&mut r.problems);
+                knobs.take_later(theirs.knobs);
+                knobs.take_later(std::mem::take(&mut r.knobs));
+                r.problems = problems;
+                r.knobs = knobs;
+                theirs.irqs
+            }
+        };
         HostModel {
             schema: HOST_MODEL_SCHEMA,
             cpus,
@@ -109,5 +186,37 @@ impl HostModel {
             .filter(|n| n.mem_total_kib.unwrap_or(0) > 0)
             .map(|n| n.id)
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reading the IRQs in a second thread gives the model one thread gives, problems in
+    /// the same order and knobs included.
+    #[test]
+    fn the_irqs_read_beside_the_rest_make_the_same_model() {
+        let dir = tempfile::tempdir().unwrap();
+        tame_testing::synthetic::SyntheticHost::two_socket_smt()
+            .write(dir.path())
+            .unwrap();
+        // A problem before the IRQs (the CPUs), among them, and after them (power).
+        let put = |p: &str, text: &str| std::fs::write(dir.path().join(p), text).unwrap();
+        put("sys/devices/system/cpu/cpu3/topology/core_id", "three\n");
+        put("proc/irq/30/node", "near\n");
+        put(
+            "sys/devices/system/cpu/cpu5/cpuidle/state2/latency",
+            "soon\n",
+        );
+        let root = Root::new(dir.path());
+        let beside = HostModel::read(&root);
+        let alone = HostModel::read_with(&root, None);
+        assert_eq!(beside, alone);
+        let paths: Vec<String> = beside.problems.iter().map(|p| p.path.clone()).collect();
+        let at = |needle: &str| paths.iter().position(|p| p.ends_with(needle)).unwrap();
+        assert!(at("cpu3/topology/core_id") < at("irq/30/node"), "{paths:?}");
+        assert!(at("irq/30/node") < at("state2/latency"), "{paths:?}");
+        assert!(beside.knobs.exists("/proc/irq/30/smp_affinity_list"));
     }
 }

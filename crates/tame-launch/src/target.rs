@@ -587,7 +587,7 @@ group = "rtgroup"
 
     #[test]
     fn a_detach_request_carries_the_resolved_partition_cgroup() {
-        // detach refuses a part of the threads on v2 (tests/detach_fixture.rs); the
+        // detach refuses a part of the threads on v2 (tests/it/detach_fixture.rs); the
         // request carries the hierarchy, so detach does not walk the cgroups again.
         let h = Host::new(CgroupVersion::V2, "quiet");
         let t = h.resolve(&h.request("rt"), &root_caller()).unwrap();

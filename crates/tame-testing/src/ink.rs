@@ -8,13 +8,31 @@
 
 use std::collections::HashMap;
 
-/// A decoded picture, 8-bit RGBA, rows top to bottom.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A decoded picture, 8 bits a channel, rows top to bottom: RGBA, RGB, grey and alpha,
+/// or grey, as the PNG had it (seen as RGBA: [`Image::pixel`]).
+#[derive(Clone, Debug)]
 pub struct Image {
     pub width: u32,
     pub height: u32,
-    rgba: Vec<u8>,
+    /// Bytes a pixel: 4 (RGBA), 3 (RGB), 2 (grey, alpha) or 1 (grey).
+    channels: usize,
+    data: Vec<u8>,
 }
+
+/// Two images are equal when they show the same RGBA pixels, whatever their channels.
+impl PartialEq for Image {
+    fn eq(&self, other: &Image) -> bool {
+        (self.width, self.height) == (other.width, other.height)
+            && (if self.channels == other.channels {
+                self.data == other.data
+            } else {
+                (0..self.height)
+                    .all(|y| (0..self.width).all(|x| self.pixel(x, y) == other.pixel(x, y)))
+            })
+    }
+}
+
+impl Eq for Image {}
 
 /// A rectangle of an image, in pixels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,25 +91,22 @@ impl Image {
             .next_frame(&mut buf)
             .map_err(|e| format!("broken PNG image: {e}"))?;
         buf.truncate(frame.buffer_size());
-        let pixels = frame.width as usize * frame.height as usize;
-        let rgba = match frame.color_type {
-            png::ColorType::Rgba => buf,
-            png::ColorType::Rgb => buf
-                .chunks_exact(3)
-                .flat_map(|p| [p[0], p[1], p[2], 255])
-                .collect(),
-            png::ColorType::GrayscaleAlpha => buf
-                .chunks_exact(2)
-                .flat_map(|p| [p[0], p[0], p[0], p[1]])
-                .collect(),
-            png::ColorType::Grayscale => buf.iter().flat_map(|&g| [g, g, g, 255]).collect(),
+        let channels = match frame.color_type {
+            png::ColorType::Rgba => 4,
+            png::ColorType::Rgb => 3,
+            png::ColorType::GrayscaleAlpha => 2,
+            png::ColorType::Grayscale => 1,
             png::ColorType::Indexed => return Err("PNG palette was not expanded".into()),
         };
-        debug_assert_eq!(rgba.len(), pixels * 4);
+        debug_assert_eq!(
+            buf.len(),
+            frame.width as usize * frame.height as usize * channels
+        );
         Ok(Image {
             width: frame.width,
             height: frame.height,
-            rgba,
+            channels,
+            data: buf,
         })
     }
 
@@ -107,19 +122,15 @@ impl Image {
         Ok(Image {
             width,
             height,
-            rgba,
+            channels: 4,
+            data: rgba,
         })
     }
 
-    /// The colour of one pixel.
+    /// The colour of one pixel, RGBA.
     pub fn pixel(&self, x: u32, y: u32) -> [u8; 4] {
-        let i = (y as usize * self.width as usize + x as usize) * 4;
-        [
-            self.rgba[i],
-            self.rgba[i + 1],
-            self.rgba[i + 2],
-            self.rgba[i + 3],
-        ]
+        let i = (y as usize * self.width as usize + x as usize) * self.channels;
+        rgba(&self.data[i..i + self.channels])
     }
 
     /// The ink of the whole image.
@@ -133,13 +144,37 @@ impl Image {
     }
 
     /// The ink of `region`, cut to the image (a region outside it holds [`Ink::NONE`]).
+    ///
+    /// A report's screenshot has millions of pixels, mostly in runs of one colour (a
+    /// row of page background, a bar): colours are counted a run at a time, and a row
+    /// of one colour is told by one comparison of the row with itself a pixel on.
     pub fn ink_in(&self, region: Region) -> Ink {
         let x_end = region.x.saturating_add(region.width).min(self.width);
         let y_end = region.y.saturating_add(region.height).min(self.height);
         let mut counts: HashMap<[u8; 4], u64> = HashMap::new();
+        let n = self.channels;
+        let stride = self.width as usize * n;
         for y in region.y..y_end {
-            for x in region.x..x_end {
-                *counts.entry(self.pixel(x, y)).or_default() += 1;
+            let start = y as usize * stride;
+            let Some(row) = self
+                .data
+                .get(start + region.x as usize * n..start + x_end as usize * n)
+            else {
+                continue;
+            };
+            if row.len() >= n && row[n..] == row[..row.len() - n] {
+                *counts.entry(rgba(&row[..n])).or_default() += (row.len() / n) as u64;
+                continue;
+            }
+            let mut i = 0;
+            while i < row.len() {
+                let run = &row[i..i + n];
+                let mut j = i + n;
+                while j < row.len() && row[j..j + n] == *run {
+                    j += n;
+                }
+                *counts.entry(rgba(run)).or_default() += ((j - i) / n) as u64;
+                i = j;
             }
         }
         let total: u64 = counts.values().sum();
@@ -150,6 +185,17 @@ impl Image {
             fraction_non_background: (total - background) as f64 / total as f64,
             distinct_colours: counts.len(),
         }
+    }
+}
+
+/// A pixel's bytes (RGBA, RGB, grey and alpha, or grey) as RGBA.
+fn rgba(pixel: &[u8]) -> [u8; 4] {
+    match *pixel {
+        [r, g, b, a] => [r, g, b, a],
+        [r, g, b] => [r, g, b, 255],
+        [grey, a] => [grey, grey, grey, a],
+        [grey] => [grey, grey, grey, 255],
+        _ => unreachable!("a pixel has 1 to 4 channels"),
     }
 }
 
@@ -179,11 +225,11 @@ mod tests {
         encoder.set_depth(png::BitDepth::Eight);
         let data: Vec<u8> = match colour {
             png::ColorType::Rgb => img
-                .rgba
+                .data
                 .chunks_exact(4)
                 .flat_map(|p| [p[0], p[1], p[2]])
                 .collect(),
-            _ => img.rgba.clone(),
+            _ => img.data.clone(),
         };
         let mut writer = encoder.write_header().unwrap();
         writer.write_image_data(&data).unwrap();
@@ -234,6 +280,64 @@ mod tests {
         assert_eq!(outside, Ink::NONE);
     }
 
+    /// Counted a run at a time, the ink is what counting every pixel gives.
+    #[test]
+    fn runs_count_as_every_pixel_would() {
+        let mut state = 7u32;
+        let mut next = move || {
+            state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            state >> 16
+        };
+        // Runs of up to 9 pixels in 4 colours, a few one-colour rows.
+        let (w, h) = (37, 23);
+        let mut rgba = Vec::new();
+        let (mut left, mut colour) = (0, WHITE);
+        for y in 0..h {
+            for _ in 0..w {
+                if left == 0 {
+                    left = 1 + next() % 9;
+                    colour = [WHITE, RED, BLUE, [0, 0, 0, 128]][next() as usize % 4];
+                }
+                left -= 1;
+                rgba.extend(if y % 5 == 0 { BLUE } else { colour });
+            }
+        }
+        let img = Image::from_rgba(w, h, rgba).unwrap();
+        let naive = |r: Region| {
+            let mut counts: HashMap<[u8; 4], u64> = HashMap::new();
+            for y in r.y..(r.y + r.height).min(h) {
+                for x in r.x..(r.x + r.width).min(w) {
+                    *counts.entry(img.pixel(x, y)).or_default() += 1;
+                }
+            }
+            let total: u64 = counts.values().sum();
+            match counts.values().max() {
+                None => Ink::NONE,
+                Some(&bg) => Ink {
+                    fraction_non_background: (total - bg) as f64 / total as f64,
+                    distinct_colours: counts.len(),
+                },
+            }
+        };
+        for (x, y, width, height) in [
+            (0, 0, w, h),
+            (3, 4, 10, 1),
+            (0, 5, w, 1),
+            (30, 20, 20, 20),
+            (36, 0, 1, h),
+            (5, 5, 0, 3),
+            (40, 0, 3, 3),
+        ] {
+            let r = Region {
+                x,
+                y,
+                width,
+                height,
+            };
+            assert_eq!(img.ink_in(r), naive(r), "{r:?}");
+        }
+    }
+
     #[test]
     fn the_background_is_the_most_frequent_colour_whatever_it_is() {
         // A dark theme: red and white marks on blue.
@@ -253,6 +357,31 @@ mod tests {
         for colour in [png::ColorType::Rgb, png::ColorType::Rgba] {
             let decoded = Image::decode(&encode(&img, colour)).unwrap();
             assert_eq!(decoded, img, "{colour:?}");
+            assert_eq!(decoded.ink(), img.ink(), "{colour:?}");
+            assert_eq!(decoded.pixel(3, 3), RED, "{colour:?}");
+        }
+        // Grey, with and without alpha, comes out as RGBA too.
+        for (colour, data, want) in [
+            (
+                png::ColorType::Grayscale,
+                vec![0, 200],
+                [0, 0, 0, 255, 200, 200, 200, 255],
+            ),
+            (
+                png::ColorType::GrayscaleAlpha,
+                vec![0, 9, 200, 255],
+                [0, 0, 0, 9, 200, 200, 200, 255],
+            ),
+        ] {
+            let mut out = Vec::new();
+            let mut encoder = png::Encoder::new(&mut out, 2, 1);
+            encoder.set_color(colour);
+            encoder.set_depth(png::BitDepth::Eight);
+            let mut writer = encoder.write_header().unwrap();
+            writer.write_image_data(&data).unwrap();
+            writer.finish().unwrap();
+            let want = Image::from_rgba(2, 1, want.to_vec()).unwrap();
+            assert_eq!(Image::decode(&out).unwrap(), want, "{colour:?}");
         }
         let err = Image::decode(b"GIF89a not a png").unwrap_err();
         assert!(err.starts_with("not a PNG image"), "{err}");

@@ -8,6 +8,7 @@
 //! - [`tree`]: the committed fixture hosts, tmpfs scratch directories, tree snapshots;
 //! - [`require`]: what a test needs from the machine: skipped outside CI, failed under `CI=true`;
 //! - [`child`]: a test that runs one of its binary's tests as a child process;
+//! - [`serial`]: the modules of one test binary that must not run beside each other;
 //! - [`poll`]: waiting for what another process or the kernel does;
 //! - [`fuzz`]: the runner of the fuzz tests and their case count (`TAME_FUZZ_CASES`);
 //! - [`browser`]: a page opened in headless chromium: console, exceptions, requests, screenshots;
@@ -22,6 +23,7 @@ pub mod ink;
 pub mod poll;
 pub mod promtool;
 pub mod require;
+pub mod serial;
 pub mod synthetic;
 pub mod tree;
 

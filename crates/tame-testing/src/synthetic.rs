@@ -230,10 +230,26 @@ impl SyntheticHost {
         h
     }
 
+    /// The scale target: 4 sockets × 128 cores × 2 threads = 1024 CPUs (4 NUMA
+    /// nodes), 4096 IRQs of which 2048 are managed NVMe queues (two devices with a
+    /// queue per CPU), cgroup v2 with cpuset enabled and no partition yet, resctrl.
+    /// Its /proc/interrupts has 1024 count columns, about 46 MB, as on such a machine.
+    pub fn big_1024() -> Self {
+        let mut h = Self::two_socket_smt();
+        h.sockets = 4;
+        h.cores_per_socket = 128;
+        h.irqs = 4096;
+        h.managed_irqs = 2048;
+        h.pci_devices = 128;
+        h.cgroups = CgroupLayout::V2 { partitions: vec![] };
+        h
+    }
+
     /// Write the tree below `dir`.
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         let mut w = Writer {
             base: dir.to_path_buf(),
+            made: PathBuf::new(),
         };
         let n = self.cpu_count();
         let all = self.all_cpus();
@@ -301,6 +317,8 @@ impl SyntheticHost {
         }
         let mut cpuinfo = String::new();
         let mut stat = String::from("cpu  0 0 0 0 0 0 0 0 0 0\n");
+        // Once per socket, not per CPU (each is a pass over every CPU).
+        let socket_cpus: Vec<CpuList> = (0..self.sockets).map(|s| self.socket_cpus(s)).collect();
         for cpu in 0..=last {
             let (socket, core, _) = self.place(cpu);
             cpuinfo.push_str(&format!(
@@ -315,15 +333,13 @@ impl SyntheticHost {
             w.put(&format!("{t}/die_id"), "0\n")?;
             w.put(&format!("{t}/core_id"), &format!("{core}\n"))?;
             w.put(&format!("{t}/thread_siblings_list"), &format!("{sib}\n"))?;
-            w.put(
-                &format!("{t}/package_cpus_list"),
-                &format!("{}\n", self.socket_cpus(socket)),
-            )?;
+            let package = &socket_cpus[socket as usize];
+            w.put(&format!("{t}/package_cpus_list"), &format!("{package}\n"))?;
             let caches = [
                 (1, "Data", "48K", 12, sib.clone()),
                 (1, "Instruction", "32K", 8, sib.clone()),
                 (2, "Unified", "2048K", 16, sib.clone()),
-                (3, "Unified", "36864K", 12, self.socket_cpus(socket)),
+                (3, "Unified", "36864K", 12, package.clone()),
             ];
             for (i, (level, kind, size, ways, shared)) in caches.iter().enumerate() {
                 let d = format!("{base}/cache/index{i}");
@@ -830,6 +846,9 @@ fn base_config() -> BTreeMap<String, String> {
 
 struct Writer {
     base: PathBuf,
+    /// The directory the last file went to: it exists (files come in runs per directory,
+    /// and a big host has a hundred thousand of them).
+    made: PathBuf,
 }
 
 impl Writer {
@@ -840,7 +859,10 @@ impl Writer {
     fn put_bytes(&mut self, host_path: &str, bytes: &[u8]) -> std::io::Result<()> {
         let p = self.base.join(host_path.trim_start_matches('/'));
         if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent)?;
+            if parent != self.made {
+                std::fs::create_dir_all(parent)?;
+                self.made = parent.to_path_buf();
+            }
         }
         std::fs::write(p, bytes)
     }

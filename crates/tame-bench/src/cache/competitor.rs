@@ -103,13 +103,16 @@ impl Competitor {
 
     fn wait_ready(&self, cpu: u32) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
+        let refused = |errno: i32| {
+            format!(
+                "the competitor could not start on CPU {cpu}: {}",
+                io::Error::from_raw_os_error(errno)
+            )
+        };
         loop {
             let errno = self.control().error.load(Ordering::Acquire);
             if errno != 0 {
-                return Err(format!(
-                    "the competitor could not start on CPU {cpu}: {}",
-                    io::Error::from_raw_os_error(errno)
-                ));
+                return Err(refused(errno));
             }
             if self.control().state.load(Ordering::Acquire) == PAUSE {
                 return Ok(());
@@ -117,6 +120,11 @@ impl Competitor {
             let mut status = 0;
             // SAFETY: our own child.
             if unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) } == self.pid {
+                // It may have stored its errno and exited since the check above.
+                let errno = self.control().error.load(Ordering::Acquire);
+                if errno != 0 {
+                    return Err(refused(errno));
+                }
                 return Err(format!(
                     "the competitor on CPU {cpu} exited before it was ready"
                 ));

@@ -471,9 +471,12 @@ mod run_tests {
         }
     }
 
+    /// `rounds` of the build workload, shared and partitioned, a fifth of a second each:
+    /// the order of the rounds is checked here, not what the workload measures (so
+    /// shorter than the whole seconds `--duration` takes).
     fn settings(rounds: u32) -> CostSettings {
         let cpu0 = CpuList::parse("0").unwrap();
-        CostSettings::new(
+        let mut settings = CostSettings::new(
             vec![Workload::Build],
             1_000_000_000,
             rounds,
@@ -489,7 +492,9 @@ mod run_tests {
             ],
             None,
         )
-        .unwrap()
+        .unwrap();
+        settings.duration_ns = 200_000_000;
+        settings
     }
 
     #[test]

@@ -79,7 +79,13 @@ impl Transport {
 
     /// Whether this build of tame can measure it (iceoryx2 needs the `iceoryx2` feature).
     pub fn built(self) -> bool {
-        self != Transport::Iceoryx2 || cfg!(feature = "iceoryx2")
+        self.built_with(cfg!(feature = "iceoryx2"))
+    }
+
+    /// Whether a build with (`true`) or without the `iceoryx2` feature can measure it: both
+    /// answers are tested in one build (`make test` builds with the feature).
+    fn built_with(self, iceoryx2: bool) -> bool {
+        self != Transport::Iceoryx2 || iceoryx2
     }
 
     /// Every transport this build can measure: what `--transports all` means.
@@ -89,7 +95,11 @@ impl Transport {
 
     /// Why `self` cannot be measured by this build, when it cannot.
     fn unbuilt(self) -> Option<String> {
-        (!self.built()).then(|| {
+        self.unbuilt_with(cfg!(feature = "iceoryx2"))
+    }
+
+    fn unbuilt_with(self, iceoryx2: bool) -> Option<String> {
+        (!self.built_with(iceoryx2)).then(|| {
             format!(
                 "{} is not built into this tame — rebuild with `cargo build --release -p tame-cli --features iceoryx2` (bench/ipc.sh does), or leave it out of --transports",
                 self.name()
@@ -344,6 +354,17 @@ mod tests {
             assert_eq!(Transport::parse(t.name()), Some(t));
         }
         assert_eq!(Transport::parse("carrier-pigeon"), None);
+    }
+
+    #[test]
+    fn a_build_without_iceoryx2_names_the_feature_to_build_it_with() {
+        let why = Transport::Iceoryx2.unbuilt_with(false).unwrap();
+        assert!(why.contains("--features iceoryx2"), "{why}");
+        assert_eq!(Transport::Iceoryx2.unbuilt_with(true), None);
+        for t in Transport::ALL {
+            assert_eq!(t.built_with(false), t != Transport::Iceoryx2, "{t:?}");
+            assert!(t.built_with(true), "{t:?}");
+        }
     }
 
     #[test]

@@ -32,6 +32,10 @@ pub struct ReserveBenchArgs {
     /// Backends to study, comma-separated: server, deadline, cgroup.
     #[arg(long, default_value = "server,deadline,cgroup", value_name = "LIST")]
     backends: String,
+    /// The shares the overhead is measured at, comma-separated (`25%` or `0.25`, above 0 and
+    /// below 100 %) [default: 10 % to 90 % in steps of 10; 20, 50, 80 % with --quick].
+    #[arg(long, value_name = "LIST")]
+    shares: Option<String>,
     /// Write the result as JSON to FILE, or to stdout with `-` (the tables then go to stderr).
     #[arg(long, value_name = "FILE|-")]
     json: Option<String>,
@@ -70,8 +74,27 @@ fn backends(text: &str) -> anyhow::Result<Vec<Backend>> {
     Ok(list)
 }
 
+/// `--shares`: each above 0 and below 100 %, in ascending order, each once.
+fn shares(text: &str) -> anyhow::Result<Vec<u64>> {
+    let mut list = Vec::new();
+    for word in text.split(',').map(str::trim) {
+        let ppm = tame_reserve::spec::parse_share_ppm(word)
+            .map_err(|e| bad_input(format!("--shares: {e}")))?;
+        if ppm == 0 || ppm >= 1_000_000 {
+            return Err(bad_input(format!(
+                "--shares: {word:?} is not between 0 and 100 % — a reservation needs some of the CPU and leaves the rest some, give e.g. 25%"
+            )));
+        }
+        list.push(ppm);
+    }
+    list.sort_unstable();
+    list.dedup();
+    Ok(list)
+}
+
 pub fn run(ctx: &Context, a: ReserveBenchArgs) -> anyhow::Result<i32> {
     let backends = backends(&a.backends)?;
+    let chosen_shares = a.shares.as_deref().map(shares).transpose()?;
     let environment = RunEnvironment::capture(&ctx.root);
     let online = environment.online_cpus.clone();
     let cpu = match a.cpu {
@@ -107,7 +130,10 @@ pub fn run(ctx: &Context, a: ReserveBenchArgs) -> anyhow::Result<i32> {
         .tempdir_in("/var/tmp")
         .context("cannot make a scratch directory below /var/tmp")?;
     let kit = Kit::this_program(&[KIT_COMMAND]).context("cannot find tame's own program")?;
-    let o = Options::standard(kit, scratch.path().to_path_buf(), cpu, backends, a.quick);
+    let mut o = Options::standard(kit, scratch.path().to_path_buf(), cpu, backends, a.quick);
+    if let Some(list) = chosen_shares {
+        o.shares_ppm = list;
+    }
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, o.stop.clone())
             .context("cannot install the Ctrl-C handler")?;
@@ -144,4 +170,18 @@ pub fn run(ctx: &Context, a: ReserveBenchArgs) -> anyhow::Result<i32> {
     }
     json.emit(&done, &tables)?;
     Ok(finished(done.result.interrupted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_are_sorted_once_each_and_strictly_between_0_and_100_percent() {
+        assert_eq!(shares("50%, 0.1,10%,50%").unwrap(), vec![100_000, 500_000]);
+        assert_eq!(shares("99.5%").unwrap(), vec![995_000]);
+        for bad in ["0%", "100%", "1.0", "", "25%,,50%", "-5%"] {
+            assert!(shares(bad).is_err(), "{bad:?} accepted");
+        }
+    }
 }

@@ -1,4 +1,4 @@
-/* Victim of a hostile peer, for tests/c_examples.rs: opens the ring NAME as consumer
+/* Victim of a hostile peer, for tests/it/c_examples.rs: opens the ring NAME as consumer
  * and the register NAME.status read-only, says READY, waits for a line on stdin
  * (meanwhile the peer truncates both files to 0), then keeps using them. Without the
  * library's SIGBUS guard the first access after the truncation kills it.

@@ -66,19 +66,19 @@ impl<'a> Builder<'a> {
         });
     }
 
-    /// Note on the write to `path` (if the plan makes one) that it changes nothing on
-    /// this host, and why.
+    /// Note on the write to `path`, when the plan has just made it (a write that would
+    /// change nothing is not made), that it changes nothing on this host, and why. Only
+    /// the last step is looked at: partitions do not overlap, so a CPU's file is written
+    /// once, right before this is asked (one look per CPU, not a pass over every step).
     pub(super) fn mark_ineffective(&mut self, path: &str, why: &str) {
-        for step in &mut self.steps {
-            if let Step::Write {
-                path: p,
-                ineffective,
-                ..
-            } = step
-            {
-                if p == path {
-                    *ineffective = Some(why.to_string());
-                }
+        if let Some(Step::Write {
+            path: p,
+            ineffective,
+            ..
+        }) = self.steps.last_mut()
+        {
+            if p == path {
+                *ineffective = Some(why.to_string());
             }
         }
     }

@@ -173,9 +173,13 @@ impl Layout<'_> {
     fn units(&self, part: usize) -> Vec<CpuList> {
         let cpus = &self.cpus[part];
         let mut units: Vec<CpuList> = Vec::new();
+        // The CPUs of the units so far (one lookup per CPU, not one per unit).
+        let mut covered = CpuList::new();
         for cpu in cpus.iter() {
-            if !units.iter().any(|u| u.contains(cpu)) {
-                units.push(self.unit(cpu, cpus));
+            if !covered.contains(cpu) {
+                let unit = self.unit(cpu, cpus);
+                covered = covered.union(&unit);
+                units.push(unit);
             }
         }
         units
@@ -186,12 +190,20 @@ impl Layout<'_> {
     fn improve(&mut self, weight: &dyn Fn(u32) -> u32) -> bool {
         let w = |u: &CpuList| u.iter().map(weight).sum::<u32>();
         let mut best: Option<(u32, u32, usize, CpuList, CpuList)> = None;
-        let system_units = self.units(self.system);
+        // Each system unit weighed once, not once for every isolated unit.
+        let system_units: Vec<(CpuList, u32)> = self
+            .units(self.system)
+            .into_iter()
+            .map(|v| {
+                let wv = w(&v);
+                (v, wv)
+            })
+            .collect();
         for &part in &self.isolated {
             for u in self.units(part) {
                 let wu = w(&u);
-                for v in system_units.iter().filter(|v| v.len() == u.len()) {
-                    let wv = w(v);
+                for (v, wv) in system_units.iter().filter(|(v, _)| v.len() == u.len()) {
+                    let wv = *wv;
                     if wv >= wu {
                         continue;
                     }

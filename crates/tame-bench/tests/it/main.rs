@@ -1,0 +1,7 @@
+//! tame-bench's integration tests: one test binary, its former test files as modules, so
+//! cargo links one executable here instead of one per file (docs/testing.md).
+//!
+//! `noise_system` traces and measures the live machine: its tests hold
+//! `tame_testing::serial::module`.
+
+mod noise_system;

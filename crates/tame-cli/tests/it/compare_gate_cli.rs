@@ -1,0 +1,115 @@
+//! `tame compare --gate` on recorded results: three `tame bench sleep` runs as the baseline
+//! (a directory), a fourth run under `--load cpu` on the same CPU as the new result. Exit 0
+//! when the new result is within the baseline's spread, 1 when a figure is worse, 2 for bad
+//! input — and the JSON verdict is versioned.
+
+use crate::common::{expect_bad_input, tame};
+
+use std::path::{Path, PathBuf};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gate")
+}
+
+fn path(rel: &str) -> String {
+    fixtures().join(rel).display().to_string()
+}
+
+#[test]
+fn a_loaded_run_fails_the_gate_with_exit_1() {
+    let out = tame(&[
+        "compare",
+        "--gate",
+        &path("baseline"),
+        &path("loaded.json"),
+        "--json",
+        "-",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "tame.gate/1");
+    assert_eq!(v["bench"], "sleep");
+    assert_eq!(v["passed"], false);
+    assert_eq!(v["baseline"].as_array().unwrap().len(), 3);
+    let worse: Vec<&str> = v["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["verdict"] == "worse")
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    // The recorded loaded run's p99 jitter (2.324 ms) is past the baseline's worst (1.197 ms)
+    // plus its spread (1.050 ms).
+    assert_eq!(worse, ["jitter p99"]);
+    assert_eq!(v["tally"]["worse"], 1);
+    // The human table goes to stderr with --json -.
+    let table = String::from_utf8_lossy(&out.stderr);
+    assert!(table.contains("FAILED: 3 judged — 1 worse"), "{table}");
+}
+
+#[test]
+fn a_baseline_run_passes_against_its_own_baseline() {
+    let out = tame(&[
+        "compare",
+        "--gate",
+        &path("baseline/sleep-1.json"),
+        &path("baseline/sleep-2.json"),
+        &path("baseline/sleep-3.json"),
+        &path("baseline/sleep-2.json"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("PASSED: 3 judged — 0 worse"), "{text}");
+    assert!(text.contains("jitter p99_9"), "{text}");
+    // A generous threshold lets the loaded run through (2.324 ms < 1.197 ms × 2).
+    let out = tame(&[
+        "compare",
+        "--gate",
+        &path("baseline"),
+        &path("loaded.json"),
+        "--threshold",
+        "jitter p99=2",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn bad_gate_input_is_exit_2() {
+    let base = path("baseline/sleep-1.json");
+    let new = path("loaded.json");
+    // One baseline without a spread of its own: nothing to judge by.
+    expect_bad_input(
+        &["compare", "--gate", &base, &new],
+        "two or more baseline results",
+    );
+    expect_bad_input(
+        &[
+            "compare",
+            "--gate",
+            &path("baseline"),
+            &new,
+            "--threshold",
+            "p99=0.5",
+        ],
+        "the ratio is below 1",
+    );
+    let empty = tempfile::tempdir().unwrap();
+    expect_bad_input(
+        &["compare", "--gate", empty.path().to_str().unwrap(), &new],
+        "holds no *.json result",
+    );
+    // Another bench in the baseline.
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../crates/tame-bench/testdata/compare");
+    let noise = ws.join("a-noise.json").display().to_string();
+    expect_bad_input(
+        &["compare", "--gate", &base, &noise, &new],
+        "gate a result against baselines of the same bench",
+    );
+    // Without --gate, compare takes two results exactly.
+    expect_bad_input(&["compare", &base, &new, &new], "takes two results");
+}

@@ -1,0 +1,29 @@
+//! tame-cli's integration tests: one binary, its former test files as modules, so the
+//! workspace links one test executable here instead of one per file (docs/testing.md).
+//! Modules that change the machine or measure it hold `tame_testing::serial::module`
+//! in each test, so no two of them overlap; the others run beside anything.
+
+mod assess_cli;
+mod assess_system;
+mod bench_cli;
+mod bench_cost_cli;
+mod bench_cost_system;
+mod bench_mem_cli;
+mod bench_mem_system;
+mod bench_reserve;
+mod cgroup_v2;
+mod common;
+mod compare_gate_cli;
+mod export_kubernetes_cli;
+mod export_prometheus;
+mod install;
+mod ipc_cli;
+mod json_cli;
+mod launch_cli;
+mod launch_partition;
+mod noise_cli;
+mod partition_cli;
+mod report_cli;
+mod reproductions;
+mod run_all_script;
+mod serve_metrics;
