@@ -268,7 +268,7 @@ fn check(free: &[&str], enable: &[&str]) -> Result<Prior, Refusal> {
     };
     let v2_mount = mount_target(v2_line);
     let offered = words(&format!("{v2_mount}/cgroup.controllers"));
-    let cgroups = proc_cgroups();
+    let cgroups = settled_proc_cgroups(&mounts, free);
     let mut unmounted: Vec<String> = Vec::new();
     for c in free {
         if offered.iter().any(|o| o == c) {
@@ -636,6 +636,45 @@ fn other_namespace_holding(controller: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// [`proc_cgroups`] once the cgroups removed just before have gone: /proc/cgroups still
+/// counts a removed cgroup until the kernel frees it, shortly after the rmdir (a test that
+/// reverted its partition a moment ago, in this process). Waits, at most 5 s, only while a
+/// v1 hierarchy of `free` counts more cgroups than its root but has no child directory.
+fn settled_proc_cgroups(mounts: &str, free: &[&str]) -> BTreeMap<String, (u32, u64)> {
+    let v1_mounts: Vec<(String, String)> = mounts
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 4 && f[2] == "cgroup").then(|| (f[3].to_string(), mount_target(l)))
+        })
+        .collect();
+    let dying = |cgroups: &BTreeMap<String, (u32, u64)>| {
+        free.iter().any(|c| {
+            let Some(&(_, n)) = cgroups.get(*c) else {
+                return false;
+            };
+            let Some((_, target)) = v1_mounts
+                .iter()
+                .find(|(options, _)| options.split(',').any(|o| o == *c))
+            else {
+                return false;
+            };
+            n > 1
+                && !names_in(target)
+                    .iter()
+                    .any(|name| Path::new(target).join(name).is_dir())
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let cgroups = proc_cgroups();
+        if !dying(&cgroups) || Instant::now() > deadline {
+            return cgroups;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn proc_cgroups() -> BTreeMap<String, (u32, u64)> {
