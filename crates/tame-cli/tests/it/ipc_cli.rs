@@ -188,6 +188,8 @@ fn ls_shows_a_real_segment_and_its_live_owner() {
 
 #[test]
 fn bench_ipc_refuses_bad_input_before_measuring() {
+    // Needs two CPUs of its own: a partition applied by another module would confine it.
+    let _machine = tame_testing::serial::module(module_path!());
     for (args, needle) in [
         (&["--cpus", "0,0"][..], "two different"),
         (&["--cpus", "0"][..], "two CPU numbers"),
@@ -218,6 +220,8 @@ fn bench_ipc_refuses_bad_input_before_measuring() {
 
 #[test]
 fn bench_ipc_short_run_writes_a_versioned_result() {
+    // Needs two CPUs of its own: a partition applied by another module would confine it.
+    let _machine = tame_testing::serial::module(module_path!());
     let allowed = tame_rt_allowed_cpus();
     if !require(allowed.len() >= 2, "two CPUs this process may run on") {
         return;

@@ -1,7 +1,9 @@
 //! tame-cli's integration tests: one binary, its former test files as modules, so the
 //! workspace links one test executable here instead of one per file (docs/testing.md).
-//! Modules that change the machine or measure it hold `tame_testing::serial::module`
-//! in each test, so no two of them overlap; the others run beside anything.
+//! Tests that change the machine, measure it or need CPUs of their own (an applied
+//! partition confines every task, this binary's threads too) hold
+//! `tame_testing::serial::module`, so no two such modules overlap; the others run beside
+//! anything.
 
 mod assess_cli;
 mod assess_system;
