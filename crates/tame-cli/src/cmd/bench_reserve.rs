@@ -36,6 +36,10 @@ pub struct ReserveBenchArgs {
     /// below 100 %) [default: 10 % to 90 % in steps of 10; 20, 50, 80 % with --quick].
     #[arg(long, value_name = "LIST")]
     shares: Option<String>,
+    /// The most background processes the stability series add, one more per step (1 to 100)
+    /// [default: 10, as in the paper].
+    #[arg(long, value_name = "N")]
+    max_load: Option<usize>,
     /// Write the result as JSON to FILE, or to stdout with `-` (the tables then go to stderr).
     #[arg(long, value_name = "FILE|-")]
     json: Option<String>,
@@ -74,6 +78,9 @@ fn backends(text: &str) -> anyhow::Result<Vec<Backend>> {
     Ok(list)
 }
 
+/// `--max-load` at most: each step of a stability series adds one background process.
+const MAX_LOAD_LIMIT: usize = 100;
+
 /// `--shares`: each above 0 and below 100 %, in ascending order, each once.
 fn shares(text: &str) -> anyhow::Result<Vec<u64>> {
     let mut list = Vec::new();
@@ -95,6 +102,13 @@ fn shares(text: &str) -> anyhow::Result<Vec<u64>> {
 pub fn run(ctx: &Context, a: ReserveBenchArgs) -> anyhow::Result<i32> {
     let backends = backends(&a.backends)?;
     let chosen_shares = a.shares.as_deref().map(shares).transpose()?;
+    if let Some(n) = a.max_load {
+        if !(1..=MAX_LOAD_LIMIT).contains(&n) {
+            return Err(bad_input(format!(
+                "--max-load {n} is out of range: the stability series need at least one background process and take 3 s or more per step — give 1 to {MAX_LOAD_LIMIT}"
+            )));
+        }
+    }
     let environment = RunEnvironment::capture(&ctx.root);
     let online = environment.online_cpus.clone();
     let cpu = match a.cpu {
@@ -133,6 +147,9 @@ pub fn run(ctx: &Context, a: ReserveBenchArgs) -> anyhow::Result<i32> {
     let mut o = Options::standard(kit, scratch.path().to_path_buf(), cpu, backends, a.quick);
     if let Some(list) = chosen_shares {
         o.shares_ppm = list;
+    }
+    if let Some(n) = a.max_load {
+        o.max_load = n;
     }
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, o.stop.clone())

@@ -57,6 +57,10 @@ fn bad_input_exits_2_with_what_why_and_what_to_do() {
         "--shares: \"100%\" is not between 0 and 100 %",
     );
     expect_bad_input(
+        &["bench", "reserve", "--max-load", "0"],
+        "--max-load 0 is out of range",
+    );
+    expect_bad_input(
         &["bench", "reserve", "--shares", "half"],
         "--shares: share \"half\" is not a percentage",
     );

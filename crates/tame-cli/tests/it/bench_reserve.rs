@@ -74,9 +74,12 @@ fn the_quick_cgroup_study_is_a_result_report_draws() {
         "--quick",
         "--backends",
         "cgroup",
-        // One overhead point of --quick's three (20, 50, 80 %): each costs 4 s.
+        // One overhead point of --quick's three (20, 50, 80 %): each costs 4 s; and
+        // background load up to 2 processes, not 10: 0.6 s per step and series.
         "--shares",
         "50%",
+        "--max-load",
+        "2",
         "--json",
         "-",
     ]);
@@ -99,7 +102,9 @@ fn the_quick_cgroup_study_is_a_result_report_draws() {
             .find(|g| g["label"] == format!("cgroup/{load}"))
             .unwrap_or_else(|| panic!("a group for the {load} series"));
         let windows = g["counters"]["windows"].as_u64().unwrap();
-        assert!(windows >= 20, "{load}: {windows} windows");
+        // --quick: 20 windows unloaded, 3 per step of 0, 1 and 2 background processes.
+        let expected = if load == "none" { 20 } else { 3 * 3 };
+        assert_eq!(windows, expected, "{load}: {windows} windows");
         assert_eq!(g["metrics"][0]["name"], "client_share");
         assert_eq!(g["metrics"][0]["summary"]["count"].as_u64(), Some(windows));
         assert!(g.get("timeline").is_some(), "{load}: the windows over time");
@@ -121,6 +126,7 @@ fn the_quick_cgroup_study_is_a_result_report_draws() {
         .find(|g| g["label"] == "cgroup/overhead")
         .expect("the overhead points");
     assert_eq!(v["settings"]["shares_ppm"], serde_json::json!([500_000]));
+    assert_eq!(v["settings"]["max_load"], 2);
     assert!(
         overhead["derived"]["o_i 50%"].is_f64(),
         "O_I at 50 %: {}",
