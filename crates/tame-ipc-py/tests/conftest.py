@@ -5,7 +5,10 @@
 - ``shm``: unique segment names; every one is removed after the test, also when it
   fails, and the test fails if any /dev/shm/tame.<its prefix>* is left.
 - ``rust_examples``: the stamp producer and consumer of crates/tame-ipc/examples,
-  built with cargo (debug, as `cargo test --workspace` already built them).
+  built with cargo (debug) for the whole workspace with make test's features
+  (TAME_CARGO_FEATURES, set by scripts/python-test.sh): the units `cargo test` built,
+  so nothing is compiled. `-p tame-ipc` alone resolved other features and rebuilt
+  tame-ipc, and with it every crate above it at the next `make test` (38 s).
 - ``children``: child processes, read line by line; killed (and continued, if
   stopped) after the test whatever happened.
 """
@@ -86,7 +89,8 @@ def shm() -> Iterator[Names]:
 def rust_examples() -> Path:
     cargo = shutil.which("cargo") or str(Path.home() / ".cargo/bin/cargo")
     require(Path(cargo).exists(), "cargo (to build the tame-ipc stamp examples)")
-    build = [cargo, "build", "-q", "-p", "tame-ipc", "--example", "stamp_producer", "--example", "stamp_consumer"]
+    features = os.environ.get("TAME_CARGO_FEATURES", "").split()
+    build = [cargo, "build", "-q", "--workspace", *features, "--example", "stamp_producer", "--example", "stamp_consumer"]
     subprocess.run(build, cwd=REPO, check=True)
     meta = subprocess.run(
         [cargo, "metadata", "--format-version", "1", "--no-deps"], cwd=REPO, check=True, capture_output=True
