@@ -333,14 +333,7 @@ pub fn threads(m: &HostModel, t: &Target) -> Vec<Finding> {
             .housekeeping_fix(t, false, |hk| format!("confine them to the housekeeping CPUs: taskset -p -c {hk} PID (or tame apply)")),
         );
     }
-    // Each bound to one CPU: counted once, where that CPU is checked (one pass over the
-    // threads, not one per checked CPU: thousands of each on a big machine).
-    let bound = p
-        .tasks
-        .iter()
-        .filter(|task| task.kthread && task.affinity.len() == 1)
-        .filter(|task| task.affinity.first().is_some_and(|c| t.cpus.contains(c)))
-        .count();
+    let bound = p.kthreads_bound_within(&t.cpus).count();
     out.push(Finding::new(
         "cpus.per_cpu_kthreads",
         C,

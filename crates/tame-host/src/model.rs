@@ -30,15 +30,15 @@ struct IrqsRead {
     knobs: Knobs,
 }
 
-/// The IRQs in [`HostModel::read_with`]: read in turn, or by another thread, with what
-/// was found before their turn kept apart.
-enum Irqs<'a> {
-    Read(IrqModel),
-    Beside {
-        problems: Vec<Unreadable>,
-        knobs: Knobs,
-        join: Box<dyn FnOnce() -> IrqsRead + 'a>,
-    },
+/// Read the IRQs with a reader of their own (on a thread of their own in [`HostModel::read`]).
+fn read_irqs(root: &Root) -> IrqsRead {
+    let mut r = Reader::new(root);
+    let irqs = IrqModel::read(&mut r);
+    IrqsRead {
+        irqs,
+        problems: r.problems,
+        knobs: r.knobs,
+    }
 }
 
 /// Everything the host layer knows about the machine.
@@ -77,32 +77,21 @@ impl HostModel {
     /// where no second one can be started.
     pub fn read(root: &Root) -> Self {
         std::thread::scope(|s| {
-            let irq_reader = std::thread::Builder::new()
+            let beside = std::thread::Builder::new()
                 .name("tame-read-irqs".into())
-                .spawn_scoped(s, || {
-                    let mut r = Reader::new(root);
-                    let irqs = IrqModel::read(&mut r);
-                    IrqsRead {
-                        irqs,
-                        problems: r.problems,
-                        knobs: r.knobs,
-                    }
-                });
-            match irq_reader {
-                Ok(t) => Self::read_with(
-                    root,
-                    Some(Box::new(|| {
-                        t.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
-                    })),
-                ),
-                Err(_) => Self::read_with(root, None),
+                .spawn_scoped(s, || read_irqs(root));
+            match beside {
+                Ok(t) => Self::read_with(root, || {
+                    t.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+                }),
+                Err(_) => Self::read_with(root, || read_irqs(root)),
             }
         })
     }
 
-    /// [`HostModel::read`]: the IRQs from `beside` when given (called once everything
-    /// else is read), else read here in turn.
-    fn read_with(root: &Root, beside: Option<Box<dyn FnOnce() -> IrqsRead + '_>>) -> Self {
+    /// [`HostModel::read`], the IRQs from `irqs` (called once everything else is read),
+    /// their problems and knobs put where a reading in turn would have put them.
+    fn read_with(root: &Root, irqs: impl FnOnce() -> IrqsRead) -> Self {
         let mut r = Reader::new(root);
         let mounts = read_mounts(&mut r);
         let debugfs_mounted = mounts_of_type(&mounts, "debugfs").next().is_some();
@@ -112,16 +101,11 @@ impl HostModel {
         let kernel = KernelInfo::read(&mut r, last_cpu, debugfs_mounted);
         let sched = SchedTimers::read(&mut r, debugfs_mounted);
         let virt = Virtualisation::read(&mut r, &cpus.flags, &sched.clocksources_available);
-        // Where the IRQs come in turn: read now, or what was found so far put aside for
-        // theirs to follow.
-        let irqs = match beside {
-            None => Irqs::Read(IrqModel::read(&mut r)),
-            Some(join) => Irqs::Beside {
-                problems: std::mem::take(&mut r.problems),
-                knobs: std::mem::take(&mut r.knobs),
-                join,
-            },
-        };
+        // The IRQs' turn: what was found so far is put aside for theirs to follow.
+        let (mut problems, mut knobs) = (
+            std::mem::take(&mut r.problems),
+            std::mem::take(&mut r.knobs),
+        );
         let cgroups = CgroupModel::from_mounts(&mut r, &mounts);
         let memory = Memory::read(&mut r);
         let power = Power::read(&mut r, &cpu_ids);
@@ -129,23 +113,12 @@ impl HostModel {
         let processes = Processes::read(&mut r);
         let accounts = Accounts::read(&mut r);
         crate::knobs::read_extra(&mut r, power.cpufreq.iter().map(|c| c.cpu));
-        let irqs = match irqs {
-            Irqs::Read(irqs) => irqs,
-            Irqs::Beside {
-                mut problems,
-                mut knobs,
-                join,
-            } => {
-                let theirs = join();
-                problems.extend(theirs.problems);
-                problems.append(&mut r.problems);
-                knobs.take_later(theirs.knobs);
-                knobs.take_later(std::mem::take(&mut r.knobs));
-                r.problems = problems;
-                r.knobs = knobs;
-                theirs.irqs
-            }
-        };
+        let theirs = irqs();
+        problems.extend(theirs.problems);
+        problems.append(&mut r.problems);
+        knobs.take_later(theirs.knobs);
+        knobs.take_later(std::mem::take(&mut r.knobs));
+        let irqs = theirs.irqs;
         HostModel {
             schema: HOST_MODEL_SCHEMA,
             cpus,
@@ -160,8 +133,8 @@ impl HostModel {
             virt,
             mounts,
             accounts,
-            knobs: std::mem::take(&mut r.knobs),
-            problems: r.problems,
+            knobs,
+            problems,
         }
     }
 
@@ -211,7 +184,7 @@ mod tests {
         );
         let root = Root::new(dir.path());
         let beside = HostModel::read(&root);
-        let alone = HostModel::read_with(&root, None);
+        let alone = HostModel::read_with(&root, || read_irqs(&root));
         assert_eq!(beside, alone);
         let paths: Vec<String> = beside.problems.iter().map(|p| p.path.clone()).collect();
         let at = |needle: &str| paths.iter().position(|p| p.ends_with(needle)).unwrap();

@@ -211,6 +211,19 @@ impl Processes {
             .filter(move |t| t.kthread && t.affinity.len() == 1 && t.affinity.contains(cpu))
     }
 
+    /// Kernel threads bound to exactly one CPU of `cpus`: each counted once, in one pass
+    /// (not one pass per CPU: thousands of each on a big machine).
+    pub fn kthreads_bound_within<'a>(
+        &'a self,
+        cpus: &'a CpuList,
+    ) -> impl Iterator<Item = &'a Task> {
+        self.tasks.iter().filter(move |t| {
+            t.kthread
+                && t.affinity.len() == 1
+                && t.affinity.first().is_some_and(|c| cpus.contains(c))
+        })
+    }
+
     pub fn realtime(&self) -> impl Iterator<Item = &Task> {
         self.tasks.iter().filter(|t| t.policy.is_realtime())
     }

@@ -7,7 +7,7 @@ use tame_host::cgroup::{CgroupVersion, PartitionKind};
 use tame_host::irq::ManagedSource;
 use tame_host::kernel::PreemptModel;
 use tame_host::process::SchedPolicy;
-use tame_host::{HostModel, Root};
+use tame_host::{CpuList, HostModel, Root};
 use tame_testing::synthetic::SyntheticHost;
 
 fn scratch() -> tempfile::TempDir {
@@ -159,6 +159,11 @@ fn rt_host_boot_isolation_and_config_gz() {
         ("control_loop", SchedPolicy::Fifo, 80)
     );
     assert_eq!(m.processes.kthreads_bound_to(5).count(), 4);
+    let four_and_five = CpuList::parse("4-5").unwrap();
+    assert_eq!(
+        m.processes.kthreads_bound_within(&four_and_five).count(),
+        m.processes.kthreads_bound_to(4).count() + 4
+    );
     assert!(m
         .irqs
         .irqs
