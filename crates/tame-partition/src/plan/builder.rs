@@ -66,19 +66,21 @@ impl<'a> Builder<'a> {
         });
     }
 
-    /// Note on the write to `path`, when the plan has just made it (a write that would
-    /// change nothing is not made), that it changes nothing on this host, and why. Only
-    /// the last step is looked at: partitions do not overlap, so a CPU's file is written
-    /// once, right before this is asked (one look per CPU, not a pass over every step).
-    pub(super) fn mark_ineffective(&mut self, path: &str, why: &str) {
-        if let Some(Step::Write {
-            path: p,
-            ineffective,
-            ..
-        }) = self.steps.last_mut()
-        {
-            if p == path {
-                *ineffective = Some(why.to_string());
+    /// [`Builder::write`], noting on the write, where one is made, that it changes nothing
+    /// on this host and why (`ineffective`).
+    pub(super) fn write_noting(
+        &mut self,
+        path: String,
+        new: String,
+        kind: ValueKind,
+        why: &str,
+        ineffective: Option<&str>,
+    ) {
+        let before = self.steps.len();
+        self.write(path, new, kind, why);
+        if let (Some(note), true) = (ineffective, self.steps.len() > before) {
+            if let Some(Step::Write { ineffective, .. }) = self.steps.last_mut() {
+                *ineffective = Some(note.to_string());
             }
         }
     }

@@ -100,15 +100,13 @@ fn idle_limit(
             IdleLimit::Poll => "n/a".to_string(),
             IdleLimit::MaxLatencyUs(us) => us.to_string(),
         };
-        b.write(
-            qos.clone(),
+        b.write_noting(
+            qos,
             value,
             ValueKind::Text,
             "limit idle exit latency",
+            ineffective,
         );
-        if let Some(note) = ineffective {
-            b.mark_ineffective(&qos, note);
-        }
         return;
     }
     let max = match limit {
