@@ -1,17 +1,33 @@
-//! `tame run`: start a program already placed. Between fork and exec the child
-//! joins the partition's cgroup, takes its CPU affinity, RT-time limit and
-//! scheduling policy, so neither it nor anything it starts ever runs elsewhere;
-//! all of these survive execve. Memory locking does not survive exec, so the
-//! preload library does it inside the new program.
+//! The one door for every process tame starts ([`Spawn`]), and the fork-and-run door for
+//! the two children that run a function of tame's instead of a program ([`fork`]).
+//!
+//! Between fork and exec the child places itself — dies with its parent, joins a cgroup,
+//! takes its CPU affinity, RT-time limit and scheduling policy — so neither it nor
+//! anything it starts ever runs elsewhere; all of these survive execve. Every one of those
+//! calls is checked: a refusal fails the spawn and says which call failed and why (the
+//! child reports it on a pipe of its own, see `child.rs`), and no program runs unplaced.
+//! Memory locking does not survive exec, so the preload library does it inside the new
+//! program.
+//!
+//! **Program resolution** has one rule, [`resolve`]: a name with a `/` is that path; any
+//! other name is the first *executable regular file* of that name in `PATH`'s directories,
+//! in order (an empty entry is the current directory; no `PATH`, no match). The spawner
+//! resolves before it forks and execs the file it found (the program still sees the name
+//! it was given as `argv[0]`), so a name that cannot run is refused before anything starts,
+//! and what a check found is what runs.
+
+mod child;
+pub mod fork;
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io::{self, Write as _};
+use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::thread::JoinHandle;
 
 use tame_host::CpuList;
@@ -19,8 +35,9 @@ use tame_rt::sched::{self, SchedSpec};
 
 use crate::error::{invalid, io_failed, LaunchError};
 use crate::preload::Preload;
+use child::{Step, Steps, REPORT_LEN};
 
-/// Where and how the program runs.
+/// Where and how the program runs (what `tame run` asks for).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placement {
     pub cpus: CpuList,
@@ -51,34 +68,430 @@ impl Placement {
     }
 }
 
-/// A running, placed program.
+/// A running, placed program; derefs to its [`Child`].
 pub struct Launched {
     pub child: Child,
     /// Keeps the preload memfd open until the program is gone.
     _preload: Option<Preload>,
 }
 
-/// Fork, place, exec. Everything that can be checked was checked by the caller;
-/// a refusal by the kernel here still leaves nothing behind (the child never runs the program).
+impl Deref for Launched {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.child
+    }
+}
+
+impl DerefMut for Launched {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+}
+
+/// A child process to start: the program, its arguments, and how it is placed. Nothing
+/// happens until [`Spawn::spawn`], [`Spawn::spawn_held`] or [`Spawn::output`].
+///
+/// ```no_run
+/// # use tame_launch::spawn::Spawn;
+/// # use tame_host::CpuList;
+/// let load = Spawn::program("stress-ng")
+///     .args(["--cpu", "1"])
+///     .cpus(&CpuList::parse("3").unwrap())
+///     .process_group()
+///     .die_with_parent(libc::SIGTERM)
+///     .null_stdio()
+///     .spawn()?;
+/// # Ok::<(), tame_launch::LaunchError>(())
+/// ```
+#[derive(Debug)]
+pub struct Spawn {
+    program: OsString,
+    args: Vec<OsString>,
+    /// How errors name it ("cannot start {what}: …"); the program's name when not given.
+    what: Option<String>,
+    cpus: Option<CpuList>,
+    policy: Option<SchedSpec>,
+    reset_on_fork: bool,
+    rttime_us: Option<u64>,
+    cgroup_procs: Option<String>,
+    mlock: Option<u64>,
+    process_group: bool,
+    die_with_parent: Option<libc::c_int>,
+    stdin: Option<Stdio>,
+    stdout: Option<Stdio>,
+    stderr: Option<Stdio>,
+    env: Vec<(OsString, OsString)>,
+    current_dir: Option<PathBuf>,
+}
+
+impl Spawn {
+    /// `program` (resolved by [`resolve`]) with no arguments, placed nowhere in particular.
+    pub fn program(program: impl AsRef<OsStr>) -> Self {
+        Spawn {
+            program: program.as_ref().to_os_string(),
+            args: Vec::new(),
+            what: None,
+            cpus: None,
+            policy: None,
+            reset_on_fork: false,
+            rttime_us: None,
+            cgroup_procs: None,
+            mlock: None,
+            process_group: false,
+            die_with_parent: None,
+            stdin: None,
+            stdout: None,
+            stderr: None,
+            env: Vec::new(),
+            current_dir: None,
+        }
+    }
+
+    /// The first of `argv` is the program, the rest its arguments.
+    pub fn argv(argv: &[OsString]) -> Result<Self, LaunchError> {
+        let (program, args) = argv.split_first().ok_or_else(no_program)?;
+        Ok(Spawn::program(program).args(args))
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.args.push(arg.as_ref().to_os_string());
+        self
+    }
+
+    pub fn args(mut self, args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Self {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_os_string()));
+        self
+    }
+
+    /// How errors name the child: "cannot start {what}: …" (default: the program).
+    pub fn what(mut self, what: impl Into<String>) -> Self {
+        self.what = Some(what.into());
+        self
+    }
+
+    /// Run only on `cpus` (sched_setaffinity before exec).
+    pub fn cpus(mut self, cpus: &CpuList) -> Self {
+        self.cpus = Some(cpus.clone());
+        self
+    }
+
+    /// Run with this scheduling policy (set before exec).
+    pub fn policy(mut self, spec: SchedSpec) -> Self {
+        self.policy = Some(spec);
+        self
+    }
+
+    /// With [`Spawn::policy`]: the program's own children start as SCHED_OTHER.
+    pub fn reset_on_fork(mut self, reset: bool) -> Self {
+        self.reset_on_fork = reset;
+        self
+    }
+
+    /// RLIMIT_RTTIME in µs: the most CPU time a real-time thread may use without blocking.
+    pub fn rttime_limit_us(mut self, us: u64) -> Self {
+        self.rttime_us = Some(us);
+        self
+    }
+
+    /// Join the cgroup whose task file (absolute host path) this is, before exec.
+    pub fn cgroup(mut self, procs: impl Into<String>) -> Self {
+        self.cgroup_procs = Some(procs.into());
+        self
+    }
+
+    /// Lock the program's memory (the preload library, after exec), faulting in this many
+    /// heap bytes first.
+    pub fn mlock(mut self, prefault_bytes: u64) -> Self {
+        self.mlock = Some(prefault_bytes);
+        self
+    }
+
+    /// Everything a [`Placement`] says.
+    pub fn placement(mut self, p: &Placement) -> Self {
+        self.cpus = Some(p.cpus.clone());
+        self.policy = p.sched;
+        self.reset_on_fork = p.reset_on_fork;
+        self.rttime_us = p.rttime_us;
+        self.cgroup_procs = p.cgroup_procs.clone();
+        self.mlock = p.mlock.then_some(p.prefault_bytes);
+        self
+    }
+
+    /// A process group of its own (the child leads it), so a signal to the group reaches
+    /// it and everything it starts, and a terminal's Ctrl-C to ours does not.
+    pub fn process_group(mut self) -> Self {
+        self.process_group = true;
+        self
+    }
+
+    /// The kernel sends it `signal` when the thread that started it ends (PR_SET_PDEATHSIG).
+    pub fn die_with_parent(mut self, signal: libc::c_int) -> Self {
+        self.die_with_parent = Some(signal);
+        self
+    }
+
+    pub fn stdin(mut self, s: impl Into<Stdio>) -> Self {
+        self.stdin = Some(s.into());
+        self
+    }
+
+    pub fn stdout(mut self, s: impl Into<Stdio>) -> Self {
+        self.stdout = Some(s.into());
+        self
+    }
+
+    pub fn stderr(mut self, s: impl Into<Stdio>) -> Self {
+        self.stderr = Some(s.into());
+        self
+    }
+
+    /// stdin, stdout and stderr all /dev/null.
+    pub fn null_stdio(self) -> Self {
+        self.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+    }
+
+    /// Set one environment variable (a `PATH` set here is also the one [`resolve`] uses).
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.env
+            .push((key.as_ref().to_os_string(), value.as_ref().to_os_string()));
+        self
+    }
+
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.current_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Fork, place, exec. A refusal (no such program, a step the kernel refused) leaves
+    /// nothing behind: the child never runs the program.
+    pub fn spawn(self) -> Result<Launched, LaunchError> {
+        let what = self.what_name();
+        let program = self.program.clone();
+        let prepared = self.prepare(None)?;
+        let Prepared {
+            mut cmd,
+            preload,
+            report,
+        } = prepared;
+        let spawned = cmd.spawn();
+        // The children have their copies; ours of the write end must go before we read.
+        drop(cmd);
+        let child = spawned.map_err(|e| spawn_error(&what, &program, &report, e))?;
+        Ok(Launched {
+            child,
+            _preload: preload,
+        })
+    }
+
+    /// Spawn with stdout and stderr captured (unless set otherwise) and wait for it.
+    pub fn output(self) -> Result<Output, LaunchError> {
+        let what = self.what_name();
+        let mut s = self;
+        s.stdout = Some(s.stdout.unwrap_or_else(Stdio::piped));
+        s.stderr = Some(s.stderr.unwrap_or_else(Stdio::piped));
+        let launched = s.spawn()?;
+        let Launched { child, _preload } = launched;
+        child
+            .wait_with_output()
+            .map_err(|e| io_failed(format!("cannot wait for {what}"), e))
+    }
+
+    /// Like [`Spawn::spawn`], but the child stops before exec until [`Held::go`]: whatever
+    /// the caller sets up for its pid in between (a reservation) holds from the program's
+    /// first instruction. Dropped without `go`, it never runs.
+    pub fn spawn_held(self) -> Result<Held, LaunchError> {
+        let what = self.what_name();
+        let program = self.program.clone();
+        let (placed_read, placed_write) = pipe()?;
+        let (go_read, go_write) = pipe()?;
+        let fds = HoldFds {
+            placed: placed_write.as_raw_fd(),
+            go: go_read.as_raw_fd(),
+            go_parent: go_write.as_raw_fd(),
+        };
+        let Prepared {
+            mut cmd,
+            preload,
+            report,
+        } = self.prepare(Some(fds))?;
+        let spawning = std::thread::spawn(move || {
+            let child = cmd.spawn();
+            // The child has exec'd or failed: our copies of its ends can go.
+            drop((cmd, placed_write, go_read));
+            child
+        });
+        let sent = read_pid(&placed_read, &spawning);
+        let mut held = Held {
+            pid: sent.unwrap_or(0),
+            go: Some(go_write),
+            spawning: Some(spawning),
+            what,
+            program,
+            report,
+            preload,
+        };
+        match sent {
+            Some(_) => Ok(held),
+            // The child ended before it was placed: the spawn says why.
+            None => Err(match held.finish() {
+                // Not sent, yet started: never leave a program running unplaced.
+                Ok(mut child) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    io_failed(
+                        format!("cannot start {}", held.what),
+                        io::Error::other(
+                            "the child started but never reported its placement (killed, or out of memory before exec?) — see dmesg and retry",
+                        ),
+                    )
+                }
+                Err(e) => e,
+            }),
+        }
+    }
+
+    fn what_name(&self) -> String {
+        self.what
+            .clone()
+            .unwrap_or_else(|| self.program.to_string_lossy().into_owned())
+    }
+
+    /// The `Command` that resolves, places itself between fork and exec (and, held, then
+    /// waits for the go), with the preload library when memory is to be locked.
+    fn prepare(self, hold: Option<HoldFds>) -> Result<Prepared, LaunchError> {
+        let path_var = self
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var_os("PATH"));
+        let Some(resolved) = resolve_in(&self.program, path_var.as_deref()) else {
+            return Err(invalid(format!(
+                "cannot run {}: no such program — check the name or give its path",
+                self.program.to_string_lossy()
+            )));
+        };
+        let mut cmd = Command::new(&resolved);
+        cmd.arg0(&self.program).args(&self.args);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        if let Some(dir) = &self.current_dir {
+            cmd.current_dir(dir);
+        }
+        if let Some(s) = self.stdin {
+            cmd.stdin(s);
+        }
+        if let Some(s) = self.stdout {
+            cmd.stdout(s);
+        }
+        if let Some(s) = self.stderr {
+            cmd.stderr(s);
+        }
+        if self.process_group {
+            cmd.process_group(0);
+        }
+        let preload = match self.mlock {
+            Some(prefault_bytes) => {
+                let p = Preload::new()?;
+                p.pass_to(&mut cmd);
+                let existing = std::env::var("LD_PRELOAD").unwrap_or_default();
+                let entry = if existing.is_empty() {
+                    p.ld_preload_entry()
+                } else {
+                    format!("{} {existing}", p.ld_preload_entry())
+                };
+                cmd.env("LD_PRELOAD", entry)
+                    .env("TAME_MLOCK", "1")
+                    .env("TAME_PREFAULT_BYTES", prefault_bytes.to_string());
+                Some(p)
+            }
+            None => None,
+        };
+        // Everything the child needs is built now: after fork only async-signal-safe calls.
+        let steps = Steps {
+            // SAFETY: getpid has no preconditions.
+            die_with_parent: self
+                .die_with_parent
+                .map(|sig| (sig, unsafe { libc::getpid() })),
+            new_session: false,
+            cgroup_procs: self
+                .cgroup_procs
+                .as_ref()
+                .map(|p| {
+                    CString::new(p.as_str())
+                        .map_err(|_| invalid(format!("cgroup path {p:?} contains a NUL byte")))
+                })
+                .transpose()?,
+            cpus: self.cpus.as_ref().map(|c| sched::cpu_set(c.iter())),
+            rttime_us: self.rttime_us,
+            policy: self.policy.map(|p| (p, self.reset_on_fork)),
+        };
+        let (report_read, report_write) = pipe()?;
+        set_nonblocking(&report_read)?;
+        let report_fd = report_write.as_raw_fd();
+        // SAFETY: the closure only makes async-signal-safe system calls on pre-built data
+        // (Steps::take, wait_for_go); it owns `report_write`, so the descriptor stays open
+        // as long as the command does.
+        unsafe {
+            cmd.pre_exec(move || {
+                let _keep = &report_write;
+                steps
+                    .take(report_fd)
+                    .map_err(io::Error::from_raw_os_error)?;
+                match hold {
+                    Some(fds) => wait_for_go(fds),
+                    None => Ok(()),
+                }
+            });
+        }
+        Ok(Prepared {
+            cmd,
+            preload,
+            report: report_read,
+        })
+    }
+}
+
+/// A command ready to spawn, with what must outlive it.
+struct Prepared {
+    cmd: Command,
+    preload: Option<Preload>,
+    /// Where the child reports a refused step.
+    report: OwnedFd,
+}
+
+/// Fork, place, exec (a [`Placement`], as `tame run` asks for it).
 pub fn spawn(placement: &Placement, argv: &[OsString]) -> Result<Launched, LaunchError> {
-    let (mut cmd, preload) = placed_command(placement, argv, None)?;
-    let child = cmd.spawn().map_err(|e| start_error(&argv[0], e))?;
-    Ok(Launched {
-        child,
-        _preload: preload,
-    })
+    placed(placement, argv)?.spawn()
+}
+
+/// Like [`spawn`], but the child stops before exec until [`Held::go`].
+pub fn spawn_held(placement: &Placement, argv: &[OsString]) -> Result<Held, LaunchError> {
+    placed(placement, argv)?.spawn_held()
+}
+
+fn placed(placement: &Placement, argv: &[OsString]) -> Result<Spawn, LaunchError> {
+    let s = Spawn::argv(argv)?.placement(placement);
+    let what = format!("{} placed", s.program.to_string_lossy());
+    Ok(s.what(what))
 }
 
 /// A program forked and placed (cgroup, affinity, limits, policy) that waits before exec
-/// until [`Held::go`]: whatever the caller sets up for its pid in between (a reservation)
-/// holds from the program's first instruction. Dropped without `go`, it never runs.
+/// until [`Held::go`]. Dropped without `go`, it never runs.
 pub struct Held {
     pid: u32,
     /// Our end of the go pipe: one byte lets the child exec; closing it makes the child give up.
     go: Option<OwnedFd>,
     /// std's spawn returns only once the child has exec'd, so it runs on a thread of its own.
     spawning: Option<JoinHandle<io::Result<Child>>>,
+    what: String,
     program: OsString,
+    report: OwnedFd,
     preload: Option<Preload>,
 }
 
@@ -91,58 +504,6 @@ struct HoldFds {
     go: RawFd,
     /// The parent's end of the go pipe: the child closes its copy, or it would never see EOF.
     go_parent: RawFd,
-}
-
-/// Like [`spawn`], but the child stops before exec until [`Held::go`]. The program is
-/// looked up first, so a name that cannot run is refused before anything is set up for it.
-pub fn spawn_held(placement: &Placement, argv: &[OsString]) -> Result<Held, LaunchError> {
-    let program = argv.first().ok_or_else(no_program)?.clone();
-    if resolve(&program).is_none() {
-        return Err(invalid(format!(
-            "cannot run {}: no such executable program — check the name or give its path",
-            program.to_string_lossy()
-        )));
-    }
-    let (placed_read, placed_write) = pipe()?;
-    let (go_read, go_write) = pipe()?;
-    let fds = HoldFds {
-        placed: placed_write.as_raw_fd(),
-        go: go_read.as_raw_fd(),
-        go_parent: go_write.as_raw_fd(),
-    };
-    let (mut cmd, preload) = placed_command(placement, argv, Some(fds))?;
-    let spawning = std::thread::spawn(move || {
-        let child = cmd.spawn();
-        // The child has exec'd or failed: our copies of its ends can go.
-        drop((placed_write, go_read));
-        child
-    });
-    let sent = read_pid(&placed_read, &spawning);
-    let mut held = Held {
-        pid: sent.unwrap_or(0),
-        go: Some(go_write),
-        spawning: Some(spawning),
-        program,
-        preload,
-    };
-    match sent {
-        Some(_) => Ok(held),
-        // The child ended before it was placed: the spawn says why.
-        None => Err(match held.finish() {
-            // Not sent, yet started: never leave a program running unplaced.
-            Ok(mut child) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                io_failed(
-                    format!("cannot start {} placed", held.program.to_string_lossy()),
-                    io::Error::other(
-                        "the child started but never reported its placement (killed, or out of memory before exec?) — see dmesg and retry",
-                    ),
-                )
-            }
-            Err(e) => e,
-        }),
-    }
 }
 
 impl Held {
@@ -181,7 +542,7 @@ impl Held {
                 "tame asked for the program's start twice, a defect in tame — please report it",
             )),
         };
-        result.map_err(|e| start_error(&self.program, e))
+        result.map_err(|e| spawn_error(&self.what, &self.program, &self.report, e))
     }
 }
 
@@ -212,16 +573,25 @@ fn no_program() -> LaunchError {
     invalid("no program given — write it after `--`, e.g. tame run --cpus 1 -- ./loop")
 }
 
-/// The executable `program` names: a path, or the first match on PATH.
-fn resolve(program: &OsStr) -> Option<PathBuf> {
+/// The executable `program` names, by the spawner's one rule (see the module doc): a name
+/// with a `/` is that path; any other name the first executable regular file of that name
+/// in `PATH`. `None` when nothing runnable is found.
+pub fn resolve(program: impl AsRef<OsStr>) -> Option<PathBuf> {
+    resolve_in(program.as_ref(), std::env::var_os("PATH").as_deref())
+}
+
+fn resolve_in(program: &OsStr, path: Option<&OsStr>) -> Option<PathBuf> {
     let p = Path::new(program);
     let executable = |c: &Path| {
         std::fs::metadata(c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
+    if program.is_empty() {
+        return None;
+    }
     if program.as_bytes().contains(&b'/') {
         return executable(p).then(|| p.to_path_buf());
     }
-    std::env::var_os("PATH")?
+    path?
         .as_bytes()
         .split(|&b| b == b':')
         .map(|dir| Path::new(OsStr::from_bytes(dir)).join(p))
@@ -229,7 +599,7 @@ fn resolve(program: &OsStr) -> Option<PathBuf> {
 }
 
 /// A close-on-exec pipe: (read end, write end).
-fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {
+pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: fds is a writable array of two ints, as pipe2 requires.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -237,6 +607,53 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {
     }
     // SAFETY: pipe2 just returned these two descriptors; nothing else owns them.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> Result<(), LaunchError> {
+    // SAFETY: fcntl on a descriptor we own, with integer arguments.
+    let ok = unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        flags >= 0 && libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) == 0
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(io_failed(
+            "cannot make a pipe non-blocking",
+            io::Error::last_os_error(),
+        ))
+    }
+}
+
+/// The step the child reported refused, if it reported one (the read end is non-blocking:
+/// the child wrote before it failed, and the spawn has returned its failure by now).
+pub(crate) fn reported(report: &OwnedFd) -> Option<(Step, i32)> {
+    let mut bytes = [0u8; REPORT_LEN];
+    // SAFETY: reading into a live buffer of REPORT_LEN bytes from a descriptor we own.
+    let n = unsafe { libc::read(report.as_raw_fd(), bytes.as_mut_ptr().cast(), REPORT_LEN) };
+    (n == REPORT_LEN as isize)
+        .then(|| child::decode(bytes))
+        .flatten()
+}
+
+/// A refused step as an error: bad input when it was a permission (the caller may run as
+/// someone else, or ask for less), a failure otherwise; the OS error kept as the source.
+pub(crate) fn step_error(what: &str, step: Step, errno: i32) -> LaunchError {
+    let e = io::Error::from_raw_os_error(errno);
+    if matches!(errno, libc::EPERM | libc::EACCES) {
+        return invalid(format!(
+            "cannot start {what}: {step} was refused: {e} — the placement needs privileges you do not have (run as root, or ask for less)"
+        ));
+    }
+    io_failed(format!("cannot start {what}: {step} failed"), e)
+}
+
+/// Why the spawn failed: the step the child reported, or else std's (exec's) error.
+fn spawn_error(what: &str, program: &OsStr, report: &OwnedFd, e: io::Error) -> LaunchError {
+    match reported(report) {
+        Some((step, errno)) => step_error(what, step, errno),
+        None => start_error(what, program, e),
+    }
 }
 
 /// The held child's pid from the placed pipe; None when the spawn ended without it. The
@@ -263,104 +680,18 @@ fn read_pid(placed: &OwnedFd, spawning: &JoinHandle<io::Result<Child>>) -> Optio
     }
 }
 
-/// The kernel's or std's refusal to start `program`, as bad input where the user can fix it.
-fn start_error(program: &OsStr, e: io::Error) -> LaunchError {
+/// The kernel's or std's refusal to exec, as bad input where the user can fix it.
+fn start_error(what: &str, program: &OsStr, e: io::Error) -> LaunchError {
+    let program = program.to_string_lossy();
     match e.kind() {
         io::ErrorKind::NotFound => invalid(format!(
-            "cannot run {}: no such program — check the name or give its path",
-            program.to_string_lossy()
+            "cannot run {program}: no such program — check the name or give its path"
         )),
         io::ErrorKind::PermissionDenied => invalid(format!(
-            "cannot run {}: {e} — the program is not executable by you, or the placement was refused",
-            program.to_string_lossy()
+            "cannot run {program}: {e} — the program is not executable by you"
         )),
-        _ => io_failed(
-            format!("cannot start {} placed", program.to_string_lossy()),
-            e,
-        ),
+        _ => io_failed(format!("cannot start {what}"), e),
     }
-}
-
-/// The program as a `Command` that places itself between fork and exec (and, held, then
-/// waits for the go), with the preload library when memory is to be locked.
-fn placed_command(
-    placement: &Placement,
-    argv: &[OsString],
-    hold: Option<HoldFds>,
-) -> Result<(Command, Option<Preload>), LaunchError> {
-    let (program, args) = argv.split_first().ok_or_else(no_program)?;
-    let mut cmd = Command::new(program);
-    cmd.args(args);
-    let preload = if placement.mlock {
-        let p = Preload::new()?;
-        p.pass_to(&mut cmd);
-        let existing = std::env::var("LD_PRELOAD").unwrap_or_default();
-        let entry = if existing.is_empty() {
-            p.ld_preload_entry()
-        } else {
-            format!("{} {existing}", p.ld_preload_entry())
-        };
-        cmd.env("LD_PRELOAD", entry)
-            .env("TAME_MLOCK", "1")
-            .env("TAME_PREFAULT_BYTES", placement.prefault_bytes.to_string());
-        Some(p)
-    } else {
-        None
-    };
-    // Everything the child needs is built now: after fork only async-signal-safe calls are allowed.
-    let cpu_set = sched::cpu_set(placement.cpus.iter());
-    let cgroup = placement
-        .cgroup_procs
-        .as_ref()
-        .map(|p| {
-            CString::new(p.as_str())
-                .map_err(|_| invalid(format!("cgroup path {p:?} contains a NUL byte")))
-        })
-        .transpose()?;
-    let sched_spec = placement.sched;
-    let reset = placement.reset_on_fork;
-    let rttime = placement.rttime_us;
-    // SAFETY: the closure only makes async-signal-safe system calls on pre-built data.
-    unsafe {
-        cmd.pre_exec(move || {
-            if let Some(path) = &cgroup {
-                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                if fd < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // "0" attaches the writing task itself.
-                let n = libc::write(fd, b"0".as_ptr().cast(), 1);
-                let err = io::Error::last_os_error();
-                libc::close(fd);
-                if n != 1 {
-                    return Err(err);
-                }
-            }
-            if libc::sched_setaffinity(0, cpu_set.size_bytes(), cpu_set.as_ptr()) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if let Some(us) = rttime {
-                let limit = libc::rlimit {
-                    rlim_cur: us,
-                    rlim_max: us,
-                };
-                if libc::setrlimit(libc::RLIMIT_RTTIME, &limit) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-            if let Some(spec) = &sched_spec {
-                let errno = sched::apply_raw(0, spec, reset);
-                if errno != 0 {
-                    return Err(io::Error::from_raw_os_error(errno));
-                }
-            }
-            match hold {
-                Some(fds) => wait_for_go(fds),
-                None => Ok(()),
-            }
-        });
-    }
-    Ok((cmd, preload))
 }
 
 /// In the held child, placed: tell the parent our pid, then wait for its go. EOF means the
@@ -670,10 +1001,7 @@ mod tests {
         let argv = vec![OsString::from("/nonexistent/program")];
         let err = spawn_held(&placement("0"), &argv).err().unwrap();
         assert!(err.is_bad_input(), "{err}");
-        assert!(
-            err.to_string().contains("no such executable program"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("no such program"), "{err}");
         let err = spawn_held(&placement("0"), &[]).err().unwrap();
         assert!(err.is_bad_input(), "{err}");
     }
