@@ -121,7 +121,7 @@ pub fn bench_cost(
         cost::check_tools(&[Workload::Cpu]).map_err(|_| {
             invalid("stress-ng not found in PATH — --rt-load runs stress-ng's cyclic stressor; install it with `apt-get install stress-ng`")
         })?;
-        if tame_bench::load::find_in_path("setpriv").is_none() {
+        if tame_launch::spawn::resolve("setpriv").is_none() {
             return Err(invalid("setpriv not found in PATH — --rt-load starts its load through it (so the load ends with tame); install it with `apt-get install util-linux`"));
         }
     }

@@ -24,6 +24,16 @@ impl BenchError {
     }
 }
 
+/// The spawner's refusals keep their class: bad input stays bad input.
+impl From<tame_launch::LaunchError> for BenchError {
+    fn from(e: tame_launch::LaunchError) -> Self {
+        match e {
+            tame_launch::LaunchError::Invalid(m) => BenchError::Invalid(m),
+            tame_launch::LaunchError::Failed(f) => BenchError::Failed(f),
+        }
+    }
+}
+
 pub type Result<T, E = BenchError> = std::result::Result<T, E>;
 
 /// The user's mistake, in words: what, why, what to do.

@@ -3,13 +3,12 @@
 //! their own process groups and always stopped and reaped (on return, error
 //! or Ctrl-C; a parent-death signal and stress-ng's own timeout cover SIGKILL).
 
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tame_host::CpuList;
+use tame_launch::spawn::{resolve, Launched, Spawn};
 
 use crate::error::{invalid, io_failed, Result};
 
@@ -118,24 +117,16 @@ pub fn parse_metrics(yaml: &str) -> Vec<Throughput> {
         .collect()
 }
 
-/// Where `program` is on the PATH, if it is.
-pub fn find_in_path(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(program))
-        .find(|p| p.is_file())
-}
-
 impl LoadSpec {
     /// Check the tools exist before anything starts.
     pub fn check_tools(&self) -> Result<()> {
         let needs_stress = self.kinds.iter().any(|k| *k != LoadKind::Build);
-        if needs_stress && find_in_path("stress-ng").is_none() {
+        if needs_stress && resolve("stress-ng").is_none() {
             return Err(invalid(
                 "stress-ng not found in PATH — cpu/io/hdd/vm/sock/cache/stream load runs stress-ng; install the Debian package stress-ng (apt-get install stress-ng) or run `make run` once",
             ));
         }
-        if self.kinds.contains(&LoadKind::Build) && find_in_path("gcc").is_none() {
+        if self.kinds.contains(&LoadKind::Build) && resolve("gcc").is_none() {
             return Err(invalid(
                 "gcc not found in PATH — the build load compiles C sources with gcc; install the Debian package gcc (apt-get install gcc)",
             ));
@@ -151,7 +142,7 @@ impl LoadSpec {
 
 /// Load that is running; dropping it stops and reaps every process.
 pub struct RunningLoad {
-    children: Vec<Child>,
+    children: Vec<Launched>,
     /// The stress-ng parent, which writes its metrics when interrupted (SIGINT) alone.
     stress_ng: Option<u32>,
     workdir: Option<tempfile::TempDir>,
@@ -206,7 +197,7 @@ impl RunningLoad {
                 }
             }
             load.spawn("stress-ng", &args, None)?;
-            load.stress_ng = load.children.last().map(Child::id);
+            load.stress_ng = load.children.last().map(|c| c.id());
         }
         if spec.kinds.contains(&LoadKind::Build) {
             let source = workdir.path().join("load.c");
@@ -227,27 +218,16 @@ impl RunningLoad {
     }
 
     fn spawn(&mut self, program: &str, args: &[String], pin: Option<u32>) -> Result<()> {
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
-                if let Some(cpu) = pin {
-                    let mut set: libc::cpu_set_t = std::mem::zeroed();
-                    libc::CPU_SET(cpu as usize, &mut set);
-                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-                }
-                Ok(())
-            });
+        // Pinned before exec, and a refused pin fails the start: a load never runs unpinned.
+        let mut spawn = Spawn::program(program)
+            .args(args)
+            .null_stdio()
+            .process_group()
+            .die_with_parent(libc::SIGTERM);
+        if let Some(cpu) = pin {
+            spawn = spawn.cpus(&CpuList::from_cpus([cpu]));
         }
-        let child = cmd
-            .spawn()
-            .map_err(|e| io_failed(format!("cannot start {program}"), e))?;
+        let child = spawn.spawn()?;
         let shown = match pin {
             Some(cpu) => format!("taskset -c {cpu} {program} {}", args.join(" ")),
             None => format!("{program} {}", args.join(" ")),
@@ -263,7 +243,7 @@ impl RunningLoad {
 
     /// Process ids of the load's group leaders (for tests and diagnostics).
     pub fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(Child::id).collect()
+        self.children.iter().map(|c| c.id()).collect()
     }
 
     /// Stop the load: SIGINT to stress-ng (so it writes its metrics), then SIGTERM to each
@@ -409,6 +389,28 @@ mod tests {
         found
     }
 
+    /// A pin the kernel refuses fails the start: no load process runs unpinned.
+    #[test]
+    fn a_refused_pin_fails_the_start_and_leaves_nothing_running() {
+        let mut load = RunningLoad {
+            children: Vec::new(),
+            workdir: None,
+            description: LoadDescription {
+                kinds: Vec::new(),
+                cpus: CpuList::new(),
+                commands: Vec::new(),
+                throughput: Vec::new(),
+            },
+            stress_ng: None,
+        };
+        let err = load
+            .spawn("sh", &["-c".into(), "sleep 60".into()], Some(1000))
+            .unwrap_err();
+        assert!(err.to_string().contains("sched_setaffinity"), "{err}");
+        assert!(load.pids().is_empty());
+        assert!(load.description().commands.is_empty());
+    }
+
     #[test]
     fn parses_any_combination_once_each() {
         assert_eq!(
@@ -421,7 +423,7 @@ mod tests {
 
     #[test]
     fn build_load_runs_gcc_and_stops_without_leftovers() {
-        if !tame_testing::require::require(find_in_path("gcc").is_some(), "gcc (the build load)") {
+        if !tame_testing::require::require(resolve("gcc").is_some(), "gcc (the build load)") {
             return;
         }
         let spec = LoadSpec {
@@ -451,7 +453,7 @@ mod tests {
 
     #[test]
     fn stress_ng_load_is_reaped_on_drop() {
-        if !tame_testing::require::require(find_in_path("stress-ng").is_some(), "stress-ng") {
+        if !tame_testing::require::require(resolve("stress-ng").is_some(), "stress-ng") {
             return;
         }
         let spec = LoadSpec {

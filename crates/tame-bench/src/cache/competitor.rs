@@ -12,6 +12,9 @@ use std::io;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use tame_host::CpuList;
+use tame_launch::spawn::fork::Fork;
+
 const PAUSE: u32 = 1;
 const RUN: u32 = 2;
 const EXIT: u32 = 3;
@@ -75,18 +78,32 @@ impl Competitor {
         unsafe { (*control).command.store(PAUSE, Ordering::Release) };
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
-        // SAFETY: the child only makes async-signal-safe calls and never returns (see child).
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            let e = io::Error::last_os_error();
-            // SAFETY: our own page.
-            unsafe { libc::munmap(page, 4096) };
-            return Err(format!("cannot fork the competitor: {e}"));
-        }
-        if pid == 0 {
-            // SAFETY: in the child; `control` is the inherited shared page.
-            unsafe { child(control, parent, cpu, bytes as usize) }
-        }
+        // Pinned (checked) and bound to die with us by the one door before `child` runs.
+        let place = Fork::new(format!("the competitor on CPU {cpu}"))
+            .die_with_parent(libc::SIGKILL)
+            .cpus(&CpuList::from_cpus([cpu]));
+        let pid = match {
+            // SAFETY: `child` keeps the fork door's rules: async-signal-safe calls on the
+            // inherited shared page and its own mapping only, and it ends with _exit.
+            unsafe { place.run(|| child(control, parent, bytes as usize)) }
+        } {
+            Ok(forked) => forked.pid,
+            Err(e) => {
+                // SAFETY: our own page; no child uses it.
+                unsafe { libc::munmap(page, 4096) };
+                // The kernel's refusal as before: "could not start on CPU N: <errno>".
+                let os = std::error::Error::source(&e)
+                    .and_then(|s| s.downcast_ref::<io::Error>())
+                    .and_then(io::Error::raw_os_error);
+                return Err(match os {
+                    Some(errno) => format!(
+                        "the competitor could not start on CPU {cpu}: {}",
+                        io::Error::from_raw_os_error(errno)
+                    ),
+                    None => format!("cannot fork the competitor: {e}"),
+                });
+            }
+        };
         let competitor = Competitor {
             pid,
             control,
@@ -195,9 +212,10 @@ impl Drop for Competitor {
     }
 }
 
-/// The child: pin, map and touch the buffer, then obey the command word until EXIT or
-/// until the parent is gone. Only async-signal-safe calls (the parent may have threads).
-unsafe fn child(control: *mut Control, parent: libc::pid_t, cpu: u32, bytes: usize) -> ! {
+/// The child, pinned by the fork door: map and touch the buffer, then obey the command word
+/// until EXIT (the parent-death signal ends it with the parent). Only async-signal-safe
+/// calls (the parent may have threads).
+unsafe fn child(control: *mut Control, parent: libc::pid_t, bytes: usize) -> ! {
     // SAFETY: the control page is shared and valid; the buffer is ours; only
     // async-signal-safe libc calls.
     unsafe {
@@ -206,15 +224,6 @@ unsafe fn child(control: *mut Control, parent: libc::pid_t, cpu: u32, bytes: usi
             c.error.store(*libc::__errno_location(), Ordering::Release);
             libc::_exit(1)
         };
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-        if libc::getppid() != parent {
-            libc::_exit(0);
-        }
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            fail(c);
-        }
         let buf = libc::mmap(
             std::ptr::null_mut(),
             bytes,

@@ -8,13 +8,13 @@
 //! units of a few hundred small functions each, which keep the optimiser busy. The loop
 //! starts processes and allocates: it is a throughput workload, not a measuring loop.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tame_host::CpuList;
+use tame_launch::spawn::Spawn;
 
 use crate::engine::RunControl;
 use crate::error::{failed, io_failed, Result};
@@ -78,13 +78,6 @@ pub fn run(
     let start = Instant::now();
     let deadline = start + duration;
     let next = AtomicU64::new(0);
-    // Built before any fork: the child only installs it.
-    // SAFETY: an all-zero cpu_set_t is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for cpu in cpus.iter().filter(|&c| c < libc::CPU_SETSIZE as u32) {
-        // SAFETY: the index is below CPU_SETSIZE, inside the set.
-        unsafe { libc::CPU_SET(cpu as usize, &mut set) };
-    }
     let results: Vec<Result<u64>> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..cpus.len())
             .map(|w| {
@@ -94,7 +87,7 @@ pub fn run(
                     let mut done = 0u64;
                     while Instant::now() < deadline && !control.stopped() {
                         let k = next.fetch_add(1, Ordering::Relaxed) as usize % tree.files.len();
-                        compile(&tree.files[k], &object, set)?;
+                        compile(&tree.files[k], &object, cpus)?;
                         done += 1;
                     }
                     Ok(done)
@@ -121,27 +114,19 @@ pub fn run(
 }
 
 /// One `gcc -O2 -c`, confined to `set`.
-fn compile(source: &Path, object: &Path, set: libc::cpu_set_t) -> Result<()> {
-    let mut cmd = Command::new("gcc");
-    cmd.arg("-O2")
+fn compile(source: &Path, object: &Path, cpus: &CpuList) -> Result<()> {
+    let out = Spawn::program("gcc")
+        .arg("-O2")
         .arg("-c")
         .arg(source)
         .arg("-o")
         .arg(object)
+        .cpus(cpus)
+        .die_with_parent(libc::SIGKILL)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    // SAFETY: prctl and sched_setaffinity are async-signal-safe; `set` was built before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let out = cmd.output().map_err(|e| io_failed("cannot start gcc", e))?;
+        .stderr(Stdio::piped())
+        .output()?;
     if !out.status.success() {
         return Err(failed(format!(
             "gcc -O2 -c {} failed ({}): {}",
@@ -162,7 +147,7 @@ mod tests {
         assert_ne!(source(0), source(1));
         assert!(source(3).contains("f3_39("));
         if !tame_testing::require::require(
-            crate::load::find_in_path("gcc").is_some(),
+            tame_launch::spawn::resolve("gcc").is_some(),
             "gcc (apt-get install gcc)",
         ) {
             return;

@@ -27,8 +27,8 @@ use tame_host::{CpuList, Root};
 
 use crate::engine::RunControl;
 use crate::error::{invalid, io_failed, Result};
-use crate::load::find_in_path;
 use crate::result::{unix_now_ns, BenchResult, Calibration};
+use tame_launch::spawn::resolve;
 
 /// The bench's name in results.
 pub const NAME: &str = "cost";
@@ -123,13 +123,13 @@ impl Workload {
 /// The tools the workloads run, checked before anything starts.
 pub fn check_tools(workloads: &[Workload]) -> Result<()> {
     let stress: Vec<&str> = workloads.iter().filter_map(|w| w.stressor()).collect();
-    if !stress.is_empty() && find_in_path("stress-ng").is_none() {
+    if !stress.is_empty() && resolve("stress-ng").is_none() {
         return Err(invalid(format!(
             "stress-ng not found in PATH — the workloads {} run stress-ng; install it with `apt-get install stress-ng` (scripts/install-deps.sh does), or leave them out with --workloads build",
             stress.join(", ")
         )));
     }
-    if workloads.contains(&Workload::Build) && find_in_path("gcc").is_none() {
+    if workloads.contains(&Workload::Build) && resolve("gcc").is_none() {
         return Err(invalid(
             "gcc not found in PATH — the build workload compiles C files with gcc; install it with `apt-get install gcc` (scripts/install-deps.sh does), or leave it out of --workloads",
         ));
@@ -499,7 +499,7 @@ mod run_tests {
 
     #[test]
     fn every_partitioned_round_is_left_even_when_stopped_inside_it() {
-        if !tame_testing::require::require(find_in_path("gcc").is_some(), "gcc") {
+        if !tame_testing::require::require(resolve("gcc").is_some(), "gcc") {
             return;
         }
         let root = Root::system();

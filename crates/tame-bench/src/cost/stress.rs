@@ -5,12 +5,12 @@
 //! outlives [`run`].
 
 use std::fs::File;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use tame_host::CpuList;
+use tame_launch::spawn::Spawn;
 
 use crate::engine::RunControl;
 use crate::error::{failed, io_failed, Result};
@@ -80,22 +80,14 @@ pub fn run(
     let err = out
         .try_clone()
         .map_err(|e| io_failed(format!("cannot open {} twice", log.display()), e))?;
-    let mut cmd = Command::new("stress-ng");
-    cmd.args(&args)
+    let mut child = Spawn::program("stress-ng")
+        .args(&args)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
-        .process_group(0);
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| io_failed("cannot start stress-ng", e))?;
+        .process_group()
+        .die_with_parent(libc::SIGTERM)
+        .spawn()?;
     let outcome = wait(&mut child, duration + GRACE, control);
     if !matches!(outcome, Ok(Some(_))) {
         // Interrupted or hung: its leader is still ours to kill and reap.
@@ -194,7 +186,7 @@ mod tests {
     #[test]
     fn tames_reading_equals_what_stress_ng_printed() {
         if !tame_testing::require::require(
-            crate::load::find_in_path("stress-ng").is_some(),
+            tame_launch::spawn::resolve("stress-ng").is_some(),
             "stress-ng (apt-get install stress-ng)",
         ) {
             return;

@@ -128,7 +128,7 @@ pub fn run(ctx: &Context, a: ReserveBenchArgs) -> anyhow::Result<i32> {
             "tame bench reserve needs root: it reserves with SCHED_DEADLINE, real-time priorities and cgroups — run it with sudo",
         ));
     }
-    if tame_bench::load::find_in_path("stress-ng").is_none() {
+    if tame_launch::spawn::resolve("stress-ng").is_none() {
         return Err(bad_input(
             "tame bench reserve needs stress-ng for the background load — apt-get install stress-ng",
         ));
