@@ -265,6 +265,11 @@ impl Spawn {
         self
     }
 
+    /// The program as given, and its arguments.
+    pub fn program_and_args(&self) -> (&OsStr, &[OsString]) {
+        (&self.program, &self.args)
+    }
+
     /// Fork, place, exec. A refusal (no such program, a step the kernel refused) leaves
     /// nothing behind: the child never runs the program.
     pub fn spawn(self) -> Result<Launched, LaunchError> {

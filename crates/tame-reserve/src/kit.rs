@@ -6,9 +6,10 @@
 //! and the test binary `tame-reserve-kit` run them through [`helper_mode`].
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+
+use tame_launch::spawn::Spawn;
 
 use crate::server::daemon::{self, Config};
 use crate::server::policy::{self, Policy};
@@ -38,11 +39,9 @@ impl Kit {
         }
     }
 
-    /// A command for `mode`, its arguments still to add.
-    pub fn command(&self, mode: &str) -> Command {
-        let mut cmd = Command::new(&self.program);
-        cmd.args(&self.prefix).arg(mode);
-        cmd
+    /// The helper `mode` to start (through the one spawner), its arguments still to add.
+    pub fn spawn(&self, mode: &str) -> Spawn {
+        Spawn::program(&self.program).args(&self.prefix).arg(mode)
     }
 }
 
@@ -138,12 +137,16 @@ mod tests {
             program: "/usr/bin/tame".into(),
             prefix: vec!["reserve-kit".into()],
         };
-        let cmd = kit.command("work");
-        let args: Vec<_> = cmd.get_args().collect();
-        assert_eq!(cmd.get_program(), "/usr/bin/tame");
+        let spawn = kit.spawn("work");
+        let (program, args) = spawn.program_and_args();
+        assert_eq!(program, "/usr/bin/tame");
         assert_eq!(args, ["reserve-kit", "work"]);
         assert_eq!(
-            Kit::at("/k".as_ref()).command("serve").get_args().count(),
+            Kit::at("/k".as_ref())
+                .spawn("serve")
+                .program_and_args()
+                .1
+                .len(),
             1
         );
     }

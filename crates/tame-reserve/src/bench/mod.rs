@@ -312,12 +312,13 @@ fn measure_g(o: &Options, shared_ns: u64, fifo_windows: usize) -> Result<(f64, f
     let w = Worker::start(o, "alone", Some(o.cpu))?;
     sleep_until(monotonic_ns() + 100_000_000);
     let shared = rate(&w.counter, shared_ns);
-    let fifo = tame_rt::sched::SchedSpec::static_priority(tame_rt::Policy::Fifo, 1);
-    if tame_rt::sched::apply_raw(w.pid() as libc::pid_t, &fifo, true) != 0 {
-        return Err(failed(
-            "cannot run the kernel at SCHED_FIFO 1 to measure G (root needed)",
-        ));
-    }
+    drop(w);
+    // A kernel of its own at FIFO 1, set as it starts: tame changes no running thread here.
+    let w = Worker::start_with(o, "alone-fifo", Some(o.cpu), fifo1()).map_err(|e| {
+        failed(format!(
+            "cannot run the kernel at SCHED_FIFO 1 to measure G (root needed): {e}"
+        ))
+    })?;
     let mut windows: Vec<f64> = (0..fifo_windows)
         .map(|_| rate(&w.counter, 100_000_000))
         .collect();
@@ -326,15 +327,18 @@ fn measure_g(o: &Options, shared_ns: u64, fifo_windows: usize) -> Result<(f64, f
     Ok((windows[windows.len() / 2], shared))
 }
 
+/// The kernel's policy where it measures alone: SCHED_FIFO 1 (its children ordinary).
+fn fifo1() -> tame_rt::sched::SchedSpec {
+    tame_rt::sched::SchedSpec::static_priority(tame_rt::Policy::Fifo, 1)
+}
+
 /// The floor any backend's S stands on: the kernel alone at SCHED_FIFO 1, the same windows.
 fn stability_floor(o: &Options) -> Result<(f64, usize)> {
-    let w = Worker::start(o, "floor", Some(o.cpu))?;
-    let fifo = tame_rt::sched::SchedSpec::static_priority(tame_rt::Policy::Fifo, 1);
-    if tame_rt::sched::apply_raw(w.pid() as libc::pid_t, &fifo, true) != 0 {
-        return Err(failed(
-            "cannot run the kernel at SCHED_FIFO 1 (root needed)",
-        ));
-    }
+    let w = Worker::start_with(o, "floor", Some(o.cpu), fifo1()).map_err(|e| {
+        failed(format!(
+            "cannot run the kernel at SCHED_FIFO 1 (root needed): {e}"
+        ))
+    })?;
     let n = (o.unloaded_windows / 2).max(10);
     let mut samples: Vec<f64> = (0..n)
         .map(|_| rate(&w.counter, o.stability_window_ns))
@@ -643,6 +647,7 @@ fn periodic(o: &Options, g: f64, progress: &mut impl FnMut(&str)) -> Result<Vec<
                 o,
                 "frames",
                 Some(o.cpu),
+                None,
                 "frames",
                 &[rounds.to_string(), o.frame_ns.to_string()],
             )?;

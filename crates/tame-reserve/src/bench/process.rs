@@ -1,27 +1,40 @@
 //! The processes the study starts: work kernels, a `tame serve` server and stress-ng
 //! background load. Each is stopped when dropped, and dies with the harness.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
+
+use tame_host::CpuList;
+use tame_launch::spawn::{Launched, Spawn};
+use tame_rt::sched::SchedSpec;
 
 use crate::kit::Kit;
 
 use tame_rt::clock::monotonic_ns;
 
 use super::Options;
-use crate::error::{failed, io_failed, Result};
+use crate::error::{failed, Result};
 use crate::work::Counter;
 
 /// A kernel process; killed when dropped.
 pub(super) struct Worker {
-    child: Child,
+    child: Launched,
     pub(super) counter: Counter,
 }
 
 impl Worker {
     pub(super) fn start(o: &Options, name: &str, cpu: Option<u32>) -> Result<Self> {
-        Self::start_mode(o, name, cpu, "work", &[])
+        Self::start_mode(o, name, cpu, None, "work", &[])
+    }
+
+    /// A kernel that runs under `policy` from its first instruction (set at spawn).
+    pub(super) fn start_with(
+        o: &Options,
+        name: &str,
+        cpu: Option<u32>,
+        policy: SchedSpec,
+    ) -> Result<Self> {
+        Self::start_mode(o, name, cpu, Some(policy), "work", &[])
     }
 
     /// `mode` is the kit's mode; the counter file goes after it, then `extra`.
@@ -29,34 +42,30 @@ impl Worker {
         o: &Options,
         name: &str,
         cpu: Option<u32>,
+        policy: Option<SchedSpec>,
         mode: &str,
         extra: &[String],
     ) -> Result<Self> {
         let path = o.scratch.join(format!("counter-{name}"));
         let counter = Counter::create(&path).map_err(|e| failed(format!("counter {name}: {e}")))?;
-        let mut cmd = o.kit.command(mode);
-        cmd.arg(&path)
+        let mut spawn = o
+            .kit
+            .spawn(mode)
+            .arg(&path)
             .args(extra)
+            .what("the work kernel")
             .stdin(Stdio::null())
             // Ctrl-C reaches the study, which stops its helpers itself.
-            .process_group(0);
-        let set = cpu.map(|c| tame_rt::sched::cpu_set([c]));
-        // SAFETY: only async-signal-safe calls on pre-built data between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                // A kernel never outlives the harness, even if it is killed.
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                if let Some(set) = &set {
-                    if libc::sched_setaffinity(0, set.size_bytes(), set.as_ptr()) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
+            .process_group()
+            // A kernel never outlives the harness, even if it is killed.
+            .die_with_parent(libc::SIGKILL);
+        if let Some(c) = cpu {
+            spawn = spawn.cpus(&CpuList::from_cpus([c]));
         }
-        let child = cmd
-            .spawn()
-            .map_err(|e| io_failed("cannot start the work kernel", e))?;
+        if let Some(p) = policy {
+            spawn = spawn.policy(p).reset_on_fork(true);
+        }
+        let child = spawn.spawn()?;
         let w = Self { child, counter };
         let deadline = monotonic_ns() + 5_000_000_000;
         while w.counter.get() == 0 {
@@ -82,24 +91,21 @@ impl Drop for Worker {
 
 /// A `tame serve` process for the server backend; stopped (SIGTERM) when dropped.
 pub struct ServerProcess {
-    child: Child,
+    child: Launched,
     pub socket: PathBuf,
 }
 
 impl ServerProcess {
     pub fn start(kit: &Kit, socket: &Path) -> Result<Self> {
-        let mut cmd = kit.command("serve");
-        cmd.arg(socket).stdin(Stdio::null()).process_group(0);
-        // SAFETY: prctl only, between fork and exec: a server never outlives its starter.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
-            .map_err(|e| io_failed("cannot start the server", e))?;
+        let child = kit
+            .spawn("serve")
+            .arg(socket)
+            .what("the server")
+            .stdin(Stdio::null())
+            .process_group()
+            // A server never outlives its starter.
+            .die_with_parent(libc::SIGTERM)
+            .spawn()?;
         let s = Self {
             child,
             socket: socket.to_path_buf(),
@@ -120,7 +126,7 @@ impl ServerProcess {
 
     /// The child handle (tests SIGKILL it).
     pub fn child_mut(&mut self) -> &mut Child {
-        &mut self.child
+        &mut self.child.child
     }
 }
 
@@ -142,7 +148,7 @@ impl Drop for ServerProcess {
 
 /// Background load: stress-ng instances in their own process groups, killed when dropped.
 pub(super) struct Load {
-    groups: Vec<Child>,
+    groups: Vec<Launched>,
 }
 
 impl Load {
@@ -151,24 +157,22 @@ impl Load {
     }
 
     pub(super) fn add(&mut self, kind: &str, cpu: Option<u32>, scratch: &Path) -> Result<()> {
-        let mut cmd = Command::new("stress-ng");
-        match kind {
-            "cpu" => cmd.args(["--cpu", "1"]),
-            _ => cmd
+        let mut spawn = Spawn::program("stress-ng");
+        spawn = match kind {
+            "cpu" => spawn.args(["--cpu", "1"]),
+            _ => spawn
                 .args(["--hdd", "1", "--hdd-bytes", "16M", "--temp-path"])
                 .arg(scratch),
         };
         if let Some(c) = cpu {
-            cmd.args(["--taskset", &c.to_string()]);
+            spawn = spawn.args(["--taskset", &c.to_string()]);
         }
-        cmd.args(["--timeout", "600s", "--quiet"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
-        let child = cmd
-            .spawn()
-            .map_err(|e| io_failed("cannot start stress-ng (apt-get install stress-ng)", e))?;
+        let child = spawn
+            .args(["--timeout", "600s", "--quiet"])
+            .what("stress-ng (apt-get install stress-ng)")
+            .null_stdio()
+            .process_group()
+            .spawn()?;
         self.groups.push(child);
         Ok(())
     }

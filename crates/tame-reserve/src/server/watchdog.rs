@@ -22,7 +22,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use tame_host::Root;
-use tame_rt::sched::ThreadSched;
+use tame_launch::spawn::fork::Fork;
+use tame_rt::sched::{SchedSpec, ThreadSched};
 
 use super::thread::Thread;
 
@@ -160,18 +161,25 @@ impl Watchdog {
         // Room for a large client's messages without the server waiting (best effort).
         // SAFETY: fcntl on our own descriptor with an integer argument.
         unsafe { libc::fcntl(write_end.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
-        // SAFETY: the child only makes async-signal-safe calls (watch_loop) and _exits.
-        match unsafe { libc::fork() } {
-            -1 => Err(io::Error::last_os_error()),
-            0 => watch_loop(read_end.as_raw_fd(), &mut storage, &proc, &record, &lock),
-            pid => {
-                drop(read_end);
-                Ok(Self {
-                    pipe: write_end,
-                    pid,
-                })
-            }
-        }
+        // The one fork-and-run door: a session of its own (signals to the server's process
+        // group do not reach it) and the top FIFO priority, both checked before it runs; at
+        // that priority it runs the moment the pipe closes, even beside a spinning FIFO 98
+        // client on every CPU. It blocks otherwise and costs nothing.
+        let read_fd = read_end.as_raw_fd();
+        let place = Fork::new("the watchdog").new_session().policy(
+            SchedSpec::static_priority(tame_rt::Policy::Fifo, PRIORITY),
+            true,
+        );
+        // SAFETY: watch_loop keeps the door's rules: async-signal-safe calls only, on storage
+        // allocated above and descriptors it inherited, and it ends with _exit.
+        let forked =
+            unsafe { place.run(|| watch_loop(read_fd, &mut storage, &proc, &record, &lock)) }
+                .map_err(io::Error::other)?;
+        drop(read_end);
+        Ok(Self {
+            pipe: write_end,
+            pid: forked.pid,
+        })
     }
 
     pub fn pid(&self) -> u32 {
@@ -244,19 +252,11 @@ fn watch_loop(
 ) -> ! {
     // SAFETY: async-signal-safe calls only, on our own process and known descriptors.
     unsafe {
-        // Its own session: signals to the server's process group do not reach it.
-        libc::setsid();
         for sig in [libc::SIGINT, libc::SIGHUP, libc::SIGTERM, libc::SIGPIPE] {
             libc::signal(sig, libc::SIG_IGN);
         }
         // Nothing of the server's but the pipe: no socket, no lock, no listener.
         close_all_but(fd);
-        // At the top priority it runs the moment the pipe closes, even beside a spinning
-        // FIFO 98 client on every CPU. It blocks otherwise and costs nothing.
-        let param = libc::sched_param {
-            sched_priority: PRIORITY,
-        };
-        libc::sched_setscheduler(0, libc::SCHED_FIFO | tame_rt::sched::RESET_ON_FORK, &param);
     }
     let mut count = 0usize;
     let mut m = EMPTY;
