@@ -13,6 +13,7 @@
 //! - [`fuzz`]: the runner of the fuzz tests and their case count (`TAME_FUZZ_CASES`);
 //! - [`browser`]: a page opened in headless chromium: console, exceptions, requests, screenshots;
 //! - [`ink`]: whether a screenshot shows something (share of non-background pixels, colours);
+//! - [`source`]: the workspace's Rust sources as code (comments and test items blanked);
 //! - [`promtool`]: what `promtool check metrics` says of a Prometheus exposition.
 
 pub mod browser;
@@ -24,6 +25,7 @@ pub mod poll;
 pub mod promtool;
 pub mod require;
 pub mod serial;
+pub mod source;
 pub mod synthetic;
 pub mod tree;
 

@@ -2,3 +2,4 @@
 //! cargo links one executable here instead of one per file (docs/testing.md).
 
 mod detach_fixture;
+mod one_door;
