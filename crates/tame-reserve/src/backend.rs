@@ -23,7 +23,7 @@ pub struct Places {
     pub root: Root,
     /// The scheduling server's socket.
     pub socket: PathBuf,
-    /// Where cgroup reservations keep their journals.
+    /// Where cgroup and deadline reservations keep their journals.
     pub state_dir: PathBuf,
 }
 
@@ -106,6 +106,7 @@ pub fn open(kind: spec::Backend, at: &Places) -> Box<dyn Backend> {
         }),
         spec::Backend::Deadline => Box::new(Deadline {
             root: at.root.clone(),
+            state_dir: at.state_dir.clone(),
         }),
         spec::Backend::Cgroup => Box::new(Cgroup {
             root: at.root.clone(),
@@ -186,6 +187,8 @@ impl Backend for Server {
 /// SCHED_DEADLINE: the kernel admits and enforces; it cannot pin outside an exclusive cpuset.
 struct Deadline {
     root: Root,
+    /// Where its journals are (one per reservation: deadline::journal_dir).
+    state_dir: PathBuf,
 }
 
 impl Backend for Deadline {
@@ -209,7 +212,7 @@ impl Backend for Deadline {
     }
 
     fn reserve(&self, pid: u32, req: &Request) -> Result<()> {
-        deadline::reserve_pid(&self.root, pid, req)?;
+        deadline::reserve_pid(&self.root, &self.state_dir, pid, req)?;
         Ok(())
     }
 
@@ -222,12 +225,20 @@ impl Backend for Deadline {
         }
         let info = tame_launch::proc::inspect(&self.root, pid)?;
         tame_launch::detach::check_owner(&info, crate::reservation::caller_uid())?;
-        deadline::release_pid(&self.root, pid)?;
+        if !tame_host::journal::journal_path(&deadline::journal_dir(&self.state_dir, pid)).exists()
+        {
+            return Err(crate::error::invalid(format!(
+                "process {pid} runs under SCHED_DEADLINE, but not by a reservation of tame's (no journal in {}) — return it yourself (chrt -o -p 0 {pid}), or give the --state-dir it was reserved with",
+                deadline::journal_dir(&self.state_dir, pid).display()
+            )));
+        }
+        deadline::release_pid(&self.root, &self.state_dir, pid)?;
         Ok(true)
     }
 
-    fn release_exited(&self, _pid: u32) -> Result<()> {
-        // The kernel's reservation ends with the threads.
+    fn release_exited(&self, pid: u32) -> Result<()> {
+        // The kernel's reservation ends with the threads; the journal goes with it.
+        deadline::release_pid(&self.root, &self.state_dir, pid)?;
         Ok(())
     }
 

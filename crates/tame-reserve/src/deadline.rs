@@ -1,16 +1,32 @@
 //! The deadline backend: SCHED_DEADLINE with runtime = share × period, deadline = period,
 //! reset-on-fork (children start as SCHED_OTHER). The kernel does the admission; its
 //! refusals are translated into what they mean here.
+//!
+//! Every thread's policy is changed through the host journal (one journal per reservation,
+//! STATE_DIR/reserve/deadline-PID, each thread's previous policy recorded first), so a
+//! failure half-way, release, or `tame revert --journal-dir STATE_DIR/reserve/deadline-PID`
+//! after a crash gives each thread the policy it had.
+
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use tame_host::journal::{self, Journal, ThreadPlacement};
 use tame_host::Root;
-use tame_rt::sched::{self, Policy, SchedSpec, ThreadSched};
+use tame_rt::sched::{Policy, SchedSpec, ThreadSched};
 
 use crate::bandwidth::{deadline_threads, exhausted_message, free_deadline_ppm, Limits};
-use crate::error::{invalid, io_failed, refused, Result};
+use crate::error::{failed, invalid, io_failed, refused, Result};
 use crate::spec::Request;
 
+/// The journal of `pid`'s deadline reservation, below `state_dir` (beside the cgroup
+/// backend's).
+pub fn journal_dir(state_dir: &Path, pid: u32) -> PathBuf {
+    state_dir.join("reserve").join(format!("deadline-{pid}"))
+}
+
 const SCHED_DEADLINE: i32 = 6;
+/// The journal note saying whether this reservation made STATE_DIR/reserve.
+const MADE_RESERVE_DIR: &str = "made-reserve-dir";
 
 /// The spec a reservation applies.
 pub fn spec(req: &Request) -> SchedSpec {
@@ -37,9 +53,10 @@ pub struct Applied {
     pub threads: Vec<(u32, ThreadSched)>,
 }
 
-/// Reserve for every thread of `pid`. Checks our view of free bandwidth first, so a refusal
-/// names numbers; on any failure the threads already changed get their old attributes back.
-pub fn reserve_pid(root: &Root, pid: u32, req: &Request) -> Result<Applied> {
+/// Reserve for every thread of `pid`, journaled in `state_dir`. Checks our view of free
+/// bandwidth first, so a refusal names numbers; on any failure the threads already changed
+/// get their old attributes back (the journal is reverted and removed).
+pub fn reserve_pid(root: &Root, state_dir: &Path, pid: u32, req: &Request) -> Result<Applied> {
     if let Some(cpu) = req.cpu {
         return Err(invalid(pinning_refusal(cpu)));
     }
@@ -53,46 +70,109 @@ pub fn reserve_pid(root: &Root, pid: u32, req: &Request) -> Result<Applied> {
     if asked > free_deadline_ppm(&limits, &existing) {
         return Err(refused(exhausted_message(asked, &limits, &existing)));
     }
+    let jdir = journal_dir(state_dir, pid);
+    if journal::journal_path(&jdir).exists() {
+        return Err(invalid(format!(
+            "process {pid} already has a deadline reservation — release it first (tame reserve --release {pid})"
+        )));
+    }
+    let made_reserve_dir = !jdir.parent().is_some_and(Path::exists);
+    let journaled = (|| {
+        let mut j = Journal::open(root, &jdir).map_err(|e| failed(e.to_string()))?;
+        let made: &[u8] = if made_reserve_dir { b"yes" } else { b"no" };
+        j.note(MADE_RESERVE_DIR, made)
+            .map_err(|e| failed(e.to_string()))?;
+        apply(&mut j, pid, &info.tids, req, &limits, &existing)
+    })();
+    match journaled {
+        Ok(applied) if !applied.is_empty() => Ok(Applied {
+            pid,
+            threads: applied,
+        }),
+        Ok(_) => {
+            release_dir(root, &jdir, made_reserve_dir)?;
+            Err(invalid(format!(
+                "process {pid} has no threads left — it exited"
+            )))
+        }
+        Err(e) => {
+            // The threads already changed get their policy back.
+            let _ = release_dir(root, &jdir, made_reserve_dir);
+            Err(e)
+        }
+    }
+}
+
+/// Each thread to SCHED_DEADLINE through the journal; the threads changed, with what
+/// they had.
+fn apply(
+    j: &mut Journal,
+    pid: u32,
+    tids: &[u32],
+    req: &Request,
+    limits: &Limits,
+    existing: &[crate::bandwidth::DeadlineThread],
+) -> Result<Vec<(u32, ThreadSched)>> {
+    let root = j.root().clone();
     let spec = spec(req);
-    let mut applied = Applied {
-        pid,
-        threads: Vec::new(),
+    let new = ThreadPlacement {
+        sched: Some(ThreadSched {
+            policy: spec.policy.raw(),
+            priority: 0,
+            nice: 0,
+            reset_on_fork: true,
+            dl_runtime_ns: spec.dl_runtime_ns,
+            dl_deadline_ns: spec.dl_deadline_ns,
+            dl_period_ns: spec.dl_period_ns,
+        }),
+        ..ThreadPlacement::default()
     };
-    for &tid in &info.tids {
-        let before = match sched::get_thread_sched(tid as libc::pid_t) {
+    let mut applied = Vec::new();
+    for &tid in tids {
+        let before = match root.thread_sched(tid) {
             Ok(b) => b,
             // The thread ended since we listed it: nothing to reserve for it.
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
-            Err(e) => {
-                undo(&applied);
-                return Err(io_failed(format!("cannot read thread {tid}'s policy"), e));
-            }
+            Err(e) => return Err(io_failed(format!("cannot read thread {tid}'s policy"), e)),
         };
-        match sched::apply_raw(tid as libc::pid_t, &spec, true) {
-            0 => applied.threads.push((tid, before)),
-            libc::ESRCH => continue,
-            errno => {
-                undo(&applied);
-                return Err(translate(errno, tid, req, &limits, &existing));
-            }
+        match j
+            .place(pid, tid, &new, None)
+            .map_err(|e| failed(e.to_string()))?
+        {
+            Ok(()) => applied.push((tid, before)),
+            Err(e) => match e.source.raw_os_error() {
+                Some(libc::ESRCH) => continue,
+                Some(errno) => return Err(translate(&root, errno, tid, req, limits, existing)),
+                None => return Err(failed(e.to_string())),
+            },
         }
-    }
-    if applied.threads.is_empty() {
-        return Err(invalid(format!(
-            "process {pid} has no threads left — it exited"
-        )));
     }
     Ok(applied)
 }
 
-/// Put back what `reserve_pid` replaced (best effort: threads may have exited).
-pub fn undo(applied: &Applied) {
-    for (tid, before) in &applied.threads {
-        let _ = sched::set_thread_sched(*tid as libc::pid_t, before);
+/// Undo a reservation through its journal (each thread's policy back, journal removed);
+/// with `made_reserve_dir` the directory of reservations too once nothing else is in it.
+fn release_dir(root: &Root, jdir: &Path, made_reserve_dir: bool) -> Result<()> {
+    let report = journal::revert(root, jdir).map_err(|e| failed(e.to_string()))?;
+    if !report.not_restored.is_empty() {
+        return Err(failed(format!(
+            "could not undo everything (journal kept in {}): {}",
+            jdir.display(),
+            report.not_restored_lines().join("; ")
+        )));
     }
+    let _ = std::fs::remove_dir(jdir);
+    if made_reserve_dir {
+        // remove_dir refuses a directory that is not empty: other reservations' stay.
+        if let Some(parent) = jdir.parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
+    Ok(())
 }
 
 fn translate(
+    root: &Root,
     errno: i32,
     tid: u32,
     req: &Request,
@@ -102,7 +182,10 @@ fn translate(
     match errno {
         libc::EBUSY => refused(exhausted_message(req.share_ppm, limits, existing)),
         libc::EPERM => {
-            let affinity = sched::get_affinity(tid as libc::pid_t).unwrap_or_default();
+            let affinity: Vec<u32> = root
+                .affinity(tid)
+                .map(|c| c.iter().collect())
+                .unwrap_or_default();
             if !affinity.is_empty() && affinity.len() < limits.online.len() {
                 invalid(format!(
                     "SCHED_DEADLINE refused for thread {tid}: its affinity (CPUs {}) is a strict subset of its root domain — unpin it (taskset -p -c {} {tid}) or place it in an exclusive tame partition, or use --backend server",
@@ -127,27 +210,33 @@ fn translate(
     }
 }
 
-/// Return every SCHED_DEADLINE thread of `pid` to SCHED_OTHER; how many were changed.
-pub fn release_pid(root: &Root, pid: u32) -> Result<usize> {
-    let info = tame_host::process::inspect(root, pid).map_err(|e| invalid(e.to_string()))?;
-    let mut released = 0;
-    for tid in info.tids {
-        let Ok(now) = sched::get_thread_sched(tid as libc::pid_t) else {
-            continue;
-        };
-        if now.policy == SCHED_DEADLINE {
-            match sched::apply_raw(tid as libc::pid_t, &SchedSpec::other(), false) {
-                0 | libc::ESRCH => released += 1,
-                e => {
-                    return Err(io_failed(
-                        format!("cannot return thread {tid} to SCHED_OTHER"),
-                        std::io::Error::from_raw_os_error(e),
-                    ))
-                }
-            }
-        }
+/// Give every thread of `pid` that the reservation journaled its previous policy back
+/// (through the journal, which is then removed); how many of its threads were under
+/// SCHED_DEADLINE and are no more. `Ok(0)` when tame holds no journal for `pid`.
+pub fn release_pid(root: &Root, state_dir: &Path, pid: u32) -> Result<usize> {
+    let jdir = journal_dir(state_dir, pid);
+    if !journal::journal_path(&jdir).exists() {
+        return Ok(0);
     }
-    Ok(released)
+    let under_deadline = |root: &Root| -> Vec<u32> {
+        tame_host::process::inspect(root, pid)
+            .map(|i| i.tids)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|&t| {
+                root.thread_sched(t)
+                    .is_ok_and(|s| s.policy == SCHED_DEADLINE)
+            })
+            .collect()
+    };
+    let before = under_deadline(root);
+    let made_reserve_dir = journal::load(&jdir)
+        .ok()
+        .flatten()
+        .is_some_and(|r| r.note(MADE_RESERVE_DIR) == Some(b"yes".as_slice()));
+    release_dir(root, &jdir, made_reserve_dir)?;
+    let after = under_deadline(root);
+    Ok(before.iter().filter(|t| !after.contains(t)).count())
 }
 
 #[cfg(test)]

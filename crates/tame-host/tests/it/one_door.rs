@@ -5,9 +5,6 @@
 //!
 //! The scan covers `crates/*/src/**/*.rs` outside tame-host, ignoring comments and
 //! `#[cfg(test)]` items, and looks for string literals starting `/proc` or `/sys`.
-
-use std::path::PathBuf;
-
 use tame_testing::source::{code_of, crate_dirs, crates_dir, rust_files};
 
 /// Crates that may spell host paths, and why.

@@ -193,7 +193,7 @@ pub struct Report {
 /// A reservation held for the length of one measurement.
 enum Held {
     Server(PathBuf, u32),
-    Deadline,
+    Deadline(u32),
     Cgroup(u32),
 }
 
@@ -226,8 +226,8 @@ fn reserve(
                 cpu: None,
                 backend,
             };
-            crate::deadline::reserve_pid(&root, pid, &req)?;
-            Ok(Held::Deadline)
+            crate::deadline::reserve_pid(&root, &o.state_dir, pid, &req)?;
+            Ok(Held::Deadline(pid))
         }
         Backend::Cgroup => {
             let req = Request {
@@ -250,8 +250,9 @@ fn release(o: &Options, held: Held) {
         Held::Server(socket, pid) => {
             let _ = crate::server::client::call(&socket, &WireRequest::Release { pid });
         }
-        // The policy ends with the process.
-        Held::Deadline => {}
+        Held::Deadline(pid) => {
+            let _ = crate::deadline::release_pid(&Root::system(), &o.state_dir, pid);
+        }
     }
 }
 

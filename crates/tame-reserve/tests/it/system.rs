@@ -297,6 +297,8 @@ fn deadline_reserves_refuses_and_releases() {
         return;
     }
     let root = Root::system();
+    let state = tempfile::tempdir().unwrap();
+    let sd = state.path();
     let req = |share_ppm, cpu| Request {
         share_ppm,
         period_ns: 40_000_000,
@@ -305,25 +307,27 @@ fn deadline_reserves_refuses_and_releases() {
     };
     let a = Proc::sleeper();
     // Pinning is refused with an explanation, nothing changed.
-    let e = deadline::reserve_pid(&root, a.pid(), &req(100_000, Some(CPU))).unwrap_err();
+    let e = deadline::reserve_pid(&root, sd, a.pid(), &req(100_000, Some(CPU))).unwrap_err();
     assert!(
         e.is_bad_input() && e.to_string().contains("strict subset"),
         "{e}"
     );
     assert_eq!(policy(a.pid()), 0);
-    let e = deadline::reserve_pid(&root, 999_999_999, &req(100_000, None)).unwrap_err();
+    let e = deadline::reserve_pid(&root, sd, 999_999_999, &req(100_000, None)).unwrap_err();
     assert!(
         e.is_bad_input() && e.to_string().contains("no process"),
         "{e}"
     );
 
-    let applied = deadline::reserve_pid(&root, a.pid(), &req(100_000, None)).unwrap();
+    let applied = deadline::reserve_pid(&root, sd, a.pid(), &req(100_000, None)).unwrap();
     assert_eq!(applied.threads.len(), 1);
     let s = tame_rt::sched::get_thread_sched(a.pid() as i32).unwrap();
     assert_eq!(
         (s.policy, s.dl_runtime_ns, s.dl_period_ns, s.reset_on_fork),
         (6, 4_000_000, 40_000_000, true)
     );
+    // Journaled: the previous policy is on disk before the change.
+    assert!(tame_host::journal::journal_path(&deadline::journal_dir(sd, a.pid())).exists());
 
     // Fill the root domain, then one more is refused with numbers, nothing changed.
     let limits = tame_reserve::bandwidth::Limits::read(&root).unwrap();
@@ -334,21 +338,29 @@ fn deadline_reserves_refuses_and_releases() {
     // Leave 5 % free (at most the 90 % a single request may ask), then ask 10 %.
     let fill = free.saturating_sub(50_000).min(900_000);
     if fill >= 100_000 {
-        deadline::reserve_pid(&root, b.pid(), &req(fill, None)).unwrap();
+        deadline::reserve_pid(&root, sd, b.pid(), &req(fill, None)).unwrap();
         let rest = free - 50_000 - fill;
         if rest > 0 {
-            deadline::reserve_pid(&root, c.pid(), &req(rest.max(3_000), None)).unwrap();
+            deadline::reserve_pid(&root, sd, c.pid(), &req(rest.max(3_000), None)).unwrap();
         }
         let d = Proc::sleeper();
-        let e = deadline::reserve_pid(&root, d.pid(), &req(100_000, None)).unwrap_err();
+        let e = deadline::reserve_pid(&root, sd, d.pid(), &req(100_000, None)).unwrap_err();
         assert!(
             matches!(e, ReserveError::Refused(ref m) if m.starts_with("CPU bandwidth exhausted: 10 % asked")),
             "{e}"
         );
         assert_eq!(policy(d.pid()), 0);
+        assert!(
+            !deadline::journal_dir(sd, d.pid()).exists(),
+            "a refusal leaves no journal"
+        );
+        // Recovery after a crash is `tame revert` of the reservation's journal.
+        tame_host::journal::revert(&root, &deadline::journal_dir(sd, b.pid())).unwrap();
+        assert_eq!(policy(b.pid()), 0);
     }
-    assert_eq!(deadline::release_pid(&root, a.pid()).unwrap(), 1);
+    assert_eq!(deadline::release_pid(&root, sd, a.pid()).unwrap(), 1);
     assert_eq!(policy(a.pid()), 0);
+    assert!(!deadline::journal_dir(sd, a.pid()).exists());
 }
 
 #[test]
