@@ -9,6 +9,18 @@
 //! The file is replaced whole (written beside, then renamed), created 0600, and read
 //! only when it is a regular file of the server's user that nobody else may write: it
 //! names threads that root will change.
+//!
+//! **The one exception to "every change to another thread goes through the journal"**
+//! (`tame_host::journal`, docs/architecture.md). The server pins each client at admission,
+//! lowers it to wait, and raises and lowers it again every slice (`scheduler.rs`) — hundreds
+//! of changes a second per client, which a journal that fdatasyncs each record before the
+//! change cannot follow. Only the state from *before admission* ever needs restoring (every
+//! later change is the server's own, between admitted states), so the record holds that
+//! alone and is written once per arrival and departure. And restoring must check that a
+//! thread is still the one admitted (pid, tid and start time: a client may exit and its
+//! ids be reused while the server runs), which the journal's placement records do not.
+//! The watchdog restores the same states from memory; this file covers the case where both
+//! die.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
