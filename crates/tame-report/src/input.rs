@@ -11,8 +11,8 @@ use tame_assess::report::ASSESS_SCHEMA;
 use tame_assess::AssessReport;
 use tame_bench::compare::{Compared, COMPARE_SCHEMA};
 use tame_bench::sweep::{Sweep, SWEEP_SCHEMA};
-use tame_reserve::bench::result::{ReserveResult, ReserveSettings};
-use tame_reserve::bench::{Report as ReserveReport, REPORT_SCHEMA};
+use tame_reserve_study::result::{ReserveResult, ReserveSettings};
+use tame_reserve_study::{Report as ReserveReport, REPORT_SCHEMA};
 
 use crate::error::{invalid, Result};
 

@@ -3,7 +3,7 @@
 //! share). Reports an older study wrote hold no windows: no share over time is drawn for
 //! them, and the page says so.
 
-use tame_reserve::bench::Report;
+use tame_reserve_study::Report;
 
 use crate::input::ReserveDoc;
 

@@ -6,11 +6,14 @@
 //! and the test binary `tame-reserve-kit` run them through [`helper_mode`].
 
 use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use tame_launch::spawn::Spawn;
+use tame_launch::spawn::{Launched, Spawn};
+use tame_rt::clock::monotonic_ns;
 
+use crate::error::{failed, Result};
 use crate::server::daemon::{self, Config};
 use crate::server::policy::{self, Policy};
 use crate::spec::DEFAULT_CAP_PPM;
@@ -42,6 +45,64 @@ impl Kit {
     /// The helper `mode` to start (through the one spawner), its arguments still to add.
     pub fn spawn(&self, mode: &str) -> Spawn {
         Spawn::program(&self.program).args(&self.prefix).arg(mode)
+    }
+}
+
+/// A `tame serve` helper process (the study's server backend, the server's system tests);
+/// stopped (SIGTERM) when dropped.
+pub struct ServerProcess {
+    child: Launched,
+    pub socket: PathBuf,
+}
+
+impl ServerProcess {
+    pub fn start(kit: &Kit, socket: &Path) -> Result<Self> {
+        let child = kit
+            .spawn("serve")
+            .arg(socket)
+            .what("the server")
+            .stdin(Stdio::null())
+            .process_group()
+            // A server never outlives its starter.
+            .die_with_parent(libc::SIGTERM)
+            .spawn()?;
+        let s = Self {
+            child,
+            socket: socket.to_path_buf(),
+        };
+        let deadline = monotonic_ns() + 10_000_000_000;
+        while std::os::unix::net::UnixStream::connect(socket).is_err() {
+            if monotonic_ns() > deadline {
+                return Err(failed("the server did not listen within 10 s"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Ok(s)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The child handle (tests SIGKILL it).
+    pub fn child_mut(&mut self) -> &mut Child {
+        &mut self.child.child
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = monotonic_ns() + 5_000_000_000;
+        while monotonic_ns() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -1,12 +1,12 @@
 //! Guaranteed CPU shares ("25 % of every 40 ms") behind one interface, three ways:
 //! a user-space scheduling server (after the SONiC scheduling server), SCHED_DEADLINE,
 //! and cgroup CPU bandwidth (a cap, not a guarantee). Also the admission analysis of
-//! periodic task sets (`tame reserve --check`) and the benchmark harness of the proof.
+//! periodic task sets (`tame reserve --check`). The study that measures the backends is the
+//! crate tame-reserve-study (`tame bench reserve`).
 
 pub mod admission;
 pub mod backend;
 pub mod bandwidth;
-pub mod bench;
 pub mod cgroup;
 pub mod deadline;
 pub mod error;

@@ -8,10 +8,10 @@ use std::sync::atomic::Ordering;
 use anyhow::Context as _;
 use tame_bench::result::{unix_now_ns, BenchResult, SCHEMA_VERSION};
 use tame_host::environment::RunEnvironment;
-use tame_reserve::bench::result::{self, ReserveResult, ReserveSettings};
-use tame_reserve::bench::{self, Options};
 use tame_reserve::kit::Kit;
 use tame_reserve::spec::Backend;
+use tame_reserve_study::result::{self, ReserveResult, ReserveSettings};
+use tame_reserve_study::{self as bench, Options};
 use tame_rt::clock::monotonic_ns;
 
 use crate::error::{bad_input, finished};

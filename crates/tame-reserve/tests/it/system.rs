@@ -8,8 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tame_host::Root;
-use tame_reserve::bench::ServerProcess;
-use tame_reserve::kit::Kit;
+use tame_reserve::kit::{Kit, ServerProcess};
 use tame_reserve::server::client;
 use tame_reserve::server::protocol::Request as Wire;
 use tame_reserve::spec::{Backend, Request};

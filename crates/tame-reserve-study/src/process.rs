@@ -1,20 +1,18 @@
-//! The processes the study starts: work kernels, a `tame serve` server and stress-ng
-//! background load. Each is stopped when dropped, and dies with the harness.
+//! The processes the study starts: work kernels and stress-ng background load (the
+//! server is [`tame_reserve::kit::ServerProcess`]). Each is stopped when dropped, and dies
+//! with the harness.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 
 use tame_host::CpuList;
 use tame_launch::spawn::{Launched, Spawn};
 use tame_rt::sched::SchedSpec;
 
-use crate::kit::Kit;
-
+use tame_reserve::work::Counter;
 use tame_rt::clock::monotonic_ns;
 
-use super::Options;
-use crate::error::{failed, Result};
-use crate::work::Counter;
+use crate::{failed, Options, Result};
 
 /// A kernel process; killed when dropped.
 pub(super) struct Worker {
@@ -84,63 +82,6 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A `tame serve` process for the server backend; stopped (SIGTERM) when dropped.
-pub struct ServerProcess {
-    child: Launched,
-    pub socket: PathBuf,
-}
-
-impl ServerProcess {
-    pub fn start(kit: &Kit, socket: &Path) -> Result<Self> {
-        let child = kit
-            .spawn("serve")
-            .arg(socket)
-            .what("the server")
-            .stdin(Stdio::null())
-            .process_group()
-            // A server never outlives its starter.
-            .die_with_parent(libc::SIGTERM)
-            .spawn()?;
-        let s = Self {
-            child,
-            socket: socket.to_path_buf(),
-        };
-        let deadline = monotonic_ns() + 10_000_000_000;
-        while std::os::unix::net::UnixStream::connect(socket).is_err() {
-            if monotonic_ns() > deadline {
-                return Err(failed("the server did not listen within 10 s"));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        Ok(s)
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The child handle (tests SIGKILL it).
-    pub fn child_mut(&mut self) -> &mut Child {
-        &mut self.child.child
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let deadline = monotonic_ns() + 5_000_000_000;
-        while monotonic_ns() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

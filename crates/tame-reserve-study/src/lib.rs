@@ -1,10 +1,11 @@
-//! The proof's harness (`tame bench reserve`): the scheduling-server study reproduced for the
-//! three backends. Work is counted by the kernel processes in shared memory and read by
+//! The reservation study (`tame bench reserve`), the proof's harness: the scheduling-server
+//! study reproduced for tame-reserve's three backends. A crate of its own so tame-reserve
+//! (the backends) does not depend on tame-bench (whose result schema the study's report uses). Work is counted by the kernel processes in shared memory and read by
 //! wall clock; the sampling loop sleeps to absolute times and reads memory, nothing else.
 //!
 //! - Overhead (the paper's Table 1): for each share p, a reserved client and an ordinary
 //!   competitor run the same kernel on the same CPU; O_I = 1 − L_I/(pG), O_E = 1 − L_E/((1−p)G),
-//!   G the kernel's rate alone. The deadline backend cannot pin (see [`crate::deadline`]):
+//!   G the kernel's rate alone. The deadline backend cannot pin (see [`tame_reserve::deadline`]):
 //!   there the client runs on any CPU beside one competitor per CPU, and L_E is compared
 //!   with (n − p)G.
 //! - Stability (Table 2): the coefficient of variation of the client's rate over ≥ 100
@@ -25,21 +26,30 @@ use tame_host::Root;
 use tame_rt::clock::{monotonic_ns, sleep_until};
 
 pub use markdown::markdown;
-pub use process::ServerProcess;
+pub use tame_reserve::kit::ServerProcess;
 
 use process::{Load, Worker};
 
-use crate::error::{failed, Result};
-use crate::kit::Kit;
-use crate::server::protocol::Request as WireRequest;
-use crate::spec::{Backend, Request, PPM};
-use crate::work::Counter;
+use tame_reserve::error::Failure;
+use tame_reserve::kit::Kit;
+use tame_reserve::server::protocol::Request as WireRequest;
+use tame_reserve::spec::{Backend, Request, PPM};
+use tame_reserve::work::Counter;
+use tame_reserve::ReserveError;
+
+/// The study's outcome: tame-reserve's error (bad input, refused, or a failure with its cause).
+pub type Result<T, E = ReserveError> = std::result::Result<T, E>;
+
+/// A failure with nothing underneath.
+fn failed(message: impl Into<String>) -> ReserveError {
+    ReserveError::Failed(Failure::Message(message.into()))
+}
 
 pub const REPORT_SCHEMA: u32 = 1;
 
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// How to start the work kernels and the server (see [`crate::kit`]).
+    /// How to start the work kernels and the server (see [`tame_reserve::kit`]).
     pub kit: Kit,
     /// Scratch directory (counters, socket, disk-I/O load files).
     pub scratch: PathBuf,
@@ -208,7 +218,7 @@ fn reserve(
     match backend {
         Backend::Server => {
             let s = server.ok_or_else(|| failed("no server running"))?;
-            crate::server::client::call(
+            tame_reserve::server::client::call(
                 &s.socket,
                 &WireRequest::Reserve {
                     pid,
@@ -226,7 +236,7 @@ fn reserve(
                 cpu: None,
                 backend,
             };
-            crate::deadline::reserve_pid(&root, &o.state_dir, pid, &req)?;
+            tame_reserve::deadline::reserve_pid(&root, &o.state_dir, pid, &req)?;
             Ok(Held::Deadline(pid))
         }
         Backend::Cgroup => {
@@ -236,7 +246,7 @@ fn reserve(
                 cpu: Some(o.cpu),
                 backend,
             };
-            crate::cgroup::reserve_pid(&root, &o.state_dir, pid, &req)?;
+            tame_reserve::cgroup::reserve_pid(&root, &o.state_dir, pid, &req)?;
             Ok(Held::Cgroup(pid))
         }
     }
@@ -245,13 +255,13 @@ fn reserve(
 fn release(o: &Options, held: Held) {
     match held {
         Held::Cgroup(pid) => {
-            let _ = crate::cgroup::release_pid(&Root::system(), &o.state_dir, pid);
+            let _ = tame_reserve::cgroup::release_pid(&Root::system(), &o.state_dir, pid);
         }
         Held::Server(socket, pid) => {
-            let _ = crate::server::client::call(&socket, &WireRequest::Release { pid });
+            let _ = tame_reserve::server::client::call(&socket, &WireRequest::Release { pid });
         }
         Held::Deadline(pid) => {
-            let _ = crate::deadline::release_pid(&Root::system(), &o.state_dir, pid);
+            let _ = tame_reserve::deadline::release_pid(&Root::system(), &o.state_dir, pid);
         }
     }
 }
@@ -360,7 +370,7 @@ fn loadavg(root: &Root) -> String {
 /// Run the study. `progress` gets one line per step.
 pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report> {
     let root = Root::system();
-    let limits = crate::bandwidth::Limits::read(&root)?;
+    let limits = tame_reserve::bandwidth::Limits::read(&root)?;
     let n_cpus = limits.online.len();
     let loadavg_before = loadavg(&root);
     let (g_before, shared_rate_before) = measure_g(o, o.overhead_window_ns, 15)?;
@@ -440,16 +450,17 @@ fn study_backend(
             Ok(row) => {
                 progress(&format!(
                     "{backend} {}: O_I {:+.3} O_E {:+.3} (vs shared {:+.3})",
-                    crate::spec::percent(share),
+                    tame_reserve::spec::percent(share),
                     row.o_i,
                     row.o_e,
                     row.o_e_shared
                 ));
                 report.overhead.push(row);
             }
-            Err(e) => report
-                .skipped
-                .push(format!("{backend} at {}: {e}", crate::spec::percent(share))),
+            Err(e) => report.skipped.push(format!(
+                "{backend} at {}: {e}",
+                tame_reserve::spec::percent(share)
+            )),
         }
     }
     for load in ["none", "cpu", "io"] {
@@ -653,7 +664,7 @@ fn periodic(o: &Options, g: f64, progress: &mut impl FnMut(&str)) -> Result<Vec<
                 &[rounds.to_string(), o.frame_ns.to_string()],
             )?;
             if let Some((share_ppm, period_ns)) = reservation {
-                crate::server::client::call(
+                tame_reserve::server::client::call(
                     &server.socket,
                     &WireRequest::Reserve {
                         pid: client.pid(),
@@ -673,7 +684,7 @@ fn periodic(o: &Options, g: f64, progress: &mut impl FnMut(&str)) -> Result<Vec<
                 .filter(|&t| t >= start)
                 .collect();
             if reservation.is_some() {
-                let _ = crate::server::client::call(
+                let _ = tame_reserve::server::client::call(
                     &server.socket,
                     &WireRequest::Release { pid: client.pid() },
                 );

@@ -11,8 +11,8 @@ use tame_bench::distribution::Distribution;
 use tame_bench::timeline::TimelineRecorder;
 use tame_bench::{BenchResult, GroupResult, Metric, Recorder};
 
-use super::{Options, Report, StabilityRow};
-use crate::spec::Backend;
+use crate::{Options, Report, StabilityRow};
+use tame_reserve::spec::Backend;
 
 /// What the study was asked to do (`settings` of a reserve result).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -72,7 +72,7 @@ impl ReserveResult {
 pub fn share_key(figure: &str, share_ppm: u64) -> String {
     format!(
         "{figure} {}",
-        crate::spec::percent(share_ppm).replace(' ', "")
+        tame_reserve::spec::percent(share_ppm).replace(' ', "")
     )
 }
 
@@ -202,10 +202,10 @@ pub fn share_ppm(rate: f64, g: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::{FrameRow, OverheadRow};
+    use crate::{FrameRow, OverheadRow};
 
     fn report() -> Report {
-        let text = include_str!("../../tests/fixtures/reserve-report.json");
+        let text = include_str!("../tests/fixtures/reserve-report.json");
         serde_json::from_str(text).expect("the recorded study reads")
     }
 

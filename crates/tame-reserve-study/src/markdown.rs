@@ -1,7 +1,7 @@
 //! The study's report as markdown tables laid out like the paper's.
 
-use super::Report;
-use crate::spec::Backend;
+use crate::Report;
+use tame_reserve::spec::Backend;
 
 /// The report as markdown tables laid out like the paper's.
 pub fn markdown(r: &Report, command: &str) -> String {
@@ -42,7 +42,7 @@ fn overhead_tables(r: &Report) -> String {
         for x in r.overhead.iter().filter(|x| x.backend == b) {
             s.push_str(&format!(
                 "| {} | {:.0} | {:.0} | {:.2} | {:.3} | {:.0} | {:.2} | {:.3} | {:.3} |\n",
-                crate::spec::percent(x.share_ppm),
+                tame_reserve::spec::percent(x.share_ppm),
                 x.g,
                 x.client_rate,
                 x.client_cpu * 100.0,
@@ -74,7 +74,7 @@ fn stability_table(r: &Report) -> String {
         let share = get("none").or(get("cpu")).map_or(0, |x| x.share_ppm);
         s.push_str(&format!(
             "| {b} | {} | {} | {} | {} | {} |\n",
-            crate::spec::percent(share),
+            tame_reserve::spec::percent(share),
             cell("none"),
             cell("cpu"),
             cell("io"),
@@ -130,8 +130,8 @@ fn periodic_table(r: &Report) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{FrameRow, OverheadRow, StabilityRow, REPORT_SCHEMA};
     use super::*;
+    use crate::{FrameRow, OverheadRow, StabilityRow, REPORT_SCHEMA};
 
     fn overhead_row(backend: Backend, share_ppm: u64, o_i: f64) -> OverheadRow {
         OverheadRow {
