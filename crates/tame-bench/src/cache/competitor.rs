@@ -82,11 +82,10 @@ impl Competitor {
         let place = Fork::new(format!("the competitor on CPU {cpu}"))
             .die_with_parent(libc::SIGKILL)
             .cpus(&CpuList::from_cpus([cpu]));
-        let pid = match {
-            // SAFETY: `child` keeps the fork door's rules: async-signal-safe calls on the
-            // inherited shared page and its own mapping only, and it ends with _exit.
-            unsafe { place.run(|| child(control, parent, bytes as usize)) }
-        } {
+        // SAFETY: `child` keeps the fork door's rules: async-signal-safe calls on the
+        // inherited shared page and its own mapping only, and it ends with _exit.
+        let started = unsafe { place.run(|| child(control, parent, bytes as usize)) };
+        let pid = match started {
             Ok(forked) => forked.pid,
             Err(e) => {
                 // SAFETY: our own page; no child uses it.

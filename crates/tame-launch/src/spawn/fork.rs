@@ -202,16 +202,12 @@ mod tests {
         drop(write);
         let mut status = 0;
         // SAFETY: reaping our own child.
-        assert_eq!(
-            unsafe { libc::waitpid(forked.pid, &mut status, 0) },
-            forked.pid
-        );
+        let reaped = unsafe { libc::waitpid(forked.pid, &mut status, 0) };
+        assert_eq!(reaped, forked.pid);
         let mut b = [9u8];
         // SAFETY: reading one byte into a live buffer.
-        assert_eq!(
-            unsafe { libc::read(read.as_raw_fd(), b.as_mut_ptr().cast(), 1) },
-            1
-        );
+        let n = unsafe { libc::read(read.as_raw_fd(), b.as_mut_ptr().cast(), 1) };
+        assert_eq!(n, 1);
         assert_eq!(b[0], 0, "ran on CPU 0");
         // No such CPU: the affinity is refused, no child runs the function.
         // SAFETY: as above; the function must never run.
