@@ -380,6 +380,14 @@ impl Spawn {
                 self.program.to_string_lossy()
             )));
         };
+        // Absolute, so a `current_dir` for the child cannot make it name another file.
+        let resolved = if resolved.is_absolute() {
+            resolved
+        } else {
+            std::env::current_dir()
+                .map_err(|e| io_failed("cannot read the working directory", e))?
+                .join(resolved)
+        };
         let mut cmd = Command::new(&resolved);
         cmd.arg0(&self.program).args(&self.args);
         for (k, v) in &self.env {
@@ -957,6 +965,54 @@ mod tests {
                 "at least the 4 MiB prefaulted heap is locked: {text}"
             );
         }
+    }
+
+    /// One rule: a name with a slash is that path; any other the first executable regular
+    /// file of that name in PATH, in order; a file without an execute bit is skipped.
+    #[test]
+    fn programs_resolve_by_one_rule() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        for d in [&a, &b] {
+            std::fs::create_dir(d).unwrap();
+        }
+        let make = |path: &Path, mode: u32| {
+            std::fs::write(path, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        make(&a.join("tool"), 0o644);
+        make(&b.join("tool"), 0o755);
+        make(&a.join("first"), 0o755);
+        make(&b.join("first"), 0o755);
+        let path = OsString::from(format!("{}:{}", a.display(), b.display()));
+        let found = |name: &str| resolve_in(OsStr::new(name), Some(&path));
+        assert_eq!(
+            found("tool"),
+            Some(b.join("tool")),
+            "not executable: skipped"
+        );
+        assert_eq!(found("first"), Some(a.join("first")), "PATH order");
+        assert_eq!(found("missing"), None);
+        assert_eq!(found(""), None);
+        let slash = a.join("first");
+        assert_eq!(found(slash.to_str().unwrap()), Some(slash));
+        assert_eq!(found(a.join("tool").to_str().unwrap()), None);
+        assert_eq!(
+            resolve_in(OsStr::new("sh"), None),
+            None,
+            "no PATH, no match"
+        );
+        // What the spawner found is what runs, whatever the child's working directory.
+        let out = Spawn::program("sh")
+            .args(["-c", "pwd"])
+            .current_dir(&b)
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            b.to_str().unwrap()
+        );
     }
 
     #[test]
