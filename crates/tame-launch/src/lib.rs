@@ -5,6 +5,12 @@
 //! back, recording every thread's previous state before changing it.
 //! `target` checks where a program may go (CPUs, an applied partition and
 //! its cgroup, the partition access rules, the policy) before any of these.
+//!
+//! `spawn` is the one door for every process tame starts, in every crate: the
+//! [`spawn::Spawn`] builder (one program-resolution rule, placement, policy, limits,
+//! process group, parent-death signal, stdio; every call in the child checked) and
+//! [`spawn::fork::Fork`] for the children that run a function instead of a program.
+//! `tests/it/one_door.rs` fails when another crate forks or spawns.
 
 pub mod detach;
 pub mod error;
