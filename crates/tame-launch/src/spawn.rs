@@ -225,7 +225,9 @@ impl Spawn {
         self
     }
 
-    /// The kernel sends it `signal` when the thread that started it ends (PR_SET_PDEATHSIG).
+    /// The kernel sends it `signal` when the thread that started it ends (PR_SET_PDEATHSIG:
+    /// the forking *thread*, so spawn from a thread that outlives the child; not with
+    /// [`Spawn::spawn_held`], which forks on a thread of its own).
     pub fn die_with_parent(mut self, signal: libc::c_int) -> Self {
         self.die_with_parent = Some(signal);
         self
@@ -309,6 +311,12 @@ impl Spawn {
     /// first instruction. Dropped without `go`, it never runs.
     pub fn spawn_held(self) -> Result<Held, LaunchError> {
         let what = self.what_name();
+        if self.die_with_parent.is_some() {
+            // Its spawning thread ends once the program runs: the signal would kill it then.
+            return Err(crate::error::failed(format!(
+                "cannot start {what} held with a parent-death signal — a defect in tame, please report it"
+            )));
+        }
         let program = self.program.clone();
         let (placed_read, placed_write) = pipe()?;
         let (go_read, go_write) = pipe()?;
