@@ -215,9 +215,7 @@ impl CommonArgs {
 
     /// Where `tame apply` keeps its journal for -p: `--journal-dir`, else below `--root`.
     pub(super) fn journal_dir(&self, ctx: &Context) -> PathBuf {
-        self.journal_dir
-            .clone()
-            .unwrap_or_else(|| ctx.root.path(tame_host::journal::DEFAULT_JOURNAL_DIR))
+        ctx.journal_dir(self.journal_dir.as_deref())
     }
 }
 

@@ -2,7 +2,6 @@
 use std::fmt::Write as _;
 
 use tame_check::{Category, CheckReport, Severity, Target};
-use tame_host::journal::DEFAULT_JOURNAL_DIR;
 use tame_host::{CpuList, HostModel};
 use tame_partition::Spec;
 
@@ -58,8 +57,7 @@ pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<i32> {
     let model = HostModel::read(&ctx.root);
     let target = match asked {
         Asked::Default => {
-            let applied =
-                tame_partition::status::applied_spec(&ctx.root.path(DEFAULT_JOURNAL_DIR))?;
+            let applied = tame_partition::status::applied_spec(&ctx.journal_dir(None))?;
             default_target(&model, applied.as_ref())
         }
         Asked::All => Target::asked(&model, model.cpus.online.clone()),

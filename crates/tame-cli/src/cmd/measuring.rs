@@ -11,7 +11,6 @@ use anyhow::Context as _;
 use tame_bench::engine::RunControl;
 use tame_bench::load::LoadSpec;
 use tame_bench::placement::Placement;
-use tame_host::journal::DEFAULT_JOURNAL_DIR;
 use tame_host::CpuList;
 use tame_launch::target::{self, Caller};
 use tame_rt::ClockKind;
@@ -78,8 +77,7 @@ pub fn partition(
     let Some(name) = name else {
         return Ok(None);
     };
-    let journal_dir =
-        journal_dir.map_or_else(|| ctx.root.path(DEFAULT_JOURNAL_DIR), Path::to_path_buf);
+    let journal_dir = ctx.journal_dir(journal_dir);
     let applied = target::applied_partition(&ctx.root, &journal_dir, name, &Caller::current())?;
     Ok(Some(Partitioned {
         placement: Placement {

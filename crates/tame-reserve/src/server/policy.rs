@@ -20,7 +20,7 @@
 //! The first rule naming the asker (by uid, or by one of its groups) decides; root
 //! without a rule of its own gets the built-in rule `root`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 use tame_host::accounts::Accounts;
@@ -436,13 +436,6 @@ impl Reservable {
             no_spec: spec.is_none(),
         })
     }
-}
-
-/// The journal directory `tame serve` reads the applied spec from.
-pub fn journal_dir(root: &Root, given: Option<&Path>) -> PathBuf {
-    given
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| root.path(tame_host::journal::DEFAULT_JOURNAL_DIR))
 }
 
 /// A name, or a number standing for itself.
