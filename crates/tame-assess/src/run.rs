@@ -20,6 +20,8 @@ use tame_check::{CheckReport, Severity, Target};
 use tame_host::environment::RunEnvironment;
 use tame_host::kernel::PreemptModel;
 use tame_host::{CpuList, HostModel, Root};
+use tame_launch::target::{self as launch_target, Caller};
+use tame_partition::Applied;
 use tame_rt::{ClockKind, Policy};
 
 use crate::error::{invalid, io_failed, AssessError};
@@ -27,7 +29,7 @@ use crate::figures::{CycleFigures, NoiseFigures, WorkThroughput};
 use crate::layout::{self, Layout, MARKER};
 use crate::report::{AssessReport, Phase, Restoration, ASSESS_SCHEMA};
 use crate::requirement::Requirement;
-use crate::temporary::{self, Applied};
+use crate::temporary::{self, TemporaryPartition};
 use crate::verdict::{self, Machine};
 
 /// Each phase measures periodic wakeups for this share of its time, then the busy loop.
@@ -48,6 +50,8 @@ pub struct Options {
     /// A user's own spec (`--spec FILE`): its name and text.
     pub spec: Option<(String, String)>,
     pub journal_dir: PathBuf,
+    /// Who runs it: the partition access rule looks at it.
+    pub caller: Caller,
     /// Where the spec, the raw results and the report go.
     pub out_dir: Option<PathBuf>,
     /// Attribute noise with tracefs.
@@ -396,7 +400,13 @@ impl MeasurementPlan {
         restoration: &mut Restoration,
     ) -> (Phase, Option<CheckReport>) {
         session.observer.phase("applying the partition", 0);
-        let applied = match Applied::apply(root, &layout.spec_text, MARKER, &o.journal_dir) {
+        let applied = match TemporaryPartition::apply(
+            root,
+            &layout.spec,
+            &layout.spec_text,
+            MARKER,
+            &o.journal_dir,
+        ) {
             Ok(a) => a,
             Err(e) => {
                 return (
@@ -408,7 +418,7 @@ impl MeasurementPlan {
         session.observer.phase("check inside the partition", 0);
         let model = HostModel::read(root);
         let check = tame_check::check(&model, &Target::applied(&model, layout.isolated.clone()));
-        let measured = self.measure_in_partition(root, o, layout, session);
+        let measured = self.measure_in_partition(root, o, layout, applied.applied(), session);
         session.observer.phase("reverting the partition", 0);
         match applied.revert() {
             Ok(reverted) => {
@@ -430,15 +440,12 @@ impl MeasurementPlan {
         root: &Root,
         o: &Options,
         layout: &Layout,
+        applied: &Applied,
         session: &mut Session,
     ) -> Result<Phase, AssessError> {
-        let applied = tame_launch::target::applied_partition(
-            root,
-            &o.journal_dir,
-            &layout.partition,
-            &tame_launch::target::Caller::current(),
-        )
-        .map_err(|e| {
+        // The partitions apply returned: its CPUs go to the measuring threads as they are.
+        let target = launch_target::partition_target(root, applied, &layout.partition, &o.caller)
+            .map_err(|e| {
             AssessError::Failed(format!(
                 "partition {:?}, just applied, cannot be joined: {e}",
                 layout.partition
@@ -446,8 +453,8 @@ impl MeasurementPlan {
         })?;
         let placement = Placement {
             partition: layout.partition.clone(),
-            cpus: applied.cpus,
-            group: applied.cgroup.group(),
+            cpus: target.cpus,
+            group: target.cgroup.group(),
         };
         let load = self.load_on(&layout.system);
         let conditions = Conditions {

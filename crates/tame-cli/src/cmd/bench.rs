@@ -212,11 +212,6 @@ impl CommonArgs {
             partitioned,
         )
     }
-
-    /// Where `tame apply` keeps its journal for -p: `--journal-dir`, else below `--root`.
-    pub(super) fn journal_dir(&self, ctx: &Context) -> PathBuf {
-        ctx.journal_dir(self.journal_dir.as_deref())
-    }
 }
 
 fn duration(text: Option<&str>) -> anyhow::Result<Option<u64>> {

@@ -74,6 +74,7 @@ fn options(ctx: &Context, a: &CostArgs) -> anyhow::Result<CostOptions> {
         partition,
         rt_load: a.rt_load,
         journal_dir: ctx.journal_dir(a.journal_dir.as_deref()),
+        caller: ctx.caller.clone(),
         command_line: ctx.command_line.clone(),
     })
 }

@@ -5,8 +5,8 @@ use tame_host::cgroup::{CgroupVersion, V1Hierarchy};
 use tame_host::irq::{Irq, ManagedSource};
 use tame_host::{CpuList, HostModel, Root};
 use tame_partition::status::Drift;
-use tame_partition::{Applied, AppliedSpecError};
 use tame_partition::{apply, plan, revert, status, ApplyError, Spec, Step};
+use tame_partition::{Applied, AppliedSpecError};
 use tame_testing::synthetic::SyntheticHost;
 
 fn spec(text: &str) -> Spec {
@@ -316,7 +316,10 @@ fn apply_returns_the_applied_partitions_and_the_journal_gives_them_back() {
     for (p, q) in applied.partitions.iter().zip(&s.partitions) {
         assert_eq!((&p.name, p.role, &p.cpus), (&q.name, q.role, &q.cpus));
         let cgroup = p.cgroup.as_ref().expect("a cpuset hierarchy is mounted");
-        assert!(cgroup.path.ends_with(&format!("tame-{}", p.name)), "{cgroup:?}");
+        assert!(
+            cgroup.path.ends_with(&format!("tame-{}", p.name)),
+            "{cgroup:?}"
+        );
         assert!(f.root.exists(&cgroup.dir), "{cgroup:?}");
     }
     assert_eq!(read(&f).unwrap(), Some(applied));
