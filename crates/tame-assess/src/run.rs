@@ -20,7 +20,6 @@ use tame_check::{CheckReport, Severity, Target};
 use tame_host::environment::RunEnvironment;
 use tame_host::kernel::PreemptModel;
 use tame_host::{CpuList, HostModel, Root};
-use tame_launch::target::{self as launch_target, Caller};
 use tame_partition::Applied;
 use tame_rt::{ClockKind, Policy};
 
@@ -50,8 +49,6 @@ pub struct Options {
     /// A user's own spec (`--spec FILE`): its name and text.
     pub spec: Option<(String, String)>,
     pub journal_dir: PathBuf,
-    /// Who runs it: the partition access rule looks at it.
-    pub caller: Caller,
     /// Where the spec, the raw results and the report go.
     pub out_dir: Option<PathBuf>,
     /// Attribute noise with tracefs.
@@ -418,7 +415,7 @@ impl MeasurementPlan {
         session.observer.phase("check inside the partition", 0);
         let model = HostModel::read(root);
         let check = tame_check::check(&model, &Target::applied(&model, layout.isolated.clone()));
-        let measured = self.measure_in_partition(root, o, layout, applied.applied(), session);
+        let measured = self.measure_in_partition(root, layout, applied.applied(), session);
         session.observer.phase("reverting the partition", 0);
         match applied.revert() {
             Ok(reverted) => {
@@ -438,23 +435,25 @@ impl MeasurementPlan {
     fn measure_in_partition(
         &self,
         root: &Root,
-        o: &Options,
         layout: &Layout,
         applied: &Applied,
         session: &mut Session,
     ) -> Result<Phase, AssessError> {
-        // The partitions apply returned: its CPUs go to the measuring threads as they are.
-        let target = launch_target::partition_target(root, applied, &layout.partition, &o.caller)
-            .map_err(|e| {
-            AssessError::Failed(format!(
-                "partition {:?}, just applied, cannot be joined: {e}",
-                layout.partition
-            ))
-        })?;
+        // The partitions apply returned: its CPUs go to the measuring threads as they are
+        // (applied by this process as root: no access rule to check).
+        let joined = applied
+            .partition(&layout.partition)
+            .and_then(|p| Some((p.cpus.clone(), p.cgroup.as_ref()?.group())))
+            .ok_or_else(|| {
+                AssessError::Failed(format!(
+                    "partition {:?}, just applied, cannot be joined: no cpuset controller is mounted (cgroup v1 cpuset or v2 with cpuset)",
+                    layout.partition
+                ))
+            })?;
         let placement = Placement {
             partition: layout.partition.clone(),
-            cpus: target.cpus,
-            group: target.cgroup.group(),
+            cpus: joined.0,
+            group: joined.1,
         };
         let load = self.load_on(&layout.system);
         let conditions = Conditions {

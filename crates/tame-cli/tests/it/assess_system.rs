@@ -399,7 +399,6 @@ fn child_assess_killed_at_a_phase() {
         load: vec![LoadKind::Cpu],
         spec: None,
         journal_dir: journal.into(),
-        caller: tame_launch::target::Caller::current(),
         out_dir: None,
         attribute: true,
         cost_probe: false,

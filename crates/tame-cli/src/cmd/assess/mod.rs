@@ -108,7 +108,6 @@ fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
         load,
         spec,
         journal_dir: ctx.journal_dir(a.journal_dir.as_deref()),
-        caller: ctx.caller.clone(),
         out_dir: Some(a.out.clone()),
         attribute: !a.no_trace,
         cost_probe: !a.no_cost,
