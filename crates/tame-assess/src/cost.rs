@@ -25,10 +25,11 @@ use tame_bench::result::BenchResult;
 use tame_host::{CpuList, HostModel, Root};
 use tame_launch::spawn::{self, Launched};
 use tame_launch::target::{self, Caller};
+use tame_partition::Applied;
 
 use crate::error::{invalid, AssessError};
 use crate::layout::{self, Layout};
-use crate::temporary::{self, Applied, COST_MARKER};
+use crate::temporary::{self, TemporaryPartition, COST_MARKER};
 
 /// Where the partitioned configuration comes from.
 #[derive(Clone, Debug)]
@@ -53,6 +54,8 @@ pub struct CostOptions {
     /// A real-time load in the isolated partition during the partitioned rounds.
     pub rt_load: bool,
     pub journal_dir: PathBuf,
+    /// Who runs it: the partition access rule looks at it.
+    pub caller: Caller,
     pub command_line: Vec<String>,
 }
 
@@ -138,19 +141,19 @@ pub fn bench_cost(
             )?)
         }
         CostPartition::Applied(name) => {
-            let applied =
-                target::applied_partition(root, &options.journal_dir, name, &Caller::current())
-                    .map_err(|e| invalid(e.to_string()))?;
+            // Read once: the rounds place the real-time load with these.
+            let partitions =
+                target::applied(&options.journal_dir, root).map_err(|e| invalid(e.to_string()))?;
+            let applied = target::partition_target(root, &partitions, name, &options.caller)
+                .map_err(|e| invalid(e.to_string()))?;
             if !applied.isolated {
                 return Err(invalid(format!(
                     "-p {name} is the system partition — name the isolated partition (where the real-time work runs); the workloads run in the system partition"
                 )));
             }
-            let system = target::applied_system_cpus(&options.journal_dir)
-                .map_err(|e| invalid(e.to_string()))?
-                .ok_or_else(|| {
-                    invalid("the applied spec has no system partition to run the workloads in")
-                })?;
+            let system = partitions.system().map(|p| p.cpus.clone()).ok_or_else(|| {
+                invalid("the applied spec has no system partition to run the workloads in")
+            })?;
             let configs = vec![Configuration {
                 kind: ConfigKind::Partitioned,
                 cpus: system,
@@ -167,6 +170,7 @@ pub fn bench_cost(
             });
             let mut p = AlreadyApplied {
                 rt: RtLoad::new(root, options, name, argv),
+                applied: partitions,
             };
             Ok(cost::run(
                 root,
@@ -239,7 +243,7 @@ fn failure(text: String) -> BenchError {
 /// The real-time load, started in the isolated partition for each partitioned round.
 struct RtLoad<'a> {
     root: &'a Root,
-    journal_dir: &'a std::path::Path,
+    caller: &'a Caller,
     partition: String,
     argv: Option<Vec<String>>,
     running: Option<Launched>,
@@ -254,25 +258,21 @@ impl<'a> RtLoad<'a> {
     ) -> Self {
         RtLoad {
             root,
-            journal_dir: &options.journal_dir,
+            caller: &options.caller,
             partition: partition.to_string(),
             argv,
             running: None,
         }
     }
 
-    /// Start it in the partition's cgroup, on its CPUs (the partition must be applied).
-    fn start(&mut self) -> Result<(), BenchError> {
+    /// Start it in the partition's cgroup, on its CPUs (the partition must be applied:
+    /// `applied` holds it).
+    fn start(&mut self, applied: &Applied) -> Result<(), BenchError> {
         let Some(argv) = &self.argv else {
             return Ok(());
         };
-        let applied = target::applied_partition(
-            self.root,
-            self.journal_dir,
-            &self.partition,
-            &Caller::current(),
-        )
-        .map_err(|e| failure(format!("cannot place the real-time load: {e}")))?;
+        let applied = target::partition_target(self.root, applied, &self.partition, self.caller)
+            .map_err(|e| failure(format!("cannot place the real-time load: {e}")))?;
         let mut placement = spawn::Placement::on_cpus(applied.cpus.clone());
         placement.cgroup_procs = Some(applied.cgroup.procs());
         let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
@@ -311,11 +311,13 @@ impl Drop for RtLoad<'_> {
 /// `-p NAME`: the partition stays as it is; only the real-time load comes and goes.
 struct AlreadyApplied<'a> {
     rt: RtLoad<'a>,
+    /// The partitions applied, read once before the rounds.
+    applied: Applied,
 }
 
 impl Partitioning for AlreadyApplied<'_> {
     fn enter(&mut self) -> Result<(), BenchError> {
-        self.rt.start()
+        self.rt.start(&self.applied)
     }
     fn leave(&mut self) -> Result<(), BenchError> {
         self.rt.stop();
@@ -328,7 +330,7 @@ struct PerRound<'a> {
     root: &'a Root,
     layout: &'a Layout,
     journal_dir: &'a std::path::Path,
-    applied: Option<Applied<'a>>,
+    applied: Option<TemporaryPartition<'a>>,
     rt: RtLoad<'a>,
 }
 
@@ -342,8 +344,9 @@ impl PerRound<'_> {
 
 impl Partitioning for PerRound<'_> {
     fn enter(&mut self) -> Result<(), BenchError> {
-        let applied = Applied::apply(
+        let applied = TemporaryPartition::apply(
             self.root,
+            &self.layout.spec,
             &self.layout.spec_text,
             COST_MARKER,
             self.journal_dir,
@@ -353,8 +356,9 @@ impl Partitioning for PerRound<'_> {
                 "the partition could not be applied (apply rolled back what it had changed): {e}"
             ))
         })?;
-        self.applied = Some(applied);
-        self.rt.start()
+        // The partitions apply returned, typed: the load goes on their CPUs as they are.
+        let applied = self.applied.insert(applied);
+        self.rt.start(applied.applied())
     }
 
     fn leave(&mut self) -> Result<(), BenchError> {
@@ -400,6 +404,7 @@ mod tests {
             partition,
             rt_load,
             journal_dir: PathBuf::from("/nonexistent/tame-journal"),
+            caller: Caller::current(),
             command_line: vec![],
         }
     }

@@ -5,8 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use tame_host::{CpuList, HostModel};
-use tame_partition::spec::Role;
-use tame_partition::Spec;
+use tame_partition::{PartitionSpec, Role, Spec};
 
 use crate::error::{invalid, AssessError};
 
@@ -30,6 +29,9 @@ pub struct Layout {
     pub spec_text: String,
     /// What the planner warns about this spec.
     pub warnings: Vec<String>,
+    /// The spec itself, typed: what is applied (`spec_text` is its text).
+    #[serde(skip)]
+    pub spec: Spec,
 }
 
 /// The cpuidle driver, if there is one (the kernel prints `none` when there is not): without
@@ -121,26 +123,35 @@ pub fn choose(model: &HostModel, count: u32) -> Result<Layout, AssessError> {
     let mut reasons = penalty_reasons(model, &chosen, &system);
     reasons.extend(placement);
     reasons.extend(smt_reasons(model, &chosen, count));
-    let idle = if cpuidle_driver(model).is_some() {
-        "idle = \"poll\"\n"
-    } else {
-        ""
-    };
-    let mems =
-        local_memory(model, &chosen).map_or(String::new(), |node| format!("mems = \"{node}\"\n"));
-    let spec_text = format!(
-        "# {count} isolated CPU(s) for the time-critical work, the rest for everything else.\n[[partition]]\nname = \"system\"\ncpus = \"{system}\"\nrole = \"system\"\n\n[[partition]]\nname = \"{PARTITION}\"\ncpus = \"{chosen}\"\nrole = \"isolated\"\n{mems}{idle}"
-    );
-    let mut layout = Layout {
+    let mut rt = PartitionSpec::new(PARTITION, chosen.clone(), Role::Isolated);
+    if let Some(node) = local_memory(model, &chosen) {
+        rt = rt.with_mems(CpuList::from_cpus([node]));
+    }
+    if cpuidle_driver(model).is_some() {
+        rt = rt.with_idle("poll");
+    }
+    let spec = Spec::builder()
+        .partition(PartitionSpec::new("system", system.clone(), Role::System))
+        .partition(rt)
+        .build();
+    Ok(Layout {
         partition: PARTITION.to_string(),
         isolated: chosen,
         system,
         reasons,
-        spec_text,
-        warnings: Vec::new(),
-    };
-    layout.warnings = planned_warnings(model, &layout.spec_text, "the generated spec")?;
-    Ok(layout)
+        spec_text: generated_text(&spec, count),
+        warnings: planned_warnings(model, &spec, "the generated spec")?,
+        spec,
+    })
+}
+
+/// The text of a generated spec, as the user sees it (saved as spec.toml) and the journal
+/// notes it: a comment saying what it is for, then the spec.
+fn generated_text(spec: &Spec, count: u32) -> String {
+    format!(
+        "# {count} isolated CPU(s) for the time-critical work, the rest for everything else.\n{}",
+        spec.to_toml()
+    )
 }
 
 /// The `count` best CPUs of `pool`: the least disturbed first, then the highest; a
@@ -318,7 +329,8 @@ fn smt_reasons(model: &HostModel, chosen: &CpuList, count: u32) -> Vec<String> {
 
 /// The user's own spec (`--spec FILE`): its first isolated partition is measured.
 pub fn from_spec(model: &HostModel, name: &str, text: &str) -> Result<Layout, AssessError> {
-    let spec = parse(name, text)?;
+    let spec = Spec::parse(name, text)
+        .map_err(|e| invalid(format!("{e} — correct the spec and run again")))?;
     let rt = spec
         .partitions
         .iter()
@@ -334,18 +346,18 @@ pub fn from_spec(model: &HostModel, name: &str, text: &str) -> Result<Layout, As
         system: spec.cpus_of(Role::System),
         reasons: vec![format!("the CPUs of partition {:?} in {name}", rt.name)],
         spec_text: text.to_string(),
-        warnings: planned_warnings(model, text, name)?,
+        warnings: planned_warnings(model, &spec, name)?,
+        spec,
     })
 }
 
-fn parse(name: &str, text: &str) -> Result<Spec, AssessError> {
-    Spec::parse(name, text).map_err(|e| invalid(format!("{e} — correct the spec and run again")))
-}
-
 /// Plan the spec (which validates it against the host; nothing is written) for its warnings.
-fn planned_warnings(model: &HostModel, text: &str, name: &str) -> Result<Vec<String>, AssessError> {
-    let spec = parse(name, text)?;
-    let plan = tame_partition::plan(&spec, model)
+fn planned_warnings(
+    model: &HostModel,
+    spec: &Spec,
+    name: &str,
+) -> Result<Vec<String>, AssessError> {
+    let plan = tame_partition::plan(spec, model)
         .map_err(|e| invalid(format!("{name} cannot be applied here: {e}")))?;
     Ok(plan.warnings)
 }
@@ -393,6 +405,35 @@ mod tests {
         assert!(!l.isolated.contains(0), "{}", l.isolated);
         assert_eq!(l.isolated.len(), 2);
         assert_eq!(l.system.len() + 2, m.cpus.online.len());
+    }
+
+    /// The text assess wrote with `format!` before the spec was built typed: the view of
+    /// the typed spec must read the same, byte for byte (saved as spec.toml, noted in the
+    /// journal).
+    fn text_as_formatted_before(l: &Layout, count: u32) -> String {
+        let rt = &l.spec.partitions[1];
+        let mems = rt
+            .mems
+            .as_ref()
+            .map_or(String::new(), |n| format!("mems = \"{n}\"\n"));
+        let idle = rt
+            .idle
+            .as_ref()
+            .map_or(String::new(), |i| format!("idle = \"{i}\"\n"));
+        format!(
+            "# {count} isolated CPU(s) for the time-critical work, the rest for everything else.\n[[partition]]\nname = \"system\"\ncpus = \"{}\"\nrole = \"system\"\n\n[[partition]]\nname = \"{PARTITION}\"\ncpus = \"{}\"\nrole = \"isolated\"\n{mems}{idle}",
+            l.system, l.isolated
+        )
+    }
+
+    #[test]
+    fn the_generated_spec_text_is_a_view_of_the_typed_spec() {
+        let (_dir, numa) = two_sockets();
+        for (m, count) in [(model("rt-8cpu"), 2), (model("dev-vm"), 1), (numa, 2)] {
+            let l = choose(&m, count).unwrap();
+            assert_eq!(l.spec_text, text_as_formatted_before(&l, count));
+            assert_eq!(Spec::parse("t", &l.spec_text).unwrap(), l.spec);
+        }
     }
 
     #[test]

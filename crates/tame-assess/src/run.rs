@@ -20,6 +20,7 @@ use tame_check::{CheckReport, Severity, Target};
 use tame_host::environment::RunEnvironment;
 use tame_host::kernel::PreemptModel;
 use tame_host::{CpuList, HostModel, Root};
+use tame_partition::Applied;
 use tame_rt::{ClockKind, Policy};
 
 use crate::error::{invalid, io_failed, AssessError};
@@ -27,7 +28,7 @@ use crate::figures::{CycleFigures, NoiseFigures, WorkThroughput};
 use crate::layout::{self, Layout, MARKER};
 use crate::report::{AssessReport, Phase, Restoration, ASSESS_SCHEMA};
 use crate::requirement::Requirement;
-use crate::temporary::{self, Applied};
+use crate::temporary::{self, TemporaryPartition};
 use crate::verdict::{self, Machine};
 
 /// Each phase measures periodic wakeups for this share of its time, then the busy loop.
@@ -396,7 +397,13 @@ impl MeasurementPlan {
         restoration: &mut Restoration,
     ) -> (Phase, Option<CheckReport>) {
         session.observer.phase("applying the partition", 0);
-        let applied = match Applied::apply(root, &layout.spec_text, MARKER, &o.journal_dir) {
+        let applied = match TemporaryPartition::apply(
+            root,
+            &layout.spec,
+            &layout.spec_text,
+            MARKER,
+            &o.journal_dir,
+        ) {
             Ok(a) => a,
             Err(e) => {
                 return (
@@ -408,7 +415,7 @@ impl MeasurementPlan {
         session.observer.phase("check inside the partition", 0);
         let model = HostModel::read(root);
         let check = tame_check::check(&model, &Target::applied(&model, layout.isolated.clone()));
-        let measured = self.measure_in_partition(root, o, layout, session);
+        let measured = self.measure_in_partition(root, layout, applied.applied(), session);
         session.observer.phase("reverting the partition", 0);
         match applied.revert() {
             Ok(reverted) => {
@@ -428,26 +435,25 @@ impl MeasurementPlan {
     fn measure_in_partition(
         &self,
         root: &Root,
-        o: &Options,
         layout: &Layout,
+        applied: &Applied,
         session: &mut Session,
     ) -> Result<Phase, AssessError> {
-        let applied = tame_launch::target::applied_partition(
-            root,
-            &o.journal_dir,
-            &layout.partition,
-            &tame_launch::target::Caller::current(),
-        )
-        .map_err(|e| {
-            AssessError::Failed(format!(
-                "partition {:?}, just applied, cannot be joined: {e}",
-                layout.partition
-            ))
-        })?;
+        // The partitions apply returned: its CPUs go to the measuring threads as they are
+        // (applied by this process as root: no access rule to check).
+        let joined = applied
+            .partition(&layout.partition)
+            .and_then(|p| Some((p.cpus.clone(), p.cgroup.as_ref()?.group())))
+            .ok_or_else(|| {
+                AssessError::Failed(format!(
+                    "partition {:?}, just applied, cannot be joined: no cpuset controller is mounted (cgroup v1 cpuset or v2 with cpuset)",
+                    layout.partition
+                ))
+            })?;
         let placement = Placement {
             partition: layout.partition.clone(),
-            cpus: applied.cpus,
-            group: applied.cgroup.group(),
+            cpus: joined.0,
+            group: joined.1,
         };
         let load = self.load_on(&layout.system);
         let conditions = Conditions {

@@ -1,6 +1,6 @@
 //! A partition applied for a measurement only (`tame assess`, `tame bench cost`): applied
 //! through the journal with a marker line naming the command and its pid, reverted after
-//! the measurement, on error and on a panic ([`Applied`]'s drop). After `kill -9` the journal
+//! the measurement, on error and on a panic ([`TemporaryPartition`]'s drop). After `kill -9` the journal
 //! is on disk: the next run of either command knows a marked journal for one a measurement
 //! left and reverts it first ([`recover_earlier_run`]); `tame revert` does too.
 
@@ -8,6 +8,7 @@ use std::path::Path;
 
 use tame_host::journal::RevertReport;
 use tame_host::Root;
+use tame_partition::{Applied, AppliedSpecError, Spec};
 
 use crate::error::{invalid, AssessError};
 use crate::layout::MARKER;
@@ -40,21 +41,25 @@ pub fn recover_earlier_run(
             journal_dir.display()
         ))
     };
-    if !may_change {
-        // Not root: the journal is root's; the spec apply published beside it tells.
-        return match tame_partition::status::applied_spec(journal_dir) {
-            Ok(Some(_)) => Err(refuse()),
-            _ => Ok(false),
-        };
-    }
-    let text = tame_partition::status::applied_spec_text(journal_dir).map_err(|e| {
-        AssessError::Failed(format!(
-            "cannot read the journal in {}: {e} — see `tame status`; `tame revert` undoes what it records",
-            journal_dir.display()
-        ))
-    })?;
-    let Some(text) = text else { return Ok(false) };
-    let Some(marker) = MARKERS.iter().find(|m| text.starts_with(**m)) else {
+    // The one reader of the applied partitions; not root: the spec apply published
+    // beside the journal (root's) tells.
+    let applied = match tame_partition::Applied::read(root, journal_dir) {
+        Ok(applied) => applied,
+        Err(_) if !may_change => return Ok(false),
+        // A note that is no spec is no measurement's: refused like any other spec.
+        Err(AppliedSpecError::Spec(_)) => return Err(refuse()),
+        Err(AppliedSpecError::Journal(e)) => {
+            return Err(AssessError::Failed(format!(
+                "cannot read the journal in {}: {e} — see `tame status`; `tame revert` undoes what it records",
+                journal_dir.display()
+            )))
+        }
+    };
+    let Some(applied) = applied else {
+        return Ok(false);
+    };
+    let text = applied.text;
+    let Some(marker) = MARKERS.iter().find(|m| may_change && text.starts_with(**m)) else {
         return Err(refuse());
     };
     let who = marker.trim_start_matches("# applied by ");
@@ -89,29 +94,36 @@ fn running_measurement(root: &Root, text: &str) -> Option<u32> {
     (pid != std::process::id() && comm == "tame").then_some(pid)
 }
 
-/// A partition applied by a measurement: reverted when dropped unless [`Applied::revert`] ran.
-pub struct Applied<'a> {
+/// A partition applied by a measurement: reverted when dropped unless
+/// [`TemporaryPartition::revert`] ran.
+pub struct TemporaryPartition<'a> {
     root: &'a Root,
     journal_dir: &'a Path,
+    applied: Applied,
     reverted: bool,
 }
 
-impl<'a> Applied<'a> {
-    /// Apply `spec_text`, marked with `marker`.
+impl<'a> TemporaryPartition<'a> {
+    /// Apply `spec`, whose text (`text`, noted in the journal) is marked with `marker`.
     pub fn apply(
         root: &'a Root,
-        spec_text: &str,
+        spec: &Spec,
+        text: &str,
         marker: &str,
         journal_dir: &'a Path,
     ) -> Result<Self, AssessError> {
-        let spec = tame_partition::Spec::parse("measurement spec", spec_text)
-            .map_err(|e| AssessError::Failed(e.to_string()))?;
-        tame_partition::apply(root, &spec, &marked(marker, spec_text), journal_dir, None)?;
-        Ok(Applied {
+        let report = tame_partition::apply(root, spec, &marked(marker, text), journal_dir, None)?;
+        Ok(Self {
             root,
             journal_dir,
+            applied: report.applied,
             reverted: false,
         })
+    }
+
+    /// The partitions applied, typed: what the measurement runs in.
+    pub fn applied(&self) -> &Applied {
+        &self.applied
     }
 
     pub fn revert(mut self) -> Result<RevertReport, AssessError> {
@@ -120,7 +132,7 @@ impl<'a> Applied<'a> {
     }
 }
 
-impl Drop for Applied<'_> {
+impl Drop for TemporaryPartition<'_> {
     fn drop(&mut self) {
         if !self.reverted {
             // An error or panic between apply and revert: put the machine back anyway.

@@ -114,3 +114,40 @@ fn main() {
     };
     std::process::exit(error::exit_code(result));
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// The journal directory each command resolves, for the commands that read or write
+    /// the partition journal.
+    fn journal_dir(args: &[&str]) -> PathBuf {
+        let cli = Cli::try_parse_from(args).unwrap();
+        let ctx = Context::new(cli.root.clone());
+        match &cli.command {
+            Command::Apply(a) => a.journal_dir(&ctx),
+            Command::Run(a) => a.journal_dir(&ctx),
+            Command::Reserve(a) => a.state_dir(&ctx),
+            _ => unreachable!("not a command with a journal directory"),
+        }
+    }
+
+    #[test]
+    fn under_root_apply_run_and_reserve_use_one_journal_dir() {
+        let apply = journal_dir(&["tame", "--root", "/fx", "apply", "rt.toml"]);
+        assert_eq!(apply, PathBuf::from("/fx/var/lib/tame"));
+        let run = journal_dir(&["tame", "--root", "/fx", "run", "-p", "rt", "--", "true"]);
+        let reserve = journal_dir(&["tame", "--root", "/fx", "reserve", "--list"]);
+        assert_eq!((&run, &reserve), (&apply, &apply));
+        // Without --root: the real one; given: as given.
+        assert_eq!(
+            journal_dir(&["tame", "run", "--cpu", "1", "--", "true"]),
+            PathBuf::from("/var/lib/tame")
+        );
+        let given = ["tame", "--root", "/fx", "run", "-p", "rt"];
+        let given = [&given[..], &["--journal-dir", "/j", "--", "true"]].concat();
+        assert_eq!(journal_dir(&given), PathBuf::from("/j"));
+    }
+}

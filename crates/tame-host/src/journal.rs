@@ -58,8 +58,17 @@ use crate::placement::{parse_sched_field, sched_field};
 pub use crate::placement::{PlaceError, PlaceStep, ThreadPlacement};
 use crate::{CpuList, Root};
 
-/// Where journals live unless the caller says otherwise.
+/// Where journals live unless the caller says otherwise (below the root: see [`journal_dir`]).
 pub const DEFAULT_JOURNAL_DIR: &str = "/var/lib/tame";
+
+/// The journal directory: `given` (`--journal-dir`) as it is, else
+/// [`DEFAULT_JOURNAL_DIR`] below `root` — the one rule, so apply, revert, status, run -p,
+/// the placement journals, the benches, assess, reserve and serve all agree under `--root`.
+pub fn journal_dir(root: &Root, given: Option<&Path>) -> PathBuf {
+    given
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| root.path(DEFAULT_JOURNAL_DIR))
+}
 /// The journal's file name inside its directory.
 pub const JOURNAL_FILE: &str = "journal";
 /// The note recording the bytes of a torn last line cut off before appending.

@@ -6,11 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use tame_host::accounts::Accounts;
-use tame_host::cgroup::{CgroupModel, CgroupVersion, Cgroups, Group};
 use tame_host::kernel::BootIsolation;
-use tame_host::reader::Reader;
 use tame_host::{CpuList, Root};
-use tame_partition::spec::{PartitionSpec, Role};
+pub use tame_partition::PartitionCgroup;
+use tame_partition::{Applied, AppliedPartition};
 use tame_rt::sched::{self, SchedSpec};
 use tame_rt::Policy;
 
@@ -68,53 +67,9 @@ impl Caller {
     }
 }
 
-/// A partition's cgroup: where its programs join.
+/// An applied partition as a target: one the caller may use, whose cgroup exists.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PartitionCgroup {
-    pub version: CgroupVersion,
-    /// Where the cpuset hierarchy is mounted.
-    pub mount: String,
-    /// Relative to the cpuset hierarchy (`/tame-rt`; `/` for its root).
-    pub path: String,
-    /// Host path of the cgroup's directory.
-    pub dir: String,
-}
-
-impl PartitionCgroup {
-    /// The cgroup at `path` of the cpuset hierarchy of `version` mounted at `mount`.
-    pub fn new(version: CgroupVersion, mount: &str, path: &str) -> Self {
-        let dir = if path == "/" {
-            mount.to_string()
-        } else {
-            format!("{mount}{path}")
-        };
-        Self {
-            version,
-            mount: mount.to_string(),
-            path: path.to_string(),
-            dir,
-        }
-    }
-
-    /// The cpuset controller's hierarchy this cgroup is in.
-    pub fn hierarchy(&self) -> Cgroups {
-        Cgroups::at("cpuset", self.version, &self.mount)
-    }
-
-    /// The cgroup as a group of the cpuset hierarchy.
-    pub fn group(&self) -> Group {
-        self.hierarchy().group(&self.path)
-    }
-
-    /// The cgroup's `cgroup.procs` (v1 and v2), as a host path.
-    pub fn procs(&self) -> String {
-        format!("{}/cgroup.procs", self.dir)
-    }
-}
-
-/// An applied partition as a target.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AppliedPartition {
+pub struct PartitionTarget {
     pub name: String,
     pub cpus: CpuList,
     pub cgroup: PartitionCgroup,
@@ -124,7 +79,7 @@ pub struct AppliedPartition {
     pub isolated_names: Vec<String>,
 }
 
-impl AppliedPartition {
+impl PartitionTarget {
     /// Why a program placed here would not run undisturbed; `None` when it would.
     fn not_isolated(&self) -> Option<String> {
         if self.isolated {
@@ -177,7 +132,7 @@ pub fn resolve(root: &Root, req: &TargetRequest, caller: &Caller) -> Result<Targ
     let online = root.cpus_online().map_err(|e| failed(e.to_string()))?;
     let (cpus, cgroup, not_isolated) = match &req.partition {
         Some(name) => {
-            let p = applied_partition(root, &req.journal_dir, name, caller)?;
+            let p = partition_target(root, &applied(&req.journal_dir, root)?, name, caller)?;
             let why = p.not_isolated();
             (p.cpus, Some(p.cgroup), why)
         }
@@ -282,78 +237,49 @@ pub fn boot_isolated(root: &Root, online: &CpuList) -> Option<CpuList> {
     (!all.is_empty()).then_some(all)
 }
 
-/// The CPUs of the applied spec's system partition, where ordinary work (and a bench's
-/// load) runs; `None` when no spec is applied.
-pub fn applied_system_cpus(journal_dir: &Path) -> Result<Option<CpuList>, LaunchError> {
-    let spec =
-        tame_partition::status::applied_spec(journal_dir).map_err(|e| failed(e.to_string()))?;
-    Ok(spec.and_then(|s| {
-        s.partitions
-            .into_iter()
-            .find(|p| p.role == Role::System)
-            .map(|p| p.cpus)
-    }))
-}
-
-/// Partition `name` of the applied spec, if `caller` may use it, with the
-/// cgroup its programs join, which must exist.
-pub fn applied_partition(
-    root: &Root,
-    journal_dir: &Path,
-    name: &str,
-    caller: &Caller,
-) -> Result<AppliedPartition, LaunchError> {
-    let spec = tame_partition::status::applied_spec(journal_dir)
+/// The partitions applied with the journal in `journal_dir` (read once: pass them on);
+/// refused when none are.
+pub fn applied(journal_dir: &Path, root: &Root) -> Result<Applied, LaunchError> {
+    Applied::read(root, journal_dir)
         .map_err(|e| failed(e.to_string()))?
         .ok_or_else(|| {
             invalid(format!(
                 "no partitions are applied (no journal in {}) — apply a spec with `tame apply SPEC` first, or use --cpus",
                 journal_dir.display()
             ))
-        })?;
-    let p = spec
-        .partitions
-        .iter()
-        .find(|p| p.name == name)
-        .ok_or_else(|| {
-            let names: Vec<&str> = spec.partitions.iter().map(|p| p.name.as_str()).collect();
-            invalid(format!(
-                "no partition {name:?} is applied — the applied ones are {names:?}"
-            ))
-        })?;
-    check_partition_access(&root.accounts().unwrap_or_default(), p, caller)?;
-    let cgroup = partition_cgroup(root, p)?;
-    Ok(AppliedPartition {
-        name: p.name.clone(),
-        cpus: p.cpus.clone(),
-        cgroup,
-        isolated: p.role != Role::System,
-        isolated_names: spec
-            .partitions
-            .iter()
-            .filter(|q| q.role != Role::System)
-            .map(|q| q.name.clone())
-            .collect(),
-    })
+        })
 }
 
-/// The cgroup of partition `p` in the cpuset controller's hierarchy (v1 or v2):
-/// `tame-NAME` below its mount — except the v2 system partition, which is the
-/// root cgroup (apply makes cgroups only for the other partitions there). A
-/// cgroup that is gone is refused here, so it never reads as a failure to start
-/// the program later.
-pub fn partition_cgroup(root: &Root, p: &PartitionSpec) -> Result<PartitionCgroup, LaunchError> {
-    let home = CgroupModel::read(&mut Reader::new(root))
-        .controller_home("cpuset")
-        .ok_or_else(|| {
-            failed("no cpuset controller is mounted (cgroup v1 cpuset or v2 with cpuset) — the partition's cpuset cannot be joined")
-        })?;
-    let path = if home.version == CgroupVersion::V2 && p.role == Role::System {
-        "/".to_string()
-    } else {
-        format!("/{}{}", tame_partition::plan::DIR_PREFIX, p.name)
-    };
-    let cgroup = PartitionCgroup::new(home.version, &home.mount, &path);
+/// Partition `name` of the applied ones (read from the journal in `journal_dir`), if
+/// `caller` may use it, with the cgroup its programs join, which must exist.
+pub fn applied_partition(
+    root: &Root,
+    journal_dir: &Path,
+    name: &str,
+    caller: &Caller,
+) -> Result<PartitionTarget, LaunchError> {
+    partition_target(root, &applied(journal_dir, root)?, name, caller)
+}
+
+/// Partition `name` of `applied`, if `caller` may use it, with the cgroup its programs
+/// join, which must exist: a cgroup that is gone is refused here, so it never reads as a
+/// failure to start the program later.
+pub fn partition_target(
+    root: &Root,
+    applied: &Applied,
+    name: &str,
+    caller: &Caller,
+) -> Result<PartitionTarget, LaunchError> {
+    let p = applied.partition(name).ok_or_else(|| {
+        invalid(format!(
+            "no partition {name:?} is applied — the applied ones are {:?}",
+            applied.names()
+        ))
+    })?;
+    check_partition_access(&root.accounts().unwrap_or_default(), p, caller)?;
+    let cgroup = p.cgroup.clone().ok_or_else(|| {
+        failed("no cpuset controller is mounted (cgroup v1 cpuset or v2 with cpuset) — the partition's cpuset cannot be joined")
+    })?;
     if !root.exists(cgroup.procs()) {
         return Err(invalid(format!(
             "partition cgroup {} does not exist (no {}) — is the spec still applied? run tame status",
@@ -361,14 +287,20 @@ pub fn partition_cgroup(root: &Root, p: &PartitionSpec) -> Result<PartitionCgrou
             cgroup.procs()
         )));
     }
-    Ok(cgroup)
+    Ok(PartitionTarget {
+        name: p.name.clone(),
+        cpus: p.cpus.clone(),
+        cgroup,
+        isolated: p.is_isolated(),
+        isolated_names: applied.isolated_names(),
+    })
 }
 
 /// Root may use any partition; another caller only one whose spec names its
 /// user or one of its groups.
 pub fn check_partition_access(
     accounts: &Accounts,
-    p: &PartitionSpec,
+    p: &AppliedPartition,
     caller: &Caller,
 ) -> Result<(), LaunchError> {
     if caller.is_root() {
@@ -399,6 +331,7 @@ pub fn check_partition_access(
 mod tests {
     use super::*;
 
+    use tame_host::cgroup::CgroupVersion;
     use tame_partition::apply::SPEC_NOTE;
     use tame_partition::spec::Spec;
 
@@ -677,7 +610,10 @@ group = "rtgroup"
     #[test]
     fn access_names_user_and_group_when_the_spec_gives_both() {
         let accounts = Accounts::parse("alice:x:1000:1000::/:/bin/sh\n", "rtgroup:x:2000:\n");
-        let mut p = Spec::parse("t", SPEC).unwrap().partitions[1].clone();
+        let spec = Spec::parse("t", SPEC).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let applied = Applied::new(&Root::new(dir.path()), spec, SPEC, dir.path());
+        let mut p = applied.partitions[1].clone();
         p.group = Some("rtgroup".into());
         assert!(check_partition_access(&accounts, &p, &user(BOB, &[RTGROUP])).is_ok());
         assert!(check_partition_access(&accounts, &p, &user(ALICE, &[])).is_ok());

@@ -10,6 +10,7 @@ use tame_host::journal::{
 };
 use tame_host::{HostModel, Root};
 
+use crate::applied::Applied;
 use crate::plan::{self, split_movable, Invalid, KeptBecause, Plan, Step, Task};
 use crate::spec::Spec;
 
@@ -72,6 +73,9 @@ pub struct ApplyReport {
     pub refused: Vec<Refused>,
     pub warnings: Vec<String>,
     pub journal: String,
+    /// The partitions now applied, typed (not part of the JSON report).
+    #[serde(skip)]
+    pub applied: Applied,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -126,7 +130,8 @@ fn rollback_summary(r: &RevertReport) -> String {
 /// Hooks for tests: see every journaled change (e.g. to kill the process there).
 pub type StageHook = Box<dyn FnMut(Stage) -> std::io::Result<()>>;
 
-/// Apply `spec` (whose text was `spec_text`) on `root`, journaling in `journal_dir`.
+/// Apply `spec` (whose text was `spec_text`) on `root`, journaling in `journal_dir`; the
+/// report carries the typed [`Applied`] partition set.
 pub fn apply(
     root: &Root,
     spec: &Spec,
@@ -154,12 +159,13 @@ pub fn apply_file(
     // our plan and our changes, nor append to our journal.
     let lock = JournalLock::acquire(journal_dir)?;
     let plan = plan::plan(spec, &HostModel::read(root))?;
-    no_other_spec_applied(journal_dir, spec)?;
+    no_other_spec_applied(root, journal_dir, spec)?;
     let mut report = ApplyReport {
         schema: APPLY_SCHEMA,
         warnings: plan.warnings.clone(),
         journal: journal::journal_path(journal_dir).display().to_string(),
         kept: plan.stay.iter().filter_map(Kept::of).collect(),
+        applied: Applied::new(root, spec.clone(), spec_text, journal_dir),
         ..Default::default()
     };
     if plan.is_empty() {
@@ -221,13 +227,11 @@ fn new_path(recorded: &journal::Recorded, path: &[u8]) -> bool {
 }
 
 /// Apply may run again with the spec it applied (to repair drift), not with another.
-fn no_other_spec_applied(journal_dir: &Path, spec: &Spec) -> Result<(), ApplyError> {
+fn no_other_spec_applied(root: &Root, journal_dir: &Path, spec: &Spec) -> Result<(), ApplyError> {
     // A journal killed before its first change holds nothing applied.
     if let Some(rec) = journal::load(journal_dir)?.filter(|r| !r.entries.is_empty()) {
-        let applied = rec
-            .note(SPEC_NOTE)
-            .and_then(|t| Spec::parse("journal", &String::from_utf8_lossy(t)).ok());
-        if applied.as_ref() != Some(spec) {
+        let applied = Applied::of_record(root, &rec, journal_dir).and_then(Result::ok);
+        if applied.map(|a| a.spec).as_ref() != Some(spec) {
             return Err(ApplyError::OtherSpecApplied {
                 journal: journal::journal_path(journal_dir).display().to_string(),
             });

@@ -4,8 +4,9 @@
 use serde::{Deserialize, Serialize};
 use tame_host::CpuList;
 
-/// A whole spec file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A whole spec file: read with [`Spec::parse`], built in code with [`Spec::builder`]
+/// (no code writes spec TOML to talk to itself; [`Spec::to_toml`] is its text).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
     #[serde(rename = "partition", default)]
@@ -65,6 +66,35 @@ pub enum IdleLimit {
 }
 
 impl PartitionSpec {
+    /// A partition with nothing but its name, CPUs and role set.
+    pub fn new(name: &str, cpus: CpuList, role: Role) -> Self {
+        Self {
+            name: name.to_string(),
+            cpus,
+            role,
+            mems: None,
+            irqs: None,
+            idle: None,
+            governor: None,
+            cache_ways: None,
+            mem_bandwidth: None,
+            user: None,
+            group: None,
+        }
+    }
+
+    /// Bind its memory to these NUMA nodes.
+    pub fn with_mems(mut self, mems: CpuList) -> Self {
+        self.mems = Some(mems);
+        self
+    }
+
+    /// Limit its idle states (`"poll"`, `"any"`, `"10us"`).
+    pub fn with_idle(mut self, idle: &str) -> Self {
+        self.idle = Some(idle.to_string());
+        self
+    }
+
     pub fn accepts_irqs(&self) -> bool {
         self.irqs.unwrap_or(self.role == Role::System)
     }
@@ -101,7 +131,28 @@ pub struct SpecError {
     pub message: String,
 }
 
+/// Builds a [`Spec`] in code: partitions in the order added.
+#[derive(Clone, Debug, Default)]
+pub struct SpecBuilder {
+    spec: Spec,
+}
+
+impl SpecBuilder {
+    pub fn partition(mut self, p: PartitionSpec) -> Self {
+        self.spec.partitions.push(p);
+        self
+    }
+
+    pub fn build(self) -> Spec {
+        self.spec
+    }
+}
+
 impl Spec {
+    pub fn builder() -> SpecBuilder {
+        SpecBuilder::default()
+    }
+
     /// Parse spec text; `origin` (the file name) prefixes errors.
     pub fn parse(origin: &str, text: &str) -> Result<Self, SpecError> {
         toml::from_str(text).map_err(|e| {

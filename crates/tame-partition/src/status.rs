@@ -12,9 +12,10 @@ use tame_host::journal::{self, Change, JournalError, Outcome, Recorded};
 use tame_host::timer_list::{read_armed, ArmedTimers};
 use tame_host::{CpuList, HostModel, Root};
 
-use crate::apply::{SPEC_NOTE, SPEC_PATH_NOTE};
+use crate::applied::{noted_text, Applied};
+use crate::apply::SPEC_PATH_NOTE;
 use crate::plan::{same_value, Step, ValueKind};
-use crate::spec::{Role, Spec, SpecError};
+use crate::spec::{Role, Spec};
 use crate::spec_file::read_spec_file;
 
 /// Version of the JSON shape of [`Status`].
@@ -111,10 +112,9 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
             audit: Audit::default(),
         });
     };
-    let spec_text = spec_note(&rec);
-    let spec = spec_text
-        .as_deref()
-        .and_then(|t| Spec::parse("journal", t).ok());
+    let applied = Applied::of_record(root, &rec, dir);
+    let spec_text = noted_text(&rec);
+    let spec = applied.and_then(Result::ok).map(|a| a.spec);
     let isolated = spec.as_ref().map(Spec::isolated_cpus).unwrap_or_default();
     let own = spec
         .as_ref()
@@ -179,64 +179,6 @@ fn explain_drift(spec: &Spec, model: &HostModel, drift: &mut [Drift]) -> Option<
         d.what = write.cloned();
     }
     None
-}
-
-/// Why the applied spec could not be read from the journal.
-#[derive(Debug, thiserror::Error)]
-pub enum AppliedSpecError {
-    #[error(transparent)]
-    Journal(#[from] JournalError),
-    /// The journal's note holds a spec that does not parse (a damaged journal).
-    #[error(transparent)]
-    Spec(#[from] SpecError),
-}
-
-/// The spec applied with the journal in `dir`, from the journal's note alone (no
-/// read of the host, no audit): `None` when nothing is applied. For callers that
-/// need the applied partitions, such as `tame run -p`.
-pub fn applied_spec(dir: &Path) -> Result<Option<Spec>, AppliedSpecError> {
-    let loaded = match journal::load(dir) {
-        // Not root: the journal is root's alone; the spec apply published beside it is not.
-        Err(JournalError::Io { source, .. })
-            if source.kind() == std::io::ErrorKind::PermissionDenied =>
-        {
-            return Ok(published_spec(dir)?);
-        }
-        other => other?,
-    };
-    let Some(text) = loaded.as_ref().and_then(spec_note) else {
-        return Ok(None);
-    };
-    Ok(Some(Spec::parse("applied spec", &text)?))
-}
-
-/// The spec text noted in the journal in `dir`, comments included (root only: the journal
-/// is root's); `None` when nothing is applied.
-pub fn applied_spec_text(dir: &Path) -> Result<Option<String>, JournalError> {
-    Ok(journal::load(dir)?.as_ref().and_then(spec_note))
-}
-
-/// The spec apply published for other users, trusted only when root's and writable by
-/// nobody else (a file anybody could have put there says nothing about partitions).
-fn published_spec(dir: &Path) -> Result<Option<Spec>, SpecError> {
-    use std::os::unix::fs::MetadataExt as _;
-    let path = dir.join(crate::apply::PUBLIC_SPEC);
-    let Ok(meta) = std::fs::symlink_metadata(&path) else {
-        return Ok(None);
-    };
-    if !meta.is_file() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
-        return Ok(None);
-    }
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return Ok(None);
-    };
-    Spec::parse("applied spec", &text).map(Some)
-}
-
-/// The spec text apply noted in the journal.
-fn spec_note(rec: &Recorded) -> Option<String> {
-    rec.note(SPEC_NOTE)
-        .map(|t| String::from_utf8_lossy(t).into_owned())
 }
 
 /// The files whose value is no longer the last one apply wrote, compared as the

@@ -15,7 +15,7 @@ use tame_rt::clock::monotonic_ns;
 
 use crate::error::{failed, Result};
 use crate::server::daemon::{self, Config};
-use crate::server::policy::{self, Policy};
+use crate::server::policy::Policy;
 use crate::spec::DEFAULT_CAP_PPM;
 
 /// How to start a helper: the program and the arguments before the mode.
@@ -166,7 +166,10 @@ fn serve(args: &[String]) -> i32 {
     }
     let config = Config {
         socket: PathBuf::from(socket),
-        journal_dir: policy::journal_dir(&root, value("--journal-dir").as_deref().map(Path::new)),
+        journal_dir: tame_host::journal::journal_dir(
+            &root,
+            value("--journal-dir").as_deref().map(Path::new),
+        ),
         policy,
         root,
     };

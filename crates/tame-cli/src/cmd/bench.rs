@@ -212,13 +212,6 @@ impl CommonArgs {
             partitioned,
         )
     }
-
-    /// Where `tame apply` keeps its journal for -p: `--journal-dir`, else below `--root`.
-    pub(super) fn journal_dir(&self, ctx: &Context) -> PathBuf {
-        self.journal_dir
-            .clone()
-            .unwrap_or_else(|| ctx.root.path(tame_host::journal::DEFAULT_JOURNAL_DIR))
-    }
 }
 
 fn duration(text: Option<&str>) -> anyhow::Result<Option<u64>> {

@@ -66,10 +66,7 @@ pub fn run(ctx: &Context, a: CacheArgs) -> anyhow::Result<i32> {
         }
         None => a.iterations,
     };
-    let cache_ways = ways::read(
-        &ctx.root,
-        partition_ways(ctx, &a.common, partitioned.as_ref())?,
-    );
+    let cache_ways = ways::read(&ctx.root, partition_ways(partitioned.as_ref()));
     let settings = CacheSettings::new(
         cpu,
         competitor,
@@ -107,20 +104,10 @@ fn competitor_cpu(
     })
 }
 
-/// With -p: the partition's name and its `cache_ways` in the applied spec.
-fn partition_ways<'a>(
-    ctx: &Context,
-    common: &CommonArgs,
-    partitioned: Option<&'a Partitioned>,
-) -> anyhow::Result<Option<ways::Partition<'a>>> {
-    let Some(p) = partitioned else {
-        return Ok(None);
-    };
-    let name = p.placement.partition.as_str();
-    let spec = tame_partition::status::applied_spec(&common.journal_dir(ctx))
-        .map_err(|e| anyhow::anyhow!("cannot read the applied spec: {e}"))?;
-    let cache_ways = spec
-        .and_then(|s| s.partitions.into_iter().find(|q| q.name == name))
-        .and_then(|q| q.cache_ways);
-    Ok(Some(ways::Partition { name, cache_ways }))
+/// With -p: the partition's name and its `cache_ways` in the applied spec (read with -p).
+fn partition_ways(partitioned: Option<&Partitioned>) -> Option<ways::Partition<'_>> {
+    partitioned.map(|p| ways::Partition {
+        name: p.placement.partition.as_str(),
+        cache_ways: p.cache_ways,
+    })
 }

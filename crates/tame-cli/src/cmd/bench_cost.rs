@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use tame_assess::cost::{CostOptions, CostPartition};
 use tame_bench::cost::{view, Step, Workload};
 use tame_bench::units::parse_duration_ns;
-use tame_host::journal::DEFAULT_JOURNAL_DIR;
 
 use super::measuring::install_stop_handler;
 use crate::error::finished;
@@ -74,10 +73,8 @@ fn options(ctx: &Context, a: &CostArgs) -> anyhow::Result<CostOptions> {
         rounds: a.rounds,
         partition,
         rt_load: a.rt_load,
-        journal_dir: a
-            .journal_dir
-            .clone()
-            .unwrap_or_else(|| ctx.root.path(DEFAULT_JOURNAL_DIR)),
+        journal_dir: ctx.journal_dir(a.journal_dir.as_deref()),
+        caller: ctx.caller.clone(),
         command_line: ctx.command_line.clone(),
     })
 }

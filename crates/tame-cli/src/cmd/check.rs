@@ -2,9 +2,8 @@
 use std::fmt::Write as _;
 
 use tame_check::{Category, CheckReport, Severity, Target};
-use tame_host::journal::DEFAULT_JOURNAL_DIR;
 use tame_host::{CpuList, HostModel};
-use tame_partition::Spec;
+use tame_partition::Applied;
 
 use crate::output::{print_json, print_out};
 use crate::Context;
@@ -58,8 +57,7 @@ pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<i32> {
     let model = HostModel::read(&ctx.root);
     let target = match asked {
         Asked::Default => {
-            let applied =
-                tame_partition::status::applied_spec(&ctx.root.path(DEFAULT_JOURNAL_DIR))?;
+            let applied = tame_partition::Applied::read(&ctx.root, &ctx.journal_dir(None))?;
             default_target(&model, applied.as_ref())
         }
         Asked::All => Target::asked(&model, model.cpus.online.clone()),
@@ -89,9 +87,9 @@ pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<i32> {
 
 /// Without --cpus: the isolated partitions of the applied spec (so `check` and `status`
 /// agree on what is isolated), else the host's own default.
-fn default_target(model: &HostModel, applied: Option<&Spec>) -> Target {
+fn default_target(model: &HostModel, applied: Option<&Applied>) -> Target {
     let isolated = applied
-        .map(|s| s.isolated_cpus().intersection(&model.cpus.online))
+        .map(|a| a.spec.isolated_cpus().intersection(&model.cpus.online))
         .unwrap_or_default();
     if isolated.is_empty() {
         Target::default_for(model)
@@ -165,6 +163,7 @@ pub fn human(r: &CheckReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tame_partition::{PartitionSpec, Role, Spec};
 
     fn report(fixture: &str) -> CheckReport {
         let dir = tame_testing::committed_fixture(fixture);
@@ -188,12 +187,16 @@ mod tests {
         let model = HostModel::read(&tame_host::Root::new(tame_testing::committed_fixture(
             "dev-vm",
         )));
-        let spec = Spec::parse(
-            "t",
-            "[[partition]]\nname = \"system\"\ncpus = \"1\"\nrole = \"system\"\n[[partition]]\nname = \"rt\"\ncpus = \"0\"\nrole = \"isolated\"\n",
-        )
-        .unwrap();
-        let t = default_target(&model, Some(&spec));
+        let cpu = |c| CpuList::from_cpus([c]);
+        let spec = Spec::builder()
+            .partition(PartitionSpec::new("system", cpu(1), Role::System))
+            .partition(PartitionSpec::new("rt", cpu(0), Role::Isolated))
+            .build();
+        let applied = Applied {
+            spec,
+            ..Applied::default()
+        };
+        let t = default_target(&model, Some(&applied));
         assert_eq!(
             (t.cpus.to_string(), t.housekeeping.to_string()),
             ("0".into(), "1".into())
@@ -239,8 +242,14 @@ mod tests {
         let text = "[[partition]]\nname = \"system\"\ncpus = \"0-1\"\nrole = \"system\"\n[[partition]]\nname = \"rt\"\ncpus = \"2-7\"\nrole = \"isolated\"\n";
         let spec = Spec::parse("t", text).unwrap();
         let journal = dir.path().join("journal");
-        tame_partition::apply(&root, &spec, text, &journal, None).unwrap();
-        let applied = tame_partition::status::applied_spec(&journal).unwrap();
+        let applied = tame_partition::apply(&root, &spec, text, &journal, None)
+            .unwrap()
+            .applied;
+        assert_eq!(
+            tame_partition::Applied::read(&root, &journal).unwrap(),
+            Some(applied.clone())
+        );
+        let applied = Some(applied);
         let model = HostModel::read(&root);
         let report = tame_check::check(&model, &default_target(&model, applied.as_ref()));
         let status = tame_partition::status::status(&root, &journal).unwrap();

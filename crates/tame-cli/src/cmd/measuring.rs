@@ -11,9 +11,8 @@ use anyhow::Context as _;
 use tame_bench::engine::RunControl;
 use tame_bench::load::LoadSpec;
 use tame_bench::placement::Placement;
-use tame_host::journal::DEFAULT_JOURNAL_DIR;
 use tame_host::CpuList;
-use tame_launch::target::{self, Caller};
+use tame_launch::target;
 use tame_rt::ClockKind;
 
 use crate::Context;
@@ -66,6 +65,8 @@ pub fn progress(total: u64, expected_ns: u64) -> impl FnMut(u64) {
 pub struct Partitioned {
     pub placement: Placement,
     pub system_cpus: Option<CpuList>,
+    /// The cache ways the spec reserves for the partition (resctrl), if any.
+    pub cache_ways: Option<u32>,
 }
 
 /// Resolve `-p NAME` against the applied spec (journal in `journal_dir`, default below
@@ -78,16 +79,17 @@ pub fn partition(
     let Some(name) = name else {
         return Ok(None);
     };
-    let journal_dir =
-        journal_dir.map_or_else(|| ctx.root.path(DEFAULT_JOURNAL_DIR), Path::to_path_buf);
-    let applied = target::applied_partition(&ctx.root, &journal_dir, name, &Caller::current())?;
+    // Read once: the partition, the system partition and the cache ways come from it.
+    let applied = target::applied(&ctx.journal_dir(journal_dir), &ctx.root)?;
+    let target = target::partition_target(&ctx.root, &applied, name, &ctx.caller)?;
     Ok(Some(Partitioned {
         placement: Placement {
             partition: name.to_string(),
-            cpus: applied.cpus,
-            group: applied.cgroup.group(),
+            cpus: target.cpus,
+            group: target.cgroup.group(),
         },
-        system_cpus: target::applied_system_cpus(&journal_dir)?,
+        system_cpus: applied.system().map(|p| p.cpus.clone()),
+        cache_ways: applied.partition(name).and_then(|p| p.cache_ways),
     }))
 }
 

@@ -7,7 +7,6 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use tame_bench::units::parse_duration_ns;
-use tame_host::journal::DEFAULT_JOURNAL_DIR;
 use tame_reserve::backend::{self, Places};
 use tame_reserve::bandwidth::Limits;
 use tame_reserve::reservation::{self, CpuSplit, Made};
@@ -50,15 +49,23 @@ pub struct ReserveArgs {
     /// The scheduling server's socket.
     #[arg(long, default_value = srv::DEFAULT_SOCKET)]
     socket: PathBuf,
-    /// Where cgroup reservations keep their journals.
-    #[arg(long, default_value = DEFAULT_JOURNAL_DIR)]
-    state_dir: PathBuf,
+    // The default is below --root (Context::journal_dir); the help shows it as before.
+    /// Where cgroup reservations keep their journals [default: /var/lib/tame]
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
     /// Print the result as JSON (the reservation made or released, the list, or the analysis).
     #[arg(long)]
     json: bool,
     /// Run this program with the reservation; released when it exits.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<OsString>,
+}
+
+impl ReserveArgs {
+    /// `--state-dir`, else the journal directory below `--root` (where apply journals).
+    pub(crate) fn state_dir(&self, ctx: &Context) -> PathBuf {
+        ctx.journal_dir(self.state_dir.as_deref())
+    }
 }
 
 pub fn run(ctx: &Context, args: ReserveArgs) -> anyhow::Result<i32> {
@@ -68,7 +75,7 @@ pub fn run(ctx: &Context, args: ReserveArgs) -> anyhow::Result<i32> {
     let at = Places {
         root: ctx.root.clone(),
         socket: args.socket.clone(),
-        state_dir: args.state_dir.clone(),
+        state_dir: args.state_dir(ctx),
     };
     if args.list {
         return list(&at, args.json);

@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use tame_reserve::server::live::Live;
-use tame_reserve::server::policy::{self, Policy};
+use tame_reserve::server::policy::Policy;
 use tame_reserve::server::{self as srv, daemon};
 use tame_reserve::spec::parse_share_ppm;
 use tame_reserve::ReserveError;
@@ -87,7 +87,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<i32> {
     }
     let config = daemon::Config {
         socket: args.socket,
-        journal_dir: policy::journal_dir(&ctx.root, args.journal_dir.as_deref()),
+        journal_dir: ctx.journal_dir(args.journal_dir.as_deref()),
         policy,
         root: ctx.root.clone(),
     };

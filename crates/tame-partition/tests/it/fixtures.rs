@@ -4,8 +4,9 @@ use crate::common::*;
 use tame_host::cgroup::{CgroupVersion, V1Hierarchy};
 use tame_host::irq::{Irq, ManagedSource};
 use tame_host::{CpuList, HostModel, Root};
-use tame_partition::status::{applied_spec, AppliedSpecError, Drift};
+use tame_partition::status::Drift;
 use tame_partition::{apply, plan, revert, status, ApplyError, Spec, Step};
+use tame_partition::{Applied, AppliedSpecError};
 use tame_testing::synthetic::SyntheticHost;
 
 fn spec(text: &str) -> Spec {
@@ -300,19 +301,35 @@ fn v2_status_and_plan_agree_that_an_enabled_controller_is_no_change() {
 }
 
 #[test]
-fn the_applied_spec_is_read_from_the_journal_alone() {
+fn apply_returns_the_applied_partitions_and_the_journal_gives_them_back() {
     let f = v1_fixture();
-    assert!(applied_spec(&f.journal).unwrap().is_none());
+    let read = |f: &Fixture| Applied::read(&f.root, &f.journal);
+    assert!(read(&f).unwrap().is_none());
     let s = spec(MINIMAL_8);
-    apply(&f.root, &s, MINIMAL_8, &f.journal, None).unwrap();
-    assert_eq!(applied_spec(&f.journal).unwrap(), Some(s));
+    let applied = apply(&f.root, &s, MINIMAL_8, &f.journal, None)
+        .unwrap()
+        .applied;
+    assert_eq!(applied.spec, s);
+    assert_eq!(applied.text, MINIMAL_8);
+    // Typed where it is born: each partition with its CPUs and its cgroup (v1: every
+    // partition has its own, below the cpuset mount).
+    for (p, q) in applied.partitions.iter().zip(&s.partitions) {
+        assert_eq!((&p.name, p.role, &p.cpus), (&q.name, q.role, &q.cpus));
+        let cgroup = p.cgroup.as_ref().expect("a cpuset hierarchy is mounted");
+        assert!(
+            cgroup.path.ends_with(&format!("tame-{}", p.name)),
+            "{cgroup:?}"
+        );
+        assert!(f.root.exists(&cgroup.dir), "{cgroup:?}");
+    }
+    assert_eq!(read(&f).unwrap(), Some(applied));
     revert(&f.root, &f.journal).unwrap();
-    assert!(applied_spec(&f.journal).unwrap().is_none());
+    assert!(read(&f).unwrap().is_none());
     // A journal whose note is no spec is damaged, not "nothing applied".
     let mut j = tame_host::journal::Journal::open(&f.root, &f.journal).unwrap();
     j.note(tame_partition::apply::SPEC_NOTE, b"[[partition]\n")
         .unwrap();
-    let e = applied_spec(&f.journal).unwrap_err();
+    let e = read(&f).unwrap_err();
     assert!(
         matches!(e, AppliedSpecError::Spec(_)) && e.to_string().starts_with("applied spec:1:"),
         "{e}"

@@ -5,8 +5,7 @@ use std::os::unix::fs::MetadataExt as _;
 
 use crate::common::*;
 use tame_partition::apply::PUBLIC_SPEC;
-use tame_partition::status::applied_spec;
-use tame_partition::{apply, revert, Spec};
+use tame_partition::{apply, revert, Applied, Spec};
 
 #[test]
 fn apply_publishes_the_spec_readably_and_revert_removes_it() {
@@ -23,11 +22,11 @@ fn apply_publishes_the_spec_readably_and_revert_removes_it() {
     );
     let journal_mode = f.journal.join("journal").metadata().unwrap().mode() & 0o777;
     assert_eq!(journal_mode, 0o600);
-    let back = applied_spec(&f.journal).unwrap().unwrap();
+    let back = Applied::read(&f.root, &f.journal).unwrap().unwrap();
     assert_eq!(back.partitions.len(), spec.partitions.len());
 
     let report = revert(&f.root, &f.journal).unwrap();
     assert!(report.journal_removed, "{report:?}");
     assert!(!public.exists(), "the published spec goes with the journal");
-    assert!(applied_spec(&f.journal).unwrap().is_none());
+    assert!(Applied::read(&f.root, &f.journal).unwrap().is_none());
 }

@@ -20,7 +20,7 @@
 //! The first rule naming the asker (by uid, or by one of its groups) decides; root
 //! without a rule of its own gets the built-in rule `root`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 use tame_host::accounts::Accounts;
@@ -413,16 +413,16 @@ impl Reservable {
     /// the kernel command line. The system partition's CPUs are never reservable.
     pub fn read(root: &Root, journal_dir: &Path, online: &CpuList) -> Result<Self> {
         use tame_partition::spec::Role;
-        // The one reader of the applied spec (the journal's note; its published copy for
-        // a reader that is not root).
-        let spec = tame_partition::status::applied_spec(journal_dir).map_err(|e| {
+        // The one reader of the applied partitions (the journal's note; its published copy
+        // for a reader that is not root).
+        let applied = tame_partition::Applied::read(root, journal_dir).map_err(|e| {
             failed(format!(
                 "cannot read the applied partition spec in {}: {e}",
                 journal_dir.display()
             ))
         })?;
         let boot = tame_launch::target::boot_isolated(root, online).unwrap_or_default();
-        let (partitions, system) = match &spec {
+        let (partitions, system) = match &applied {
             Some(s) => (
                 s.cpus_of(Role::Isolated).union(&s.cpus_of(Role::Shared)),
                 s.cpus_of(Role::System),
@@ -433,16 +433,9 @@ impl Reservable {
             cpus: partitions.union(&boot).difference(&system),
             partitions,
             boot,
-            no_spec: spec.is_none(),
+            no_spec: applied.is_none(),
         })
     }
-}
-
-/// The journal directory `tame serve` reads the applied spec from.
-pub fn journal_dir(root: &Root, given: Option<&Path>) -> PathBuf {
-    given
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| root.path(tame_host::journal::DEFAULT_JOURNAL_DIR))
 }
 
 /// A name, or a number standing for itself.

@@ -10,7 +10,6 @@ use tame_assess::requirement::{parse_miss_rate, Requirement};
 use tame_assess::run::{Observer, Options};
 use tame_bench::load::LoadKind;
 use tame_bench::units::parse_duration_ns;
-use tame_host::journal::DEFAULT_JOURNAL_DIR;
 
 use super::measuring::install_stop_handler;
 use crate::error::finished;
@@ -108,10 +107,7 @@ fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
         phase_ns: duration(&a.duration, "--duration")?,
         load,
         spec,
-        journal_dir: a
-            .journal_dir
-            .clone()
-            .unwrap_or_else(|| ctx.root.path(DEFAULT_JOURNAL_DIR)),
+        journal_dir: ctx.journal_dir(a.journal_dir.as_deref()),
         out_dir: Some(a.out.clone()),
         attribute: !a.no_trace,
         cost_probe: !a.no_cost,

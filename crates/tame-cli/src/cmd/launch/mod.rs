@@ -9,12 +9,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use tame_bench::units::parse_duration_ns;
-use tame_host::journal::DEFAULT_JOURNAL_DIR;
-use tame_host::Root;
 use tame_launch::detach::{self, Store, ThreadSelection};
 use tame_launch::ps;
 use tame_launch::run::{self, RunOptions};
-use tame_launch::target::{self, Caller, TargetRequest};
+use tame_launch::target::{self, TargetRequest};
 use tame_rt::Policy;
 
 use crate::output::{print_json, print_out};
@@ -41,9 +39,10 @@ pub struct Target {
     /// Place it even though other work runs there (the system partition, or --cpus that isolcpus= does not cover).
     #[arg(long)]
     shared_ok: bool,
-    /// Where `tame apply` keeps its journal and tame its placement journals.
-    #[arg(long, default_value = DEFAULT_JOURNAL_DIR)]
-    journal_dir: PathBuf,
+    // The default is below --root (Context::journal_dir); the help shows it as before.
+    /// Where `tame apply` keeps its journal and tame its placement journals [default: /var/lib/tame]
+    #[arg(long)]
+    journal_dir: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -83,9 +82,9 @@ pub struct DetachArgs {
 #[derive(clap::Args)]
 pub struct AttachArgs {
     pid: u32,
-    /// Where the placement journals are (as given to `tame detach`).
-    #[arg(long, default_value = DEFAULT_JOURNAL_DIR)]
-    journal_dir: PathBuf,
+    /// Where the placement journals are (as given to `tame detach`) [default: /var/lib/tame]
+    #[arg(long)]
+    journal_dir: Option<PathBuf>,
     /// Print what was restored as JSON (schema tame.attach/1).
     #[arg(long)]
     json: bool,
@@ -96,13 +95,18 @@ pub struct PsArgs {
     /// Print the placed threads as JSON (schema tame.ps/1).
     #[arg(long)]
     json: bool,
-    /// Where the placement journals are (as given to `tame run` and `tame detach`).
-    #[arg(long, default_value = DEFAULT_JOURNAL_DIR)]
-    journal_dir: PathBuf,
+    /// Where the placement journals are (as given to `tame run` and `tame detach`) [default: /var/lib/tame]
+    #[arg(long)]
+    journal_dir: Option<PathBuf>,
 }
 
 impl Target {
-    fn resolve(&self, root: &Root, caller: &Caller) -> anyhow::Result<target::Target> {
+    /// `--journal-dir`, else the default below `--root`.
+    fn journal_dir(&self, ctx: &Context) -> PathBuf {
+        ctx.journal_dir(self.journal_dir.as_deref())
+    }
+
+    fn resolve(&self, ctx: &Context) -> anyhow::Result<target::Target> {
         let request = TargetRequest {
             partition: self.partition.clone(),
             cpus: self.cpus.clone(),
@@ -110,9 +114,9 @@ impl Target {
             policy: self.policy,
             priority: self.priority,
             shared_ok: self.shared_ok,
-            journal_dir: self.journal_dir.clone(),
+            journal_dir: self.journal_dir(ctx),
         };
-        Ok(target::resolve(root, &request, caller)?)
+        Ok(target::resolve(&ctx.root, &request, &ctx.caller)?)
     }
 }
 
@@ -134,8 +138,15 @@ fn size_bytes(text: &str) -> anyhow::Result<u64> {
         })
 }
 
+impl RunArgs {
+    /// Where the applied partitions are read and the placement journal is kept.
+    pub(crate) fn journal_dir(&self, ctx: &Context) -> PathBuf {
+        self.target.journal_dir(ctx)
+    }
+}
+
 pub fn run_run(ctx: &Context, a: RunArgs) -> anyhow::Result<i32> {
-    let target = a.target.resolve(&ctx.root, &Caller::current())?;
+    let target = a.target.resolve(ctx)?;
     let prefault_bytes = a.prefault.as_deref().map(size_bytes).transpose()?;
     let options = RunOptions {
         reset_on_fork: a.reset_on_fork,
@@ -148,7 +159,7 @@ pub fn run_run(ctx: &Context, a: RunArgs) -> anyhow::Result<i32> {
         mlock: a.mlock,
         prefault_bytes,
     };
-    let store = Store::new(&a.target.journal_dir);
+    let store = Store::new(&a.journal_dir(ctx));
     let ended = run::run(&ctx.root, &store, &target, &options, &a.command)?;
     if let Some(why) = ended.explain(&options) {
         eprintln!("tame run: {why}");
@@ -157,13 +168,13 @@ pub fn run_run(ctx: &Context, a: RunArgs) -> anyhow::Result<i32> {
 }
 
 pub fn run_detach(ctx: &Context, a: DetachArgs) -> anyhow::Result<i32> {
-    let caller = Caller::current();
+    let caller = &ctx.caller;
     // The PID before the target: "no process" says more than "CPU not isolated".
     detach::vet(&ctx.root, a.pid, caller.uid)?;
-    let target = a.target.resolve(&ctx.root, &caller)?;
+    let target = a.target.resolve(ctx)?;
     let threads = ThreadSelection::parse(&a.threads)?;
     let req = target.detach_request(a.pid, threads);
-    let store = Store::new(&a.target.journal_dir);
+    let store = Store::new(&a.target.journal_dir(ctx));
     let record = detach::detach(&ctx.root, &store, &req, caller.uid)?;
     if a.json {
         print_json(&json::detached(&record, req.sched))?;
@@ -174,8 +185,8 @@ pub fn run_detach(ctx: &Context, a: DetachArgs) -> anyhow::Result<i32> {
 }
 
 pub fn run_attach(ctx: &Context, a: AttachArgs) -> anyhow::Result<i32> {
-    let store = Store::new(&a.journal_dir);
-    let report = detach::attach(&ctx.root, &store, a.pid, Caller::current().uid)?;
+    let store = Store::new(&ctx.journal_dir(a.journal_dir.as_deref()));
+    let report = detach::attach(&ctx.root, &store, a.pid, ctx.caller.uid)?;
     let code = if report.failed.is_empty() { 0 } else { 1 };
     if a.json {
         print_json(&json::attached(&report, a.pid))?;
@@ -201,7 +212,10 @@ pub fn run_attach(ctx: &Context, a: AttachArgs) -> anyhow::Result<i32> {
 }
 
 pub fn run_ps(ctx: &Context, a: PsArgs) -> anyhow::Result<i32> {
-    let found = ps::ps(&ctx.root, &Store::new(&a.journal_dir));
+    let found = ps::ps(
+        &ctx.root,
+        &Store::new(&ctx.journal_dir(a.journal_dir.as_deref())),
+    );
     // On stderr in both forms (the JSON lists them as `gone` too).
     for g in &found.gone {
         eprintln!("{}", view::gone(g));

@@ -6,7 +6,6 @@ mod view;
 
 use std::path::{Path, PathBuf};
 
-use tame_host::journal::DEFAULT_JOURNAL_DIR;
 use tame_host::HostModel;
 use tame_partition::Spec;
 
@@ -65,8 +64,11 @@ pub struct RevertArgs {
     pub json: bool,
 }
 
-fn journal_dir(ctx: &Context, given: Option<PathBuf>) -> PathBuf {
-    given.unwrap_or_else(|| ctx.root.path(DEFAULT_JOURNAL_DIR))
+impl ApplyArgs {
+    /// `--journal-dir`, else the default below `--root`.
+    pub(crate) fn journal_dir(&self, ctx: &Context) -> PathBuf {
+        ctx.journal_dir(self.journal_dir.as_deref())
+    }
 }
 
 pub(crate) fn read_spec(path: &Path) -> anyhow::Result<(Spec, String)> {
@@ -97,7 +99,7 @@ pub fn run_plan(ctx: &Context, args: PlanArgs) -> anyhow::Result<i32> {
 
 pub fn run_apply(ctx: &Context, args: ApplyArgs) -> anyhow::Result<i32> {
     let (spec, text) = read_spec(&args.spec)?;
-    let dir = journal_dir(ctx, args.journal_dir);
+    let dir = args.journal_dir(ctx);
     // Noted in the journal, so `tame status` can name the command that repairs drift.
     // Symlinks resolved: status reads the noted file without following one.
     let absolute = std::fs::canonicalize(&args.spec)
@@ -120,7 +122,7 @@ pub fn run_status(ctx: &Context, args: StatusArgs) -> anyhow::Result<i32> {
         // The command needs sudo where this user may not change the host.
         sudo: !tame_host::privilege::may_change(&ctx.root),
     };
-    let dir = journal_dir(ctx, args.journal_dir);
+    let dir = ctx.journal_dir(args.journal_dir.as_deref());
     let status = tame_partition::status(&ctx.root, &dir)?;
     if args.json {
         print_json(&status)?;
@@ -131,7 +133,7 @@ pub fn run_status(ctx: &Context, args: StatusArgs) -> anyhow::Result<i32> {
 }
 
 pub fn run_revert(ctx: &Context, args: RevertArgs) -> anyhow::Result<i32> {
-    let dir = journal_dir(ctx, args.journal_dir);
+    let dir = ctx.journal_dir(args.journal_dir.as_deref());
     let report = tame_partition::revert(&ctx.root, &dir)?;
     if args.json {
         print_json(&view::revert_json(&report))?;
