@@ -9,9 +9,14 @@ use std::fmt::Write as _;
 
 pub mod gate;
 
-/// Version of a comparison as JSON, its `schema` (docs/results.md, at its end). Comparisons
-/// written before it have no `schema`.
-pub const COMPARE_SCHEMA: &str = "tame.compare/1";
+/// The tag of a comparison's schema (`tame.compare/1`), for readers that compare strings.
+/// Comparisons written before it have no `schema`.
+pub const COMPARE_SCHEMA: &str = <Comparison as tame_host::Document>::SCHEMA.tag;
+
+/// Version of a comparison as JSON, its `schema` (docs/results.md, at its end).
+impl tame_host::Document for Comparison {
+    const SCHEMA: tame_host::Schema = tame_host::schema!(Tagged "tame.compare", 1);
+}
 
 use serde::Serialize;
 

@@ -366,7 +366,7 @@ pub fn run(
     }
     let (groups, merged) = figures::groups(&settings.workloads, &samples);
     Ok(BenchResult {
-        schema_version: crate::result::SCHEMA_VERSION,
+        schema_version: <BenchResult as tame_host::Document>::SCHEMA.version,
         bench: NAME.to_string(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         command_line,

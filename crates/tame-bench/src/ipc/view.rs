@@ -169,7 +169,7 @@ mod tests {
     use tame_rt::ClockKind;
 
     use super::super::run::{build_groups, Samples, Tally};
-    use super::super::{ratios, Sides, Transport, SCHEMA_VERSION};
+    use super::super::{ratios, Sides, Transport, SCHEMA};
     use super::*;
 
     /// A run assembled from hand-filled tallies: one-way latencies `base`..`base`×21 ns per
@@ -226,7 +226,7 @@ mod tests {
             environment.hypervisor = Some("KVM".into());
         }
         let result = BenchResult {
-            schema_version: SCHEMA_VERSION,
+            schema_version: SCHEMA.version,
             bench: "ipc".into(),
             tool_version: "0.1.0".into(),
             command_line: vec!["tame".into()],

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use tame_bench::compare::gate::{self, Gate, Rule};
 use tame_bench::compare::{self, Compared, Comparison};
+use tame_results::{Doc, Kind};
 
 use crate::output::JsonOut;
 use crate::{bad_input, Context};
@@ -44,7 +45,8 @@ struct Versioned<'a, T> {
     comparison: &'a T,
 }
 
-/// A result file, refused as bad input when it cannot be read or is not a result.
+/// A result file, refused as bad input when it cannot be read or is not a bench result
+/// (recognised by `tame_results`, as `tame report` and `tame export prometheus` do).
 fn read(path: &Path) -> anyhow::Result<Compared> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         bad_input(format!(
@@ -58,12 +60,15 @@ fn read(path: &Path) -> anyhow::Result<Compared> {
             path.display()
         ))
     })?;
-    Compared::from_value(raw).map_err(|e| {
-        bad_input(format!(
+    let file = path.display().to_string();
+    match tame_results::recognise(&file, raw, &[Kind::Bench]) {
+        Ok(Doc::Bench(compared)) => Ok(*compared),
+        Ok(_) => unreachable!("only bench results are asked for"),
+        Err(e) => Err(bad_input(format!(
             "{} is not a tame bench result: {e} — give a result written with `tame bench … --json FILE`",
             path.display()
-        ))
-    })
+        ))),
+    }
 }
 
 /// The result files a path names: itself, or each `*.json` in it (sorted) when it is a
@@ -108,7 +113,7 @@ fn run_gate(args: &CompareArgs) -> anyhow::Result<i32> {
     let verdict = Gate::new(&baseline, &new_name, &read(new_path)?, rule)?;
     let json = JsonOut::open(args.json.as_deref(), "gate verdict")?;
     let versioned = Versioned {
-        schema: gate::GATE_SCHEMA,
+        schema: <gate::Gate as tame_host::Document>::SCHEMA.tag,
         comparison: &verdict,
     };
     json.emit(&versioned, &gate::table(&verdict))?;

@@ -35,7 +35,9 @@ use crate::server::protocol::Request as WireRequest;
 use crate::spec::{Backend, Request, PPM};
 use crate::work::Counter;
 
-pub const REPORT_SCHEMA: u32 = 1;
+impl tame_host::Document for Report {
+    const SCHEMA: tame_host::Schema = tame_host::schema!(Number "tame.reserve.study", 1);
+}
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -364,7 +366,7 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report> {
         o.cpu
     ));
     let mut report = Report {
-        schema: REPORT_SCHEMA,
+        schema: <Report as tame_host::Document>::SCHEMA.version,
         kernel: limits.kernel_release.clone(),
         online_cpus: n_cpus,
         cpu: o.cpu,
