@@ -6,9 +6,8 @@
 //! version bump, so files and goldens stay byte-identical; [`Spelling`] says which one a
 //! document uses. New documents and bumped ones use [`Spelling::Tagged`].
 //!
-//! It lives in tame-host because nearly every crate depends on it; tame-ipc, which depends
-//! on nothing, names its `ipc ls` document's schema with the same two parts
-//! (`tame_ipc::inspect::LS_SCHEMA_NAME`, `LS_SCHEMA_VERSION`) and the CLI checks they agree.
+//! It lives in tame-host because nearly every crate that writes a document depends on it;
+//! tame-ipc depends on nothing, so the `tame ipc ls` document is `tame_results::ipc_ls`.
 
 use std::fmt;
 

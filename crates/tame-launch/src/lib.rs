@@ -14,5 +14,6 @@ pub mod ps;
 pub mod run;
 pub mod spawn;
 pub mod target;
+pub mod view;
 
 pub use error::LaunchError;

@@ -10,6 +10,11 @@
 //! one whose schema is none of tame's, as each caller did before it had this crate. A
 //! [`Refusal`] displays what is wrong; the caller adds what to do (each command words
 //! that for itself: "render it…", "export it…").
+//!
+//! It is also the home of the one output document whose data's crate cannot hold it:
+//! [`ipc_ls`] (tame-ipc depends on nothing).
+
+pub mod ipc_ls;
 
 use serde::Deserialize;
 use serde_json::Value;

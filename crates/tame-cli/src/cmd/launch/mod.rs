@@ -2,7 +2,7 @@
 //! isolated CPUs and put them back. Each command is a `tame_launch` call; [`view`]
 //! renders what detach and ps report.
 
-mod json;
+use tame_launch::view as json;
 mod view;
 
 use std::ffi::OsString;
