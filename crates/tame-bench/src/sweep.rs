@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{invalid, Result};
-use crate::output::human_ns;
 use crate::result::BenchResult;
+use tame_rt::duration::{format_ns_as, NsStyle};
 
 impl<S> tame_host::Document for Sweep<S> {
     const SCHEMA: tame_host::Schema = tame_host::schema!(Tagged "tame.sweep", 1);
@@ -127,10 +127,10 @@ impl<S: Serialize> Sweep<S> {
                 s,
                 "{value:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
                 m.count,
-                human_ns(m.p50),
-                human_ns(m.p99),
-                human_ns(m.p99_9),
-                human_ns(m.max),
+                format_ns_as(m.p50, NsStyle::Fixed),
+                format_ns_as(m.p99, NsStyle::Fixed),
+                format_ns_as(m.p99_9, NsStyle::Fixed),
+                format_ns_as(m.max, NsStyle::Fixed),
                 ratio(m.p99, first)
             );
         }

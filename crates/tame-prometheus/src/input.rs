@@ -129,7 +129,7 @@ pub fn recognise(file: &str, value: Value) -> Result<Vec<Export>, Error> {
 fn refused(r: Refusal) -> Error {
     let own = matches!(r.kind(), Some(Kind::Check | Kind::Sweep | Kind::Status));
     Error::Input(match &r {
-        Refusal::TooNew { .. } if own => {
+        Refusal::TooNew(_) if own => {
             format!("{r} — export it with the tame that wrote it")
         }
         Refusal::Damaged { .. } if own => {

@@ -120,12 +120,13 @@ fn drawn(file: &str, doc: tame_results::Doc) -> Result<Doc> {
 /// The refusal with what to do about it, in tame report's words.
 fn refused(r: Refusal) -> ReportError {
     invalid(match &r {
-        Refusal::TooNew {
-            kind: Kind::Bench,
-            tool,
-            ..
-        } => format!("{r} — render it with the tame that wrote it (tame {tool})"),
-        Refusal::TooNew { .. } | Refusal::UnknownBench { .. } => {
+        Refusal::TooNew(t) if t.kind == Kind::Bench => {
+            format!(
+                "{r} — render it with the tame that wrote it (tame {})",
+                t.tool
+            )
+        }
+        Refusal::TooNew(_) | Refusal::UnknownBench { .. } => {
             format!("{r} — render it with the tame that wrote it")
         }
         Refusal::Damaged { .. } => {

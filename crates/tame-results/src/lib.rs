@@ -137,19 +137,8 @@ pub enum Refusal {
     )]
     UnknownBench { file: String, bench: String },
     /// A version of a known document this tame does not read (a newer tame wrote it).
-    #[error("{file}: {what} of {field} {found}, which this tame does not read (it reads {reads})")]
-    TooNew {
-        file: String,
-        kind: Kind,
-        /// `an assess report`, `a cycle result`.
-        what: String,
-        /// `schema` or `schema_version`.
-        field: &'static str,
-        found: String,
-        reads: String,
-        /// The `tool_version` of a bench result (`?` when it has none).
-        tool: String,
-    },
+    #[error("{0}")]
+    TooNew(Box<TooNew>),
     /// It names a known document but does not read as one.
     #[error("{file} looks like {what} but does not read as one ({error})")]
     Damaged {
@@ -170,11 +159,28 @@ pub enum Refusal {
     },
 }
 
+/// A known document of a version this tame does not read.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {what} of {field} {found}, which this tame does not read (it reads {reads})")]
+pub struct TooNew {
+    pub file: String,
+    pub kind: Kind,
+    /// `an assess report`, `a cycle result`.
+    pub what: String,
+    /// `schema` or `schema_version`.
+    pub field: &'static str,
+    pub found: String,
+    pub reads: String,
+    /// The `tool_version` of a bench result (`?` when it has none).
+    pub tool: String,
+}
+
 impl Refusal {
     /// The kind of document it looked like, where it named one.
     pub fn kind(&self) -> Option<Kind> {
         match self {
-            Refusal::TooNew { kind, .. } | Refusal::Damaged { kind, .. } => Some(*kind),
+            Refusal::TooNew(t) => Some(t.kind),
+            Refusal::Damaged { kind, .. } => Some(*kind),
             Refusal::NoBench { .. } | Refusal::UnknownBench { .. } => Some(Kind::Bench),
             Refusal::Step { .. } => Some(Kind::Sweep),
             _ => None,
@@ -213,14 +219,16 @@ pub fn recognise(file: &str, value: Value, reads: &[Kind]) -> Result<Doc, Refusa
             error,
         }
     };
-    let too_new = |kind: Kind, what: &str, found: String, reads: Schema| Refusal::TooNew {
-        file: file.into(),
-        kind,
-        what: what.into(),
-        field: "schema",
-        found,
-        reads: reads.to_string(),
-        tool: String::new(),
+    let too_new = |kind: Kind, what: &str, found: String, reads: Schema| {
+        Refusal::TooNew(Box::new(TooNew {
+            file: file.into(),
+            kind,
+            what: what.into(),
+            field: "schema",
+            found,
+            reads: reads.to_string(),
+            tool: String::new(),
+        }))
     };
     if let Some(version) = obj.get("schema_version") {
         return bench_result(file, obj, version, &value, reads);
@@ -350,7 +358,7 @@ fn bench_result(
             .get("tool_version")
             .and_then(Value::as_str)
             .unwrap_or("?");
-        return Err(Refusal::TooNew {
+        return Err(Refusal::TooNew(Box::new(TooNew {
             file: file.into(),
             kind: Kind::Bench,
             what: format!("a {bench} result"),
@@ -362,7 +370,7 @@ fn bench_result(
                 .collect::<Vec<_>>()
                 .join(" and "),
             tool: tool.into(),
-        });
+        })));
     }
     let damaged = |error| Refusal::Damaged {
         file: file.into(),
@@ -460,7 +468,7 @@ mod tests {
             r.to_string(),
             "x.json: a ipc result of schema_version 9, which this tame does not read (it reads 1 and 2)"
         );
-        assert!(matches!(r, Refusal::TooNew { ref tool, .. } if tool == "9.0"));
+        assert!(matches!(r, Refusal::TooNew(ref t) if t.tool == "9.0"));
         let unknown = refused(json!({"schema_version": 1, "bench": "nope"}), ALL);
         assert!(unknown.starts_with("x.json is a result of bench `nope`, which this tame does not draw (it draws cycle, sleep"), "{unknown}");
         let damaged = refused(json!({"schema_version": 1, "bench": "cycle"}), ALL);
