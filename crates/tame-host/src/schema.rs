@@ -93,6 +93,24 @@ pub trait Document {
     const SCHEMA: Schema;
 }
 
+/// A document whose type does not hold its `schema` field, written with it first
+/// (`{"schema": "tame.compare/1", …its fields}`).
+#[derive(Serialize)]
+pub struct Versioned<'a, T: Serialize> {
+    schema: Schema,
+    #[serde(flatten)]
+    doc: &'a T,
+}
+
+impl<'a, T: Document + Serialize> Versioned<'a, T> {
+    pub fn new(doc: &'a T) -> Self {
+        Versioned {
+            schema: T::SCHEMA,
+            doc,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

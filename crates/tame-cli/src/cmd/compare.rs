@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use tame_bench::compare::gate::{self, Gate, Rule};
 use tame_bench::compare::{self, Compared, Comparison};
+use tame_host::schema::Versioned;
 use tame_results::{Doc, Kind};
 
 use crate::output::JsonOut;
@@ -38,13 +39,6 @@ pub struct CompareArgs {
 /// The exit code of a gate that found a figure worse (2 stays bad input).
 pub const EXIT_GATE_FAILED: i32 = 1;
 
-#[derive(serde::Serialize)]
-struct Versioned<'a, T> {
-    schema: &'static str,
-    #[serde(flatten)]
-    comparison: &'a T,
-}
-
 /// A result file, refused as bad input when it cannot be read or is not a bench result
 /// (recognised by `tame_results`, as `tame report` and `tame export prometheus` do).
 fn read(path: &Path) -> anyhow::Result<Compared> {
@@ -63,7 +57,8 @@ fn read(path: &Path) -> anyhow::Result<Compared> {
     let file = path.display().to_string();
     match tame_results::recognise(&file, raw, &[Kind::Bench]) {
         Ok(Doc::Bench(compared)) => Ok(*compared),
-        Ok(_) => unreachable!("only bench results are asked for"),
+        // Only bench results are asked for: anything else came back refused.
+        Ok(_) => unreachable!("tame_results returned a kind compare did not ask for"),
         Err(e) => Err(bad_input(format!(
             "{} is not a tame bench result: {e} — give a result written with `tame bench … --json FILE`",
             path.display()
@@ -112,10 +107,7 @@ fn run_gate(args: &CompareArgs) -> anyhow::Result<i32> {
     let new_name = new_path.display().to_string();
     let verdict = Gate::new(&baseline, &new_name, &read(new_path)?, rule)?;
     let json = JsonOut::open(args.json.as_deref(), "gate verdict")?;
-    let versioned = Versioned {
-        schema: <gate::Gate as tame_host::Document>::SCHEMA.tag,
-        comparison: &verdict,
-    };
+    let versioned = Versioned::new(&verdict);
     json.emit(&versioned, &gate::table(&verdict))?;
     Ok(if verdict.passed { 0 } else { EXIT_GATE_FAILED })
 }
@@ -138,10 +130,7 @@ pub fn run(_ctx: &Context, args: CompareArgs) -> anyhow::Result<i32> {
         &b,
     )?;
     let json = JsonOut::open(args.json.as_deref(), "comparison")?;
-    let versioned = Versioned {
-        schema: compare::COMPARE_SCHEMA,
-        comparison: &comparison,
-    };
+    let versioned = Versioned::new(&comparison);
     json.emit(&versioned, &compare::table(&comparison))?;
     Ok(0)
 }
