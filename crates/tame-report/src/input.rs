@@ -90,15 +90,6 @@ pub fn read(path: &Path) -> Result<Vec<Input>> {
         .collect()
 }
 
-/// What the JSON document is, refused when it is none of tame's, of a version this tame
-/// does not read, or a kind tame report does not draw.
-pub fn recognise(file: &str, value: Value) -> Result<Doc> {
-    drawn(
-        file,
-        tame_results::recognise(file, value, DRAWS).map_err(refused)?,
-    )
-}
-
 /// A recognised document as drawn; the recogniser returns only the kinds in [`DRAWS`],
 /// and steps only of a sweep.
 fn drawn(file: &str, doc: tame_results::Doc) -> Result<Doc> {
