@@ -1,6 +1,6 @@
 //! The versioned result of `tame assess`: the requirement, the layout and spec, the
 //! check's findings, both phases' figures, the verdict, and what was restored.
-//! Documented in docs/assess.md; bump [`ASSESS_SCHEMA`] on any change an old reader
+//! Documented in docs/assess.md; bump its schema (`impl Document for AssessReport`) on any change an old reader
 //! would misread.
 
 use serde::{Deserialize, Serialize};
@@ -16,7 +16,9 @@ use crate::layout::Layout;
 use crate::requirement::Requirement;
 use crate::verdict::{Machine, Verdict};
 
-pub const ASSESS_SCHEMA: &str = "tame.assess/1";
+impl tame_host::Document for AssessReport {
+    const SCHEMA: tame_host::Schema = tame_host::schema!(Tagged "tame.assess", 1);
+}
 
 /// One configuration measured: periodic wakeups, then the busy loop, under the same load.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

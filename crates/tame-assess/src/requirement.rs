@@ -130,7 +130,7 @@ fn trim_float(v: f64) -> String {
 }
 
 pub(crate) fn human(ns: u64) -> String {
-    tame_bench::output::human_ns(ns)
+    tame_rt::duration::format_ns_as(ns, tame_rt::duration::NsStyle::Fixed)
 }
 
 #[cfg(test)]

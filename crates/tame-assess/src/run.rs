@@ -26,10 +26,11 @@ use tame_rt::{ClockKind, Policy};
 use crate::error::{invalid, io_failed, AssessError};
 use crate::figures::{CycleFigures, NoiseFigures, WorkThroughput};
 use crate::layout::{self, Layout, MARKER};
-use crate::report::{AssessReport, Phase, Restoration, ASSESS_SCHEMA};
+use crate::report::{AssessReport, Phase, Restoration};
 use crate::requirement::Requirement;
 use crate::temporary::{self, TemporaryPartition};
 use crate::verdict::{self, Machine};
+use tame_host::Document as _;
 
 /// Each phase measures periodic wakeups for this share of its time, then the busy loop.
 const CYCLE_SHARE_PERCENT: u64 = 65;
@@ -118,7 +119,7 @@ pub fn assess(
     );
     let verdict = verdict::decide(&options.requirement, &shared, &partitioned, &machine);
     let report = AssessReport {
-        schema: ASSESS_SCHEMA.to_string(),
+        schema: AssessReport::SCHEMA.tag.to_string(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         command_line: options.command_line.clone(),
         started_unix_ns,

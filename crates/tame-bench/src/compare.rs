@@ -9,17 +9,22 @@ use std::fmt::Write as _;
 
 pub mod gate;
 
-/// Version of a comparison as JSON, its `schema` (docs/results.md, at its end). Comparisons
-/// written before it have no `schema`.
-pub const COMPARE_SCHEMA: &str = "tame.compare/1";
+/// The tag of a comparison's schema (`tame.compare/1`), for readers that compare strings.
+/// Comparisons written before it have no `schema`.
+pub const COMPARE_SCHEMA: &str = <Comparison as tame_host::Document>::SCHEMA.tag;
+
+/// Version of a comparison as JSON, its `schema` (docs/results.md, at its end).
+impl tame_host::Document for Comparison {
+    const SCHEMA: tame_host::Schema = tame_host::schema!(Tagged "tame.compare", 1);
+}
 
 use serde::Serialize;
 
 use crate::error::{invalid, Result};
 use crate::noise::NoiseFindings;
-use crate::output::human_ns;
 use crate::result::{BenchResult, GroupResult, Spread};
 use crate::stats::Summary;
+use tame_rt::duration::{format_ns_as, NsStyle};
 
 /// A result of any bench as `compare` reads it: the common part, and the noise findings
 /// when the bench is `noise`.
@@ -404,9 +409,9 @@ pub(crate) fn fmt_value(v: Option<f64>, unit: &str) -> String {
         None => "-".into(),
         Some(x) if unit == "ns" => {
             if x < 0.0 {
-                format!("-{}", human_ns((-x).round() as u64))
+                format!("-{}", format_ns_as((-x).round() as u64, NsStyle::Fixed))
             } else {
-                human_ns(x.round() as u64)
+                format_ns_as(x.round() as u64, NsStyle::Fixed)
             }
         }
         Some(x) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.0}"),

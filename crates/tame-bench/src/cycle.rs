@@ -14,10 +14,10 @@ use tame_rt::Clock;
 use crate::engine::{self, RunControl, ThreadSettings};
 use crate::error::{invalid, Result};
 use crate::measure::{Measured, Sample, SampleBuffer};
-use crate::output::human_ns;
 use crate::session::{self, Bench, Prepared};
 use crate::stats::Recorder;
 use crate::timeline::TimelineRecorder;
+use tame_rt::duration::{format_ns_as, NsStyle};
 
 pub const MIN_INTERVAL_NS: u64 = 50_000;
 pub const MAX_INTERVAL_NS: u64 = 10_000_000_000;
@@ -99,7 +99,7 @@ impl Bench for CycleSettings {
             "tame bench cycle: {} CPU(s) {}, interval {}, {} periods each, {}{}",
             self.cpus.len(),
             self.cpus,
-            human_ns(self.interval_ns),
+            format_ns_as(self.interval_ns, NsStyle::Fixed),
             self.loops,
             self.threads.label(),
             if self.busy_wait { ", busy-wait" } else { "" }

@@ -13,12 +13,12 @@ use tame_rt::{Clock, ClockKind};
 use crate::engine::{self, RunControl, ThreadSettings};
 use crate::error::{invalid, Result};
 use crate::measure::{Measured, Sample, SampleBuffer};
-use crate::output::human_ns;
 use crate::report;
 use crate::result::BenchResult;
 use crate::session::{Bench, Prepared};
 use crate::stats::Recorder;
 use crate::timeline::{Timeline, TimelineRecorder};
+use tame_rt::duration::{format_ns_as, NsStyle};
 
 pub const MAX_SAMPLES: u64 = 100_000_000;
 
@@ -94,7 +94,7 @@ impl Bench for FwqSettings {
             "tame bench fwq: {} CPU(s) {}, quantum {}, {} samples each, {}",
             self.cpus.len(),
             self.cpus,
-            human_ns(self.quantum_ns),
+            format_ns_as(self.quantum_ns, NsStyle::Fixed),
             self.samples,
             self.threads.label()
         )

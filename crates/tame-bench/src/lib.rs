@@ -33,5 +33,5 @@ pub mod timeline;
 pub mod units;
 
 pub use error::{BenchError, Result};
-pub use result::{BenchResult, Calibration, GroupResult, Metric, Spread, SCHEMA_VERSION};
+pub use result::{BenchResult, Calibration, GroupResult, Metric, Spread};
 pub use stats::{Recorder, Summary};

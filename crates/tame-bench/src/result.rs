@@ -1,6 +1,6 @@
 //! The result schema every bench writes. A result is data first: the human
 //! table, the cyclictest-style histogram and `tame compare` are views of it.
-//! The layout is documented in docs/results.md; bump [`SCHEMA_VERSION`] on any
+//! The layout is documented in docs/results.md; bump its schema (`impl Document for BenchResult`) on any
 //! change that an old reader would misread.
 
 use std::collections::BTreeMap;
@@ -14,7 +14,9 @@ use crate::load::LoadDescription;
 use crate::stats::Summary;
 use crate::timeline::Timeline;
 
-pub const SCHEMA_VERSION: u32 = 1;
+impl<S> tame_host::Document for BenchResult<S> {
+    const SCHEMA: tame_host::Schema = tame_host::schema!(BenchVersion "tame.bench", 1);
+}
 
 /// One run of one bench. `S` is the bench's own settings; readers that do not
 /// know the bench use `serde_json::Value`.
@@ -171,7 +173,7 @@ mod tests {
             timeline: None,
         };
         BenchResult {
-            schema_version: SCHEMA_VERSION,
+            schema_version: <BenchResult as tame_host::Document>::SCHEMA.version,
             bench: "cycle".into(),
             tool_version: "0.1.0".into(),
             command_line: vec!["tame".into(), "bench".into(), "cycle".into()],
@@ -244,7 +246,10 @@ mod tests {
         ] {
             assert!(s.get(key).is_some(), "missing summary key {key}");
         }
-        assert_eq!(v["schema_version"], SCHEMA_VERSION);
+        assert_eq!(
+            v["schema_version"],
+            <BenchResult as tame_host::Document>::SCHEMA.version
+        );
     }
 
     #[test]

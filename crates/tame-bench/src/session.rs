@@ -14,7 +14,7 @@ use crate::load::{LoadSpec, RunningLoad};
 use crate::measure::Measured;
 use crate::placement::{Joined, Placement};
 use crate::report::{self, GroupSource};
-use crate::result::{unix_now_ns, BenchResult, Calibration, SCHEMA_VERSION};
+use crate::result::{unix_now_ns, BenchResult, Calibration};
 
 /// How long a run lasts when neither a duration nor a count is given.
 pub const DEFAULT_DURATION_NS: u64 = 10_000_000_000;
@@ -280,7 +280,7 @@ pub fn assemble<S, T: GroupSource>(
     let load_description = load.map(RunningLoad::stop);
     let (groups, merged) = report::groups(&measured.outputs, label_by_cpu);
     BenchResult {
-        schema_version: SCHEMA_VERSION,
+        schema_version: <BenchResult as tame_host::Document>::SCHEMA.version,
         bench: bench.to_string(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         command_line,

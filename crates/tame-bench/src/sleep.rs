@@ -10,10 +10,10 @@ use tame_rt::Clock;
 use crate::engine::{self, RunControl, ThreadSettings};
 use crate::error::{invalid, Result};
 use crate::measure::{Measured, Sample, SampleBuffer};
-use crate::output::human_ns;
 use crate::session::{self, Bench, Prepared};
 use crate::stats::Recorder;
 use crate::timeline::TimelineRecorder;
+use tame_rt::duration::{format_ns_as, NsStyle};
 
 pub const MAX_TASKS: usize = 1024;
 
@@ -94,7 +94,7 @@ impl Bench for SleepSettings {
             self.cpus
                 .as_ref()
                 .map_or("any CPU".to_string(), |c| format!("CPUs {c}")),
-            human_ns(self.sleep_ns),
+            format_ns_as(self.sleep_ns, NsStyle::Fixed),
             self.loops,
             self.threads.label()
         )

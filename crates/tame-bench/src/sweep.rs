@@ -8,11 +8,12 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{invalid, Result};
-use crate::output::human_ns;
 use crate::result::BenchResult;
+use tame_rt::duration::{format_ns_as, NsStyle};
 
-/// The sweep document's schema name (docs/results.md).
-pub const SWEEP_SCHEMA: &str = "tame.sweep/1";
+impl<S> tame_host::Document for Sweep<S> {
+    const SCHEMA: tame_host::Schema = tame_host::schema!(Tagged "tame.sweep", 1);
+}
 /// Steps one sweep may have at most: each is a whole run.
 pub const MAX_STEPS: usize = 64;
 
@@ -80,7 +81,7 @@ impl Steps {
 /// Results of one bench over the values of one parameter.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sweep<S = serde_json::Value> {
-    /// [`SWEEP_SCHEMA`].
+    /// The sweep's schema tag (`tame.sweep/1`, its `Document::SCHEMA`).
     pub schema: String,
     pub bench: String,
     /// The swept setting, as it is named in each result's `settings` (`tasks`).
@@ -97,7 +98,7 @@ pub struct Sweep<S = serde_json::Value> {
 impl<S: Serialize> Sweep<S> {
     pub fn new(bench: &str, parameter: &str, values: &[usize], command_line: Vec<String>) -> Self {
         Sweep {
-            schema: SWEEP_SCHEMA.into(),
+            schema: <Self as tame_host::Document>::SCHEMA.tag.into(),
             bench: bench.into(),
             parameter: parameter.into(),
             values: values.iter().map(|&v| v as u64).collect(),
@@ -126,10 +127,10 @@ impl<S: Serialize> Sweep<S> {
                 s,
                 "{value:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
                 m.count,
-                human_ns(m.p50),
-                human_ns(m.p99),
-                human_ns(m.p99_9),
-                human_ns(m.max),
+                format_ns_as(m.p50, NsStyle::Fixed),
+                format_ns_as(m.p99, NsStyle::Fixed),
+                format_ns_as(m.p99_9, NsStyle::Fixed),
+                format_ns_as(m.max, NsStyle::Fixed),
                 ratio(m.p99, first)
             );
         }
@@ -196,7 +197,7 @@ mod tests {
             ..GroupResult::default()
         };
         BenchResult {
-            schema_version: crate::SCHEMA_VERSION,
+            schema_version: <BenchResult as tame_host::Document>::SCHEMA.version,
             bench: "sleep".into(),
             tool_version: "t".into(),
             command_line: vec![],
@@ -234,6 +235,6 @@ mod tests {
         let json = crate::json::pretty(&sweep).unwrap();
         let back: Sweep = serde_json::from_str(&json).unwrap();
         assert_eq!(back, sweep);
-        assert_eq!(back.schema, SWEEP_SCHEMA);
+        assert_eq!(back.schema, <Sweep as tame_host::Document>::SCHEMA.tag);
     }
 }

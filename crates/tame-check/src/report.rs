@@ -4,7 +4,9 @@ use tame_host::CpuList;
 use crate::{Category, Finding, Severity, Target};
 
 /// Bumped when a field changes meaning or is removed.
-pub const CHECK_SCHEMA: &str = "tame.check/1";
+impl tame_host::Document for CheckReport {
+    const SCHEMA: tame_host::Schema = tame_host::schema!(Tagged "tame.check", 1);
+}
 
 /// Score of one category: 100 when every finding is ok or info; a warning
 /// counts half, a failure nothing.
@@ -37,7 +39,7 @@ impl CheckReport {
     pub fn new(target: &Target, findings: Vec<Finding>, next: String) -> Self {
         let scores = Category::ALL.iter().map(|&c| score(c, &findings)).collect();
         CheckReport {
-            schema: CHECK_SCHEMA.to_string(),
+            schema: <CheckReport as tame_host::Document>::SCHEMA.tag.to_string(),
             cpus: target.cpus.clone(),
             housekeeping: target.housekeeping.clone(),
             cpus_reason: target.reason.clone(),

@@ -15,6 +15,42 @@ pub struct CaptureReport {
     pub skipped: Vec<Unreadable>,
 }
 
+/// `tame host capture DIR --json`: what a capture copied, where.
+#[derive(serde::Serialize)]
+pub struct CaptureDoc<'a> {
+    schema: crate::Schema,
+    dir: String,
+    #[serde(flatten)]
+    report: &'a CaptureReport,
+}
+
+impl crate::Document for CaptureDoc<'_> {
+    const SCHEMA: crate::Schema = crate::schema!(Tagged "tame.host.capture", 1);
+}
+
+impl<'a> CaptureDoc<'a> {
+    pub fn new(dir: &Path, report: &'a CaptureReport) -> Self {
+        CaptureDoc {
+            schema: <Self as crate::Document>::SCHEMA,
+            dir: dir.display().to_string(),
+            report,
+        }
+    }
+}
+
+impl CaptureReport {
+    /// The line a capture into `dir` is reported with (what could not be read is listed
+    /// apart, one [`Unreadable`] each).
+    pub fn summary(&self, dir: &Path) -> String {
+        format!(
+            "captured {} files and {} directories into {}",
+            self.files,
+            self.dirs,
+            dir.display()
+        )
+    }
+}
+
 /// Read the model through a recording root and copy every file and directory
 /// listing it used from `source` into `dest` (which should be empty).
 pub fn capture(source: &Root, dest: &Path) -> Result<CaptureReport, HostError> {

@@ -1051,6 +1051,48 @@ impl RevertReport {
     }
 }
 
+/// `tame revert --json`: what a revert did. Its fields in the order they were first
+/// written (by name).
+#[derive(serde::Serialize)]
+pub struct RevertDoc {
+    entries: usize,
+    journal_removed: bool,
+    not_restored: Vec<NotRestoredView>,
+    nothing_to_revert: bool,
+    restored: usize,
+    schema: crate::Schema,
+}
+
+#[derive(serde::Serialize)]
+struct NotRestoredView {
+    reason: String,
+    what: String,
+}
+
+impl crate::Document for RevertDoc {
+    const SCHEMA: crate::Schema = crate::schema!(Number "tame.revert", 1);
+}
+
+impl From<&RevertReport> for RevertDoc {
+    fn from(r: &RevertReport) -> Self {
+        RevertDoc {
+            entries: r.entries,
+            journal_removed: r.journal_removed,
+            not_restored: r
+                .not_restored
+                .iter()
+                .map(|n| NotRestoredView {
+                    reason: n.reason.clone(),
+                    what: n.what.clone(),
+                })
+                .collect(),
+            nothing_to_revert: r.nothing_to_revert,
+            restored: r.restored,
+            schema: <Self as crate::Document>::SCHEMA,
+        }
+    }
+}
+
 /// Undo every change in the journal in `dir`, newest first. The journal is removed
 /// only when every change is undone; otherwise it stays, and revert can be run again.
 /// Revert holds the directory's lock (another holder is [`JournalError::Locked`]),
@@ -1357,6 +1399,33 @@ fn remove_dir(root: &Root, path: &str, members: Option<&(String, String)>) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_revert_document_is_written_as_before() {
+        // As the CLI wrote it with `json!` (keys in name order), byte for byte.
+        let report = RevertReport {
+            entries: 3,
+            restored: 2,
+            not_restored: vec![NotRestored {
+                seq: 2,
+                what: "/proc/irq/24/smp_affinity_list".into(),
+                reason: "EIO".into(),
+            }],
+            ..Default::default()
+        };
+        let before = serde_json::json!({
+            "schema": 1,
+            "entries": 3,
+            "restored": 2,
+            "not_restored": [{"what": "/proc/irq/24/smp_affinity_list", "reason": "EIO"}],
+            "journal_removed": false,
+            "nothing_to_revert": false,
+        });
+        assert_eq!(
+            serde_json::to_string_pretty(&RevertDoc::from(&report)).unwrap(),
+            serde_json::to_string_pretty(&before).unwrap()
+        );
+    }
 
     #[test]
     fn escape_round_trips_any_bytes() {

@@ -21,7 +21,9 @@ use crate::virt::Virtualisation;
 use crate::{CpuList, Root};
 
 /// Bumped when a field changes meaning or is removed.
-pub const HOST_MODEL_SCHEMA: u32 = 1;
+impl crate::Document for HostModel {
+    const SCHEMA: crate::Schema = crate::schema!(Number "tame.topology", 1);
+}
 
 /// The IRQs as a reader of their own found them.
 struct IrqsRead {
@@ -120,7 +122,7 @@ impl HostModel {
         knobs.take_later(std::mem::take(&mut r.knobs));
         let irqs = theirs.irqs;
         HostModel {
-            schema: HOST_MODEL_SCHEMA,
+            schema: <HostModel as crate::Document>::SCHEMA.version,
             cpus,
             irqs,
             cgroups,

@@ -19,6 +19,7 @@ pub mod fdpass;
 pub mod ffi;
 pub mod inspect;
 pub mod layout;
+pub mod listing;
 pub mod liveness;
 pub mod register;
 pub mod ring;

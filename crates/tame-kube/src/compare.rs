@@ -9,7 +9,9 @@ use crate::document::{lookup, yaml, Check, Export, Field};
 use crate::kubelet::{API_VERSION, DEFAULT_EVICTION_MI, KIND};
 
 /// Version of the JSON shape of [`Comparison`].
-pub const COMPARISON_SCHEMA: &str = "tame.kubelet.compare/1";
+impl tame_host::Document for Comparison {
+    const SCHEMA: tame_host::Schema = tame_host::schema!(Tagged "tame.kubelet.compare", 1);
+}
 
 /// A kubelet config file that cannot be compared: what is wrong and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -162,7 +164,7 @@ pub fn compare(wanted: &Export, node: &Value) -> Comparison {
         }
     }
     Comparison {
-        schema: COMPARISON_SCHEMA,
+        schema: <Comparison as tame_host::Document>::SCHEMA.tag,
         checks,
     }
 }

@@ -20,5 +20,6 @@ pub mod ps;
 pub mod run;
 pub mod spawn;
 pub mod target;
+pub mod view;
 
 pub use error::LaunchError;

@@ -16,7 +16,9 @@ use crate::spec::Spec;
 
 /// Version of the JSON shape of [`ApplyReport`] (2: threads the kernel keeps are in
 /// `kept`, no longer in `refused`).
-pub const APPLY_SCHEMA: u32 = 2;
+impl tame_host::Document for ApplyReport {
+    const SCHEMA: tame_host::Schema = tame_host::schema!(Number "tame.apply", 2);
+}
 /// The journal note holding the applied spec.
 pub const SPEC_NOTE: &str = "spec";
 /// The journal note holding the absolute path of the spec file last applied (for the
@@ -161,7 +163,7 @@ pub fn apply_file(
     let plan = plan::plan(spec, &HostModel::read(root))?;
     no_other_spec_applied(root, journal_dir, spec)?;
     let mut report = ApplyReport {
-        schema: APPLY_SCHEMA,
+        schema: <ApplyReport as tame_host::Document>::SCHEMA.version,
         warnings: plan.warnings.clone(),
         journal: journal::journal_path(journal_dir).display().to_string(),
         kept: plan.stay.iter().filter_map(Kept::of).collect(),

@@ -19,7 +19,9 @@ use crate::spec::{Role, Spec};
 use crate::spec_file::read_spec_file;
 
 /// Version of the JSON shape of [`Status`].
-pub const STATUS_SCHEMA: u32 = 1;
+impl tame_host::Document for Status {
+    const SCHEMA: tame_host::Schema = tame_host::schema!(Number "tame.status", 1);
+}
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Drift {
@@ -98,7 +100,7 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
     let path = journal::journal_path(dir).display().to_string();
     let Some(rec) = journal::load(dir)? else {
         return Ok(Status {
-            schema: STATUS_SCHEMA,
+            schema: <Status as tame_host::Document>::SCHEMA.version,
             applied: false,
             journal: path,
             spec: None,
@@ -143,7 +145,7 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
     };
     let spec_file_unread = read.and_then(Result::err);
     Ok(Status {
-        schema: STATUS_SCHEMA,
+        schema: <Status as tame_host::Document>::SCHEMA.version,
         applied: true,
         journal: path,
         spec: spec_text,

@@ -1,6 +1,6 @@
-//! What `tame export prometheus` reads: the documents `tame report` recognises (bench
-//! results, sweeps, assess reports, reserve studies — through `tame_report::input`, so
-//! both read the schemas the same way) and two it does not draw: `tame check --json`
+//! What `tame export prometheus` reads: the documents `tame report` draws (bench
+//! results, sweeps, assess reports, reserve studies — through `tame_results::recognise`,
+//! the one recogniser both use) and two it does not draw: `tame check --json`
 //! (`schema` `tame.check/1`) and `tame status --json` (`schema` 1 with `applied`, `drift`
 //! and `audit`). Anything else — a comparison included, which holds differences, not
 //! figures of a machine — is refused with what to give instead.
@@ -9,10 +9,9 @@ use std::io::Read;
 use std::path::Path;
 
 use serde_json::Value;
-use tame_bench::sweep::{Sweep, SWEEP_SCHEMA};
-use tame_check::{CheckReport, CHECK_SCHEMA};
-use tame_partition::status::{Status, STATUS_SCHEMA};
-use tame_report::input::{self as report_input, Doc};
+use tame_check::CheckReport;
+use tame_partition::status::Status;
+use tame_results::{Doc, Kind, Refusal};
 
 use crate::Error;
 
@@ -32,7 +31,7 @@ pub enum Export {
     Check(Box<CheckReport>),
     Status(Box<Status>),
     Assess(Box<tame_assess::AssessReport>),
-    Reserve(Box<tame_report::input::ReserveDoc>),
+    Reserve(Box<tame_results::ReserveDoc>),
 }
 
 /// One input file with what it holds (a sweep holds several results).
@@ -79,89 +78,66 @@ fn bounded(from: impl Read, file: &str) -> Result<Vec<u8>, Bounded> {
     Ok(bytes)
 }
 
+/// The kinds of document it reads; a comparison is recognised only to be refused with why.
+const READS: &[Kind] = &[
+    Kind::Bench,
+    Kind::Sweep,
+    Kind::Compare,
+    Kind::Assess,
+    Kind::Reserve,
+    Kind::Check,
+    Kind::Status,
+];
+
 /// What the JSON document is.
 pub fn recognise(file: &str, value: Value) -> Result<Vec<Export>, Error> {
-    let damaged = |what: &str, e: serde_json::Error| {
-        Error::Input(format!(
-            "{file} looks like {what} but does not read as one ({e}) — it may be damaged or edited; write it again with this tame"
-        ))
-    };
-    let schema = value.get("schema").cloned();
-    match &schema {
-        Some(Value::String(s)) if s.starts_with("tame.check/") => {
-            if s != CHECK_SCHEMA {
-                return Err(Error::Input(format!(
-                    "{file}: a check report of schema {s}, which this tame does not read (it reads {CHECK_SCHEMA}) — export it with the tame that wrote it"
-                )));
-            }
-            let r: CheckReport =
-                serde_json::from_value(value).map_err(|e| damaged("a check report", e))?;
-            return Ok(vec![Export::Check(Box::new(r))]);
-        }
-        Some(Value::String(s)) if s.starts_with("tame.sweep/") => {
-            if s != SWEEP_SCHEMA {
-                return Err(Error::Input(format!(
-                    "{file}: a sweep of schema {s}, which this tame does not read (it reads {SWEEP_SCHEMA}) — export it with the tame that wrote it"
-                )));
-            }
-            let sweep: Sweep = serde_json::from_value(value).map_err(|e| damaged("a sweep", e))?;
-            return sweep
-                .results
-                .iter()
-                .zip(&sweep.values)
-                .map(|(result, v)| {
-                    let step = format!("{}={v}", sweep.parameter);
-                    let value = serde_json::to_value(result)
-                        .map_err(|e| Error::Input(format!("{file} [{step}]: {e}")))?;
-                    match recognise(&format!("{file} [{step}]"), value)?.pop() {
-                        Some(Export::Bench { compared, .. }) => Ok(Export::Bench {
-                            compared,
-                            step: Some(step),
-                        }),
-                        _ => Err(Error::Input(format!(
-                            "{file} [{step}]: a sweep's step that is not a bench result — write it again with this tame"
-                        ))),
-                    }
-                })
-                .collect();
-        }
-        Some(Value::Number(n))
-            if ["applied", "drift", "audit"]
-                .iter()
-                .all(|k| value.get(k).is_some()) =>
-        {
-            if n.as_u64() != Some(u64::from(STATUS_SCHEMA)) {
-                return Err(Error::Input(format!(
-                    "{file}: a status of schema {n}, which this tame does not read (it reads {STATUS_SCHEMA}) — export it with the tame that wrote it"
-                )));
-            }
-            let s: Status = serde_json::from_value(value)
-                .map_err(|e| damaged("a status (tame status --json)", e))?;
-            return Ok(vec![Export::Status(Box::new(s))]);
-        }
-        _ => {}
-    }
-    let doc = report_input::recognise(file, value).map_err(|e| {
-        // tame report's message names what `tame report` draws; say what export reads.
-        let text = e.to_string();
-        match text.split_once(" — ") {
-            Some((what, _)) => Error::Input(format!("{what} — {WHAT_TO_GIVE}")),
-            None => Error::Input(text),
-        }
-    })?;
-    Ok(vec![match doc {
-        Doc::Bench(compared) => Export::Bench {
+    let doc = tame_results::recognise(file, value, READS).map_err(refused)?;
+    Ok(match doc {
+        Doc::Sweep(sweep) => sweep
+            .steps
+            .into_iter()
+            .map(|step| match step.doc {
+                Doc::Bench(compared) => Ok(Export::Bench {
+                    compared,
+                    step: Some(step.name),
+                }),
+                _ => Err(Error::Input(format!(
+                    "{file} [{}]: a sweep's step that is not a bench result — write it again with this tame",
+                    step.name
+                ))),
+            })
+            .collect::<Result<_, _>>()?,
+        Doc::Bench(compared) => vec![Export::Bench {
             compared,
             step: None,
-        },
-        Doc::Assess(r) => Export::Assess(r),
-        Doc::Reserve(r) => Export::Reserve(r),
+        }],
+        Doc::Check(r) => vec![Export::Check(r)],
+        Doc::Status(s) => vec![Export::Status(s)],
+        Doc::Assess(r) => vec![Export::Assess(r)],
+        Doc::Reserve(r) => vec![Export::Reserve(r)],
         Doc::Compare(_) => {
             return Err(Error::Input(format!(
                 "{file} is a comparison (tame compare --json): it holds differences between two results, not figures of a machine — export the results themselves: tame export prometheus A.json B.json"
             )))
         }
-    }])
+    })
+}
+
+/// The refusal with what to do about it: for the documents only export reads (a check
+/// report, a sweep, a status) as `tame report` words it for its own, for any other what
+/// export reads.
+fn refused(r: Refusal) -> Error {
+    let own = matches!(r.kind(), Some(Kind::Check | Kind::Sweep | Kind::Status));
+    Error::Input(match &r {
+        Refusal::TooNew(_) if own => {
+            format!("{r} — export it with the tame that wrote it")
+        }
+        Refusal::Damaged { .. } if own => {
+            format!("{r} — it may be damaged or edited; write it again with this tame")
+        }
+        Refusal::Step { .. } => r.to_string(),
+        _ => format!("{r} — {WHAT_TO_GIVE}"),
+    })
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! backend, load and share the share granted and the share received (the client's rate
 //! over G, the kernel's rate alone on the CPU), its stability S, and Table 1's overheads.
 
-use tame_report::input::ReserveDoc;
+use tame_results::ReserveDoc;
 
 use crate::writer::{Exposition, Kind, Labels, WriteError};
 

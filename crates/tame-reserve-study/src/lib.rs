@@ -45,7 +45,9 @@ fn failed(message: impl Into<String>) -> ReserveError {
     ReserveError::Failed(Failure::Message(message.into()))
 }
 
-pub const REPORT_SCHEMA: u32 = 1;
+impl tame_host::Document for Report {
+    const SCHEMA: tame_host::Schema = tame_host::schema!(Number "tame.reserve.study", 1);
+}
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -379,7 +381,7 @@ pub fn run(o: &Options, mut progress: impl FnMut(&str)) -> Result<Report> {
         o.cpu
     ));
     let mut report = Report {
-        schema: REPORT_SCHEMA,
+        schema: <Report as tame_host::Document>::SCHEMA.version,
         kernel: limits.kernel_release.clone(),
         online_cpus: n_cpus,
         cpu: o.cpu,

@@ -131,7 +131,7 @@ fn periodic_table(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{FrameRow, OverheadRow, StabilityRow, REPORT_SCHEMA};
+    use crate::{FrameRow, OverheadRow, StabilityRow};
 
     fn overhead_row(backend: Backend, share_ppm: u64, o_i: f64) -> OverheadRow {
         OverheadRow {
@@ -178,7 +178,7 @@ mod tests {
     /// with no unloaded row), the periodic study and what was skipped.
     fn full_report() -> Report {
         Report {
-            schema: REPORT_SCHEMA,
+            schema: <super::super::Report as tame_host::Document>::SCHEMA.version,
             kernel: "6.1.0-rt".into(),
             online_cpus: 4,
             cpu: 3,

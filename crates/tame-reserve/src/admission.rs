@@ -205,7 +205,9 @@ pub struct Analysis {
     pub tasks: Vec<TaskVerdict>,
 }
 
-pub const ANALYSIS_SCHEMA: u32 = 1;
+impl tame_host::Document for Analysis {
+    const SCHEMA: tame_host::Schema = tame_host::schema!(Number "tame.reserve.check", 1);
+}
 
 pub fn analyse(set: &TaskSet) -> Analysis {
     let utilisation = utilisation_ppm(&set.tasks);
@@ -232,7 +234,7 @@ pub fn analyse(set: &TaskSet) -> Analysis {
         })
         .collect();
     Analysis {
-        schema: ANALYSIS_SCHEMA,
+        schema: <Analysis as tame_host::Document>::SCHEMA.version,
         cap_ppm: set.cap_ppm,
         utilisation_ppm: utilisation,
         density_ppm: density,

@@ -14,6 +14,7 @@ pub mod kit;
 pub mod reservation;
 pub mod server;
 pub mod spec;
+pub mod view;
 pub mod work;
 
 pub use error::ReserveError;

@@ -1,6 +1,7 @@
 //! Durations as people type them (`200us`, `1.5ms`, `10s`, `2m`), read into integer
 //! nanoseconds: the one parser behind every command-line option and config file, and
-//! its inverse for messages (`40 ms`, `1.5 s`, `250 µs`).
+//! the one formatter of nanoseconds for people, in the three styles tame shows them in
+//! ([`NsStyle`]: exact for messages, fixed for statistics, rounded for captions).
 
 /// Parse a duration with a unit (ns, us/µs, ms, s, m/min) into nanoseconds. The
 /// error says what is wrong and how to write it.
@@ -48,11 +49,51 @@ pub fn parse_ns(text: &str) -> Result<u64, String> {
     Ok(ns)
 }
 
-/// Nanoseconds for messages, exact and in the unit people think in: `40 ms`,
-/// `1.5 s`, `250 µs`, `1234.567 µs`, `850 ns` — the largest unit that shows the
-/// value with at most three decimals. [`parse_ns`] reads it back to the same value.
-/// (Statistics, where a fixed precision reads better, use tame-bench's `human_ns`.)
+/// How nanoseconds are shown. Each style keeps the spelling its users always had.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NsStyle {
+    /// For messages, exact and in the unit people think in: `40 ms`, `1.5 s`, `250 µs`,
+    /// `1234.567 µs`, `850 ns` — the largest unit that shows the value with at most three
+    /// decimals. [`parse_ns`] reads it back to the same value.
+    Exact,
+    /// For statistics, a fixed precision per unit, no space: `850ns`, `15.23µs`,
+    /// `3.401ms`, `1.200s` (bench tables).
+    Fixed,
+    /// For captions, rounded to a few digits: `1.05 ms`, `250 µs`, `2 s` (report figures).
+    Rounded,
+}
+
+/// Nanoseconds for messages: [`NsStyle::Exact`], the style most messages use.
 pub fn format_ns(ns: u64) -> String {
+    format_ns_as(ns, NsStyle::Exact)
+}
+
+/// Nanoseconds for people, in `style`.
+pub fn format_ns_as(ns: u64, style: NsStyle) -> String {
+    match style {
+        NsStyle::Exact => exact(ns),
+        NsStyle::Fixed => match ns {
+            0..=9_999 => format!("{ns}ns"),
+            10_000..=999_999 => format!("{:.2}µs", ns as f64 / 1e3),
+            1_000_000..=999_999_999 => format!("{:.3}ms", ns as f64 / 1e6),
+            _ => format!("{:.3}s", ns as f64 / 1e9),
+        },
+        NsStyle::Rounded => {
+            let v = ns as f64;
+            if ns >= crate::NS_PER_SEC {
+                format!("{} s", figure(v / 1e9))
+            } else if ns >= 1_000_000 {
+                format!("{} ms", figure(v / 1e6))
+            } else if ns >= 1_000 {
+                format!("{} µs", figure(v / 1e3))
+            } else {
+                format!("{ns} ns")
+            }
+        }
+    }
+}
+
+fn exact(ns: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(crate::NS_PER_SEC, "s"), (1_000_000, "ms"), (1_000, "µs")];
     for (scale, unit) in UNITS {
         let step = scale / 1_000;
@@ -69,10 +110,50 @@ pub fn format_ns(ns: u64) -> String {
     format!("{ns} ns")
 }
 
+/// A figure rounded for reading, trailing zeros dropped: `1.05`, `250`, `0.0012`, `3e-5`
+/// (the number of [`NsStyle::Rounded`], and tame report's axis ticks).
+pub fn figure(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    let a = v.abs();
+    let s = if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else if a >= 0.001 {
+        format!("{v:.4}")
+    } else {
+        return format!("{v:.0e}");
+    };
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn each_style_spells_as_its_users_did() {
+        assert_eq!(format_ns_as(850, NsStyle::Fixed), "850ns");
+        assert_eq!(format_ns_as(15_234, NsStyle::Fixed), "15.23µs");
+        assert_eq!(format_ns_as(3_401_000, NsStyle::Fixed), "3.401ms");
+        assert_eq!(format_ns_as(1_200_000_000, NsStyle::Fixed), "1.200s");
+        assert_eq!(format_ns_as(1_050_000, NsStyle::Rounded), "1.05 ms");
+        assert_eq!(format_ns_as(250_000, NsStyle::Rounded), "250 µs");
+        assert_eq!(format_ns_as(2_000_000_000, NsStyle::Rounded), "2 s");
+        assert_eq!(format_ns_as(999, NsStyle::Rounded), "999 ns");
+        assert_eq!(format_ns_as(1_500_000_000, NsStyle::Exact), "1.5 s");
+        assert_eq!(figure(0.0), "0");
+        assert_eq!(figure(0.00001), "1e-5");
+    }
 
     #[test]
     fn parses_units() {

@@ -10,6 +10,7 @@ pub mod clock;
 pub mod duration;
 pub mod memory;
 pub mod sched;
+pub mod size;
 
 pub use clock::{Clock, ClockKind, TscCalibration};
 pub use sched::{Policy, SchedError};

@@ -13,7 +13,9 @@ use crate::error::{invalid, Result};
 use crate::result::Spread;
 
 /// Version of a gate's verdict as JSON, its `schema` (docs/results.md).
-pub const GATE_SCHEMA: &str = "tame.gate/1";
+impl tame_host::Document for Gate {
+    const SCHEMA: tame_host::Schema = tame_host::schema!(Tagged "tame.gate", 1);
+}
 
 /// How far past the baseline's worst run (by default) a figure may go before it fails,
 /// also when the spread is narrower: 5 %. Two runs on the same quiet machine rarely agree

@@ -211,7 +211,7 @@ impl CostSettings {
         {
             return Err(invalid(format!(
                 "--duration {}: each workload runs a whole number of seconds between 1s and 1h (stress-ng counts its run time in seconds) — give e.g. 5s",
-                crate::output::human_ns(duration_ns)
+                tame_rt::duration::format_ns_as(duration_ns, tame_rt::duration::NsStyle::Fixed)
             )));
         }
         if let Some(c) = configurations.iter().find(|c| c.cpus.is_empty()) {
@@ -366,7 +366,7 @@ pub fn run(
     }
     let (groups, merged) = figures::groups(&settings.workloads, &samples);
     Ok(BenchResult {
-        schema_version: crate::result::SCHEMA_VERSION,
+        schema_version: <BenchResult as tame_host::Document>::SCHEMA.version,
         bench: NAME.to_string(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         command_line,

@@ -11,7 +11,7 @@
 //! in it too or, when it has one CPU, on the system partition.
 //!
 //! Result layout (schema of [`crate::result::BenchResult`], `schema_version`
-//! [`SCHEMA_VERSION`]): one group per transport and size, labelled `"<transport>/<size>B"`,
+//! [`SCHEMA`]): one group per transport and size, labelled `"<transport>/<size>B"`,
 //! with the metric `one_way_latency` (ns) and, for queues, `throughput_ns_per_msg` (ns per
 //! message, one sample per block of [`BLOCK`] messages); counters `round_trips`,
 //! `throughput_messages`; derived `throughput_msgs_per_s`, `median_over_floor`; `spread`
@@ -39,10 +39,11 @@ pub use view::summary_text;
 use serde::{Deserialize, Serialize};
 use tame_rt::ClockKind;
 
-/// The `schema_version` of an ipc result. 2: `settings.sides` replaced `settings.cpus`,
+/// The schema of an ipc result (its `schema_version`; the common result schema, bumped for
+/// ipc alone, so a constant beside [`BenchResult`](crate::BenchResult)'s `Document`). 2: `settings.sides` replaced `settings.cpus`,
 /// the merged group holds ratios (label `ratios`) instead of goal verdicts, groups carry
 /// their spread over the rounds (see docs/results.md).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA: tame_host::Schema = tame_host::schema!(BenchVersion "tame.bench.ipc", 2);
 
 /// Messages per throughput sample.
 pub const BLOCK: u64 = 1024;

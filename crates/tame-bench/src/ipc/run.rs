@@ -19,7 +19,7 @@ use tame_rt::Clock;
 use super::endpoint::{self, handed, Endpoint, Make, STALL_TIMEOUT};
 use super::message::{seq, set_seq, with_words, Message};
 use super::ratios::{self, Ratio};
-use super::{IpcSettings, Side, Sides, Transport, BLOCK, SCHEMA_VERSION};
+use super::{IpcSettings, Side, Sides, Transport, BLOCK, SCHEMA};
 use crate::distribution::Distribution;
 use crate::engine::{self, RunControl};
 use crate::error::{invalid, io_failed};
@@ -258,7 +258,7 @@ pub fn run(
         groups: take_samples(&settings, &mut tallies),
     };
     let result = BenchResult {
-        schema_version: SCHEMA_VERSION,
+        schema_version: SCHEMA.version,
         bench: "ipc".into(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         command_line,

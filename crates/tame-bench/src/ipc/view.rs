@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use super::run::IpcRun;
 use super::{IpcSettings, Ratio, Side, BLOCK};
-use crate::output::human_ns;
 use crate::result::{BenchResult, GroupResult};
+use tame_rt::duration::{format_ns_as, NsStyle};
 
 /// The human view: one-way latency percentiles, throughput, ratios and the run's
 /// circumstances.
@@ -71,14 +71,14 @@ fn write_latency_table(out: &mut String, result: &BenchResult<IpcSettings>) {
                 "{:<22} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
                 group.label,
                 s.count,
-                human_ns(s.min),
-                human_ns(s.p50),
-                human_ns(s.p90),
-                human_ns(s.p99),
-                human_ns(s.p99_9),
-                human_ns(s.p99_99),
-                human_ns(s.p99_999),
-                human_ns(s.max)
+                format_ns_as(s.min, NsStyle::Fixed),
+                format_ns_as(s.p50, NsStyle::Fixed),
+                format_ns_as(s.p90, NsStyle::Fixed),
+                format_ns_as(s.p99, NsStyle::Fixed),
+                format_ns_as(s.p99_9, NsStyle::Fixed),
+                format_ns_as(s.p99_99, NsStyle::Fixed),
+                format_ns_as(s.p99_999, NsStyle::Fixed),
+                format_ns_as(s.max, NsStyle::Fixed)
             );
         }
     }
@@ -106,9 +106,9 @@ fn write_throughput_table(out: &mut String, groups: &[GroupResult]) {
                     .copied()
                     .unwrap_or(0),
                 rate,
-                human_ns(m.summary.p50),
-                human_ns(m.summary.p99),
-                human_ns(m.summary.max)
+                format_ns_as(m.summary.p50, NsStyle::Fixed),
+                format_ns_as(m.summary.p99, NsStyle::Fixed),
+                format_ns_as(m.summary.max, NsStyle::Fixed)
             );
         }
     }
@@ -169,7 +169,7 @@ mod tests {
     use tame_rt::ClockKind;
 
     use super::super::run::{build_groups, Samples, Tally};
-    use super::super::{ratios, Sides, Transport, SCHEMA_VERSION};
+    use super::super::{ratios, Sides, Transport, SCHEMA};
     use super::*;
 
     /// A run assembled from hand-filled tallies: one-way latencies `base`..`base`×21 ns per
@@ -226,7 +226,7 @@ mod tests {
             environment.hypervisor = Some("KVM".into());
         }
         let result = BenchResult {
-            schema_version: SCHEMA_VERSION,
+            schema_version: SCHEMA.version,
             bench: "ipc".into(),
             tool_version: "0.1.0".into(),
             command_line: vec!["tame".into()],

@@ -72,23 +72,11 @@ pub fn largest_fitting(available_kib: u64) -> u64 {
     available_kib.saturating_mul(KIB) / 4 * 3
 }
 
-/// A size as people write it: bytes, or with K/KiB, M/MiB, G/GiB (powers of 1024).
+/// A buffer size as people write it (`tame_rt::size::parse_bytes`), within the sweep's
+/// range and a whole number of pages.
 pub fn parse_size(text: &str) -> Result<u64> {
     let t = text.trim();
-    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (number, unit) = t.split_at(digits);
-    let mult = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" | "kb" => KIB,
-        "m" | "mib" | "mb" => MIB,
-        "g" | "gib" | "gb" => 1024 * MIB,
-        _ => 0,
-    };
-    let bytes = number
-        .parse::<u64>()
-        .ok()
-        .filter(|_| mult > 0)
-        .and_then(|n| n.checked_mul(mult));
+    let bytes = tame_rt::size::parse_bytes(t);
     let Some(bytes) = bytes else {
         return Err(invalid(format!(
             "--sizes: {t:?} is not a size — write sizes such as 16K, 1M or 64M (K, M, G are powers of 1024)"

@@ -73,7 +73,7 @@ impl NoiseSettings {
             "tame bench noise: {} CPU(s) {}, {}, detector {}",
             self.cpus.len(),
             self.cpus,
-            crate::output::human_ns(self.duration_ns),
+            tame_rt::duration::format_ns_as(self.duration_ns, tame_rt::duration::NsStyle::Fixed),
             self.threads.label()
         )
     }

@@ -6,7 +6,8 @@ use std::io::Write;
 use tame_trace::attribute::{AttributedGap, NoiseClass};
 
 use super::{CpuNoise, NoiseResult};
-use crate::output::{human_ns, table};
+use crate::output::table;
+use tame_rt::duration::{format_ns_as, NsStyle};
 
 /// Rows of the per-source list in the human report.
 const TOP_SOURCES: usize = 12;
@@ -15,7 +16,11 @@ const TOP_SOURCES: usize = 12;
 pub fn report(result: &NoiseResult, title: &str) -> String {
     let mut out = table(&result.result, title);
     let n = &result.noise;
-    let _ = writeln!(out, "gap threshold {}", human_ns(n.threshold_ns));
+    let _ = writeln!(
+        out,
+        "gap threshold {}",
+        format_ns_as(n.threshold_ns, NsStyle::Fixed)
+    );
     match (&n.attribution.available, &n.attribution.reason) {
         (true, _) => {
             let _ = writeln!(
@@ -55,8 +60,8 @@ fn cpu_report(out: &mut String, c: &CpuNoise) {
         out,
         "\ncpu{}: noise {} in {} ({:.4} %), CPU available {:.4} %; {} gaps{}",
         c.cpu,
-        human_ns(c.noise_ns),
-        human_ns(c.run_ns),
+        format_ns_as(c.noise_ns, NsStyle::Fixed),
+        format_ns_as(c.run_ns, NsStyle::Fixed),
         c.noise_share_percent,
         c.available_percent,
         c.gaps,
@@ -73,7 +78,7 @@ fn cpu_report(out: &mut String, c: &CpuNoise) {
         a.loop_floor_ps as f64 / 1000.0,
         a.mean_loop_ps as f64 / 1000.0,
         a.noise_share_percent,
-        human_ns(a.run_ns),
+        format_ns_as(a.run_ns, NsStyle::Fixed),
         b.loop_floor_ps as f64 / 1000.0,
         b.mean_loop_ps as f64 / 1000.0,
         b.noise_share_percent,
@@ -88,9 +93,9 @@ fn cpu_report(out: &mut String, c: &CpuNoise) {
         let _ = writeln!(
             out,
             "  attributed {} ({:.1} %), unexplained {} ({:.1} %)",
-            human_ns(a),
+            format_ns_as(a, NsStyle::Fixed),
             a as f64 * 100.0 / c.noise_ns.max(1) as f64,
-            human_ns(u),
+            format_ns_as(u, NsStyle::Fixed),
             u as f64 * 100.0 / c.noise_ns.max(1) as f64
         );
     }
@@ -106,8 +111,8 @@ fn cpu_report(out: &mut String, c: &CpuNoise) {
                 "  {:<12} {:>8} {:>12} {:>12}",
                 k.class.as_str(),
                 k.tally.count,
-                human_ns(k.tally.total_ns),
-                human_ns(k.tally.max_ns)
+                format_ns_as(k.tally.total_ns, NsStyle::Fixed),
+                format_ns_as(k.tally.max_ns, NsStyle::Fixed)
             );
         }
         let _ = writeln!(
@@ -122,9 +127,9 @@ fn cpu_report(out: &mut String, c: &CpuNoise) {
                 s.class.as_str(),
                 truncate(&s.source, 34),
                 s.tally.count,
-                human_ns(s.tally.total_ns),
-                human_ns(s.tally.total_ns / s.tally.count.max(1)),
-                human_ns(s.tally.max_ns)
+                format_ns_as(s.tally.total_ns, NsStyle::Fixed),
+                format_ns_as(s.tally.total_ns / s.tally.count.max(1), NsStyle::Fixed),
+                format_ns_as(s.tally.max_ns, NsStyle::Fixed)
             );
         }
         if c.sources.len() > TOP_SOURCES {

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use tame_host::environment::RunEnvironment;
 
-use super::human_ns;
 use crate::result::{BenchResult, Calibration, GroupResult, Metric};
+use tame_rt::duration::{format_ns_as, NsStyle};
 
 /// The summary table: one row per group and metric, then counters and the run's self-characterisation.
 pub fn table<S>(result: &BenchResult<S>, title: &str) -> String {
@@ -87,7 +87,7 @@ fn metric_row(label: &str, m: &Metric) -> Vec<String> {
 /// A figure for people: nanoseconds in their best unit, other units (cycles) as the number.
 fn human_value(v: u64, unit: &str) -> String {
     if unit == "ns" {
-        human_ns(v)
+        format_ns_as(v, NsStyle::Fixed)
     } else {
         v.to_string()
     }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use anyhow::Context as _;
-use tame_bench::result::{unix_now_ns, BenchResult, SCHEMA_VERSION};
+use tame_bench::result::{unix_now_ns, BenchResult};
 use tame_host::environment::RunEnvironment;
 use tame_reserve::kit::Kit;
 use tame_reserve::spec::Backend;
@@ -162,7 +162,7 @@ pub fn run(ctx: &Context, a: ReserveBenchArgs) -> anyhow::Result<i32> {
     let (groups, merged) = result::groups(&report);
     let done = ReserveResult {
         result: BenchResult {
-            schema_version: SCHEMA_VERSION,
+            schema_version: <BenchResult as tame_host::Document>::SCHEMA.version,
             bench: "reserve".into(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
             command_line: ctx.command_line.clone(),

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use tame_bench::compare::gate::{self, Gate, Rule};
 use tame_bench::compare::{self, Compared, Comparison};
+use tame_host::schema::Versioned;
+use tame_results::{Doc, Kind};
 
 use crate::output::JsonOut;
 use crate::{bad_input, Context};
@@ -37,14 +39,8 @@ pub struct CompareArgs {
 /// The exit code of a gate that found a figure worse (2 stays bad input).
 pub const EXIT_GATE_FAILED: i32 = 1;
 
-#[derive(serde::Serialize)]
-struct Versioned<'a, T> {
-    schema: &'static str,
-    #[serde(flatten)]
-    comparison: &'a T,
-}
-
-/// A result file, refused as bad input when it cannot be read or is not a result.
+/// A result file, refused as bad input when it cannot be read or is not a bench result
+/// (recognised by `tame_results`, as `tame report` and `tame export prometheus` do).
 fn read(path: &Path) -> anyhow::Result<Compared> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         bad_input(format!(
@@ -58,12 +54,16 @@ fn read(path: &Path) -> anyhow::Result<Compared> {
             path.display()
         ))
     })?;
-    Compared::from_value(raw).map_err(|e| {
-        bad_input(format!(
+    let file = path.display().to_string();
+    match tame_results::recognise(&file, raw, &[Kind::Bench]) {
+        Ok(Doc::Bench(compared)) => Ok(*compared),
+        // Only bench results are asked for: anything else came back refused.
+        Ok(_) => unreachable!("tame_results returned a kind compare did not ask for"),
+        Err(e) => Err(bad_input(format!(
             "{} is not a tame bench result: {e} — give a result written with `tame bench … --json FILE`",
             path.display()
-        ))
-    })
+        ))),
+    }
 }
 
 /// The result files a path names: itself, or each `*.json` in it (sorted) when it is a
@@ -107,10 +107,7 @@ fn run_gate(args: &CompareArgs) -> anyhow::Result<i32> {
     let new_name = new_path.display().to_string();
     let verdict = Gate::new(&baseline, &new_name, &read(new_path)?, rule)?;
     let json = JsonOut::open(args.json.as_deref(), "gate verdict")?;
-    let versioned = Versioned {
-        schema: gate::GATE_SCHEMA,
-        comparison: &verdict,
-    };
+    let versioned = Versioned::new(&verdict);
     json.emit(&versioned, &gate::table(&verdict))?;
     Ok(if verdict.passed { 0 } else { EXIT_GATE_FAILED })
 }
@@ -133,10 +130,7 @@ pub fn run(_ctx: &Context, args: CompareArgs) -> anyhow::Result<i32> {
         &b,
     )?;
     let json = JsonOut::open(args.json.as_deref(), "comparison")?;
-    let versioned = Versioned {
-        schema: compare::COMPARE_SCHEMA,
-        comparison: &comparison,
-    };
+    let versioned = Versioned::new(&comparison);
     json.emit(&versioned, &compare::table(&comparison))?;
     Ok(0)
 }

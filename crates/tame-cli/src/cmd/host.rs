@@ -1,20 +1,10 @@
 //! `tame host …`: host-layer utilities.
 use std::path::PathBuf;
 
+use tame_host::capture::CaptureDoc;
+
 use crate::output::print_json;
 use crate::Context;
-
-/// Version of the `host capture --json` document.
-const CAPTURE_SCHEMA: &str = "tame.host.capture/1";
-
-/// What a capture copied, where: the files and directories counted and those it could not read.
-#[derive(serde::Serialize)]
-struct CaptureView<'a> {
-    schema: &'static str,
-    dir: String,
-    #[serde(flatten)]
-    report: &'a tame_host::capture::CaptureReport,
-}
 
 #[derive(clap::Subcommand)]
 pub enum HostCommand {
@@ -49,19 +39,10 @@ fn capture(ctx: &Context, dir: &std::path::Path, json: bool) -> anyhow::Result<i
     }
     let report = tame_host::capture::capture(&ctx.root, dir)?;
     if json {
-        print_json(&CaptureView {
-            schema: CAPTURE_SCHEMA,
-            dir: dir.display().to_string(),
-            report: &report,
-        })?;
+        print_json(&CaptureDoc::new(dir, &report))?;
         return Ok(0);
     }
-    println!(
-        "captured {} files and {} directories into {}",
-        report.files,
-        report.dirs,
-        dir.display()
-    );
+    println!("{}", report.summary(dir));
     for s in &report.skipped {
         eprintln!("skipped {s}");
     }

@@ -1,10 +1,8 @@
 //! `tame ipc ls|rm`: the shared-memory channel segments on this machine
 //! (`/dev/shm/tame.*`), their owners, liveness and layout.
-use std::fmt::Write as _;
-
-use serde::Serialize;
-use tame_ipc::inspect::{self, Description, SegmentInfo, SegmentState};
+use tame_ipc::inspect::{self, SegmentInfo, SegmentState};
 use tame_ipc::{Liveness, ProcFs, SegmentName};
+use tame_results::ipc_ls::Listing;
 
 use crate::Context;
 
@@ -36,9 +34,6 @@ pub struct RmArgs {
     pub force: bool,
 }
 
-/// Version of the JSON listing below.
-const LS_SCHEMA: &str = "tame.ipc.ls/1";
-
 pub fn run(ctx: &Context, cmd: IpcCommand) -> anyhow::Result<i32> {
     match cmd {
         IpcCommand::Ls(args) => ls(ctx, args),
@@ -66,14 +61,10 @@ fn list(ctx: &Context) -> anyhow::Result<Vec<SegmentInfo>> {
 fn ls(ctx: &Context, args: LsArgs) -> anyhow::Result<i32> {
     let found = list(ctx)?;
     if args.json {
-        let listing = Listing {
-            schema: LS_SCHEMA,
-            shm_dir: shm_dir(ctx).display().to_string(),
-            segments: found.iter().map(SegmentView::from).collect(),
-        };
+        let listing = Listing::new(&shm_dir(ctx), &found);
         super::topology::print_out(&(serde_json::to_string_pretty(&listing)? + "\n"))?;
     } else {
-        super::topology::print_out(&table(&found))?;
+        super::topology::print_out(&tame_ipc::listing::table(&found))?;
     }
     Ok(0)
 }
@@ -152,164 +143,6 @@ fn segment_named(dir: &std::path::Path, given: &str) -> anyhow::Result<SegmentNa
         "no segment {} — `tame ipc ls` lists the existing ones",
         paths.join(" or ")
     )))
-}
-
-#[derive(Serialize)]
-struct Listing {
-    schema: &'static str,
-    shm_dir: String,
-    segments: Vec<SegmentView>,
-}
-
-/// One segment as the JSON listing shows it.
-#[derive(Serialize)]
-struct SegmentView {
-    name: String,
-    path: String,
-    size_bytes: u64,
-    uid: u32,
-    /// Octal permission, e.g. "0600".
-    mode: String,
-    /// "valid", "not_ready", "invalid" or "unreadable".
-    state: &'static str,
-    /// Why the segment is invalid or unreadable.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    layout: Option<LayoutView>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    creator: Option<PartyView>,
-    peers: Vec<PartyView>,
-    stale: bool,
-}
-
-#[derive(Serialize)]
-struct LayoutView {
-    kind: &'static str,
-    version: String,
-    elem_size: u32,
-    elem_align: u32,
-    capacity: u64,
-    type_tag: u64,
-    created_unix_ns: u64,
-}
-
-#[derive(Serialize)]
-struct PartyView {
-    role: &'static str,
-    pid: u32,
-    liveness: &'static str,
-}
-
-impl From<&SegmentInfo> for SegmentView {
-    fn from(info: &SegmentInfo) -> SegmentView {
-        let (state, reason, description) = match &info.state {
-            SegmentState::Valid(d) => ("valid", None, Some(d)),
-            SegmentState::NotReady => ("not_ready", None, None),
-            SegmentState::Invalid(why) => ("invalid", Some(why.clone()), None),
-            SegmentState::Unreadable(why) => ("unreadable", Some(why.clone()), None),
-        };
-        let party = |p: &inspect::Party| PartyView {
-            role: p.role,
-            pid: p.pid,
-            liveness: p.liveness.name(),
-        };
-        SegmentView {
-            name: info.name.clone(),
-            path: info.path.display().to_string(),
-            size_bytes: info.size,
-            uid: info.uid,
-            mode: format!("{:04o}", info.mode),
-            state,
-            reason,
-            layout: description.map(layout_view),
-            creator: description.map(|d| party(&d.creator)),
-            peers: description
-                .map(|d| d.peers.iter().map(party).collect())
-                .unwrap_or_default(),
-            stale: info.is_stale(),
-        }
-    }
-}
-
-fn layout_view(d: &Description) -> LayoutView {
-    let spec = d.layout.spec;
-    LayoutView {
-        kind: spec.kind.name(),
-        version: format!("{}.{}", d.layout_major, d.layout_minor),
-        elem_size: spec.elem_size,
-        elem_align: spec.elem_align,
-        capacity: spec.capacity,
-        type_tag: spec.type_tag,
-        created_unix_ns: d.created_unix_ns,
-    }
-}
-
-/// The human view of the listing.
-fn table(found: &[SegmentInfo]) -> String {
-    let mut s = String::new();
-    if found.is_empty() {
-        s.push_str("no segments\n");
-        return s;
-    }
-    let _ = writeln!(
-        s,
-        "{:<24} {:<9} {:<22} {:<7} {:>9} {:<5} {:<18} ROLES / STATE",
-        "NAME", "KIND", "SHAPE", "LAYOUT", "SIZE", "MODE", "CREATOR"
-    );
-    for info in found {
-        match &info.state {
-            SegmentState::Valid(d) => {
-                let spec = d.layout.spec;
-                let shape = match spec.kind {
-                    tame_ipc::Kind::Ring => format!("{} x {} B", spec.capacity, spec.elem_size),
-                    tame_ipc::Kind::Register => format!("{} B", spec.elem_size),
-                    tame_ipc::Kind::Event => "-".to_string(),
-                };
-                let peers: Vec<String> = d
-                    .peers
-                    .iter()
-                    .map(|p| format!("{} {} {}", p.role, p.pid, p.liveness.name()))
-                    .collect();
-                let mut roles = if peers.is_empty() {
-                    "-".to_string()
-                } else {
-                    peers.join(", ")
-                };
-                if info.is_stale() {
-                    roles.push_str("  [stale]");
-                }
-                let _ = writeln!(
-                    s,
-                    "{:<24} {:<9} {:<22} {:<7} {:>9} {:04o}  {:<18} {}",
-                    info.name,
-                    spec.kind.name(),
-                    shape,
-                    format!("{}.{}", d.layout_major, d.layout_minor),
-                    info.size,
-                    info.mode,
-                    format!("{} {}", d.creator.pid, d.creator.liveness.name()),
-                    roles
-                );
-            }
-            other => {
-                let state = match other {
-                    SegmentState::NotReady => {
-                        "being created (or its creator died while creating it)".to_string()
-                    }
-                    SegmentState::Invalid(why) => format!("invalid: {why}"),
-                    SegmentState::Unreadable(why) => format!("unreadable: {why}"),
-                    SegmentState::Valid(_) => unreachable!("handled above"),
-                };
-                let _ = writeln!(
-                    s,
-                    "{:<24} {:<9} {:<22} {:<7} {:>9} {:04o}  {:<18} {}",
-                    info.name, "?", "-", "-", info.size, info.mode, "-", state
-                );
-            }
-        }
-    }
-    s
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! periodic reservations without running anything. The backends are `tame_reserve`'s.
 
 use std::ffi::OsString;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use tame_bench::units::parse_duration_ns;
@@ -11,9 +10,9 @@ use tame_reserve::backend::{self, Places};
 use tame_reserve::bandwidth::Limits;
 use tame_reserve::reservation::{self, CpuSplit, Made};
 use tame_reserve::server as srv;
-use tame_reserve::spec::{self, percent};
+use tame_reserve::spec;
+use tame_reserve::view::{analysis_text, list_text, made_text, ListDoc, MadeDoc, ReleasedDoc};
 use tame_reserve::{admission, Backend};
-use tame_rt::duration::format_ns;
 
 use crate::output::print_json;
 use crate::{bad_input, Context};
@@ -86,9 +85,7 @@ pub fn run(ctx: &Context, args: ReserveArgs) -> anyhow::Result<i32> {
             .map(Backend::to_string)
             .collect();
         if args.json {
-            print_json(&serde_json::json!({
-                "schema": RELEASE_SCHEMA, "pid": pid, "released": released,
-            }))?;
+            print_json(&ReleasedDoc::new(pid, released))?;
         } else {
             eprintln!("released process {pid} ({})", released.join(", "));
         }
@@ -128,32 +125,10 @@ pub fn run(ctx: &Context, args: ReserveArgs) -> anyhow::Result<i32> {
 
 fn print_made(made: &Made, json: bool) -> anyhow::Result<()> {
     if json {
-        return print_json(&MadeView {
-            schema: MADE_SCHEMA,
-            made,
-        });
+        return print_json(&MadeDoc::new(made));
     }
     eprint!("{}", made_text(made));
     Ok(())
-}
-
-/// What a reservation made says (stderr: stdout is the program's).
-fn made_text(made: &Made) -> String {
-    let place = made
-        .cpu
-        .map_or("any CPU".to_string(), |c| format!("CPU {c}"));
-    let mut s = format!(
-        "reserved {} of every {} ({} per period) for process {} on {place} ({} backend)\n",
-        percent(made.share_ppm),
-        format_ns(made.period_ns),
-        format_ns(made.runtime_ns),
-        made.pid,
-        made.backend
-    );
-    for n in &made.notes {
-        let _ = writeln!(s, "  note: {n}");
-    }
-    s
 }
 
 /// The warning when much of a started program's work ran outside its reservation (stderr).
@@ -164,11 +139,7 @@ fn unreserved_text(split: &CpuSplit, pid: u32, backend: Backend) -> String {
 fn list(at: &Places, json: bool) -> anyhow::Result<i32> {
     let listing = reservation::list(at);
     if json {
-        print_json(&ListView {
-            schema: LIST_SCHEMA,
-            reservations: &listing.reservations,
-            notes: &listing.notes,
-        })?;
+        print_json(&ListDoc::new(&listing.reservations, &listing.notes))?;
         return Ok(0);
     }
     print!("{}", list_text(&listing.reservations));
@@ -176,52 +147,6 @@ fn list(at: &Places, json: bool) -> anyhow::Result<i32> {
         eprintln!("note: {n}");
     }
     Ok(0)
-}
-
-/// Versions of the `--json` documents of a reservation made and released.
-const MADE_SCHEMA: &str = "tame.reserve/1";
-const RELEASE_SCHEMA: &str = "tame.reserve.release/1";
-
-#[derive(serde::Serialize)]
-struct MadeView<'a> {
-    schema: &'static str,
-    #[serde(flatten)]
-    made: &'a Made,
-}
-
-/// Version of the `--list --json` document.
-const LIST_SCHEMA: &str = "tame.reserve.list/1";
-
-/// `--list --json`: the reservations, and what could not be looked at (the text form's notes).
-#[derive(serde::Serialize)]
-struct ListView<'a> {
-    schema: &'static str,
-    reservations: &'a [backend::Reservation],
-    notes: &'a [String],
-}
-
-/// The `--list` table; "none" when nothing is reserved.
-fn list_text(reservations: &[backend::Reservation]) -> String {
-    if reservations.is_empty() {
-        return "reservations: none\n".into();
-    }
-    let mut s = format!(
-        "{:<9} {:>8} {:>8} {:>10} {:>4}  detail\n",
-        "backend", "pid", "share", "period", "cpu"
-    );
-    for r in reservations {
-        let _ = writeln!(
-            s,
-            "{:<9} {:>8} {:>8} {:>10} {:>4}  {}",
-            r.backend,
-            r.pid,
-            percent(r.share_ppm),
-            format_ns(r.period_ns),
-            r.cpu.map_or("any".to_string(), |c| c.to_string()),
-            r.detail
-        );
-    }
-    s
 }
 
 fn check(path: &Path, json: bool) -> anyhow::Result<i32> {
@@ -241,53 +166,6 @@ fn check(path: &Path, json: bool) -> anyhow::Result<i32> {
     }
     // 0: admissible under EDF (what SCHED_DEADLINE and the server use); 3: not.
     Ok(if a.edf_schedulable { 0 } else { 3 })
-}
-
-fn verdict(schedulable: bool) -> &'static str {
-    if schedulable {
-        "schedulable"
-    } else {
-        "NOT schedulable"
-    }
-}
-
-/// The `--check` report: the EDF test, then fixed priorities in deadline-monotonic
-/// order (shortest deadline first; rate-monotonic when deadlines are the periods).
-fn analysis_text(a: &admission::Analysis) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "utilisation {} (cap {}), density {}; Liu–Layland bound for {} tasks {}",
-        percent(a.utilisation_ppm),
-        percent(a.cap_ppm),
-        percent(a.density_ppm),
-        a.tasks.len(),
-        percent(a.liu_layland_ppm)
-    );
-    let _ = writeln!(s, "EDF: {}", verdict(a.edf_schedulable));
-    let _ = writeln!(
-        s,
-        "deadline-monotonic fixed priorities (response-time analysis): {}",
-        verdict(a.fixed_priority_schedulable)
-    );
-    let _ = writeln!(
-        s,
-        "{:>4} {:<16} {:>12} {:>12} {:>12} {:>12}",
-        "rank", "task", "runtime", "period", "deadline", "response"
-    );
-    for t in &a.tasks {
-        let _ = writeln!(
-            s,
-            "{:>4} {:<16} {:>12} {:>12} {:>12} {:>12}",
-            t.rank,
-            t.name,
-            format_ns(t.runtime_ns),
-            format_ns(t.period_ns),
-            format_ns(t.deadline_ns),
-            t.response_ns.map_or("MISS".to_string(), format_ns)
-        );
-    }
-    s
 }
 
 #[cfg(test)]

@@ -32,7 +32,9 @@ pub use recommend::Recommendation;
 pub use validate::NO_CPUSET;
 
 /// Version of the JSON shape of [`Plan`].
-pub const PLAN_SCHEMA: u32 = 1;
+impl tame_host::Document for Plan {
+    const SCHEMA: tame_host::Schema = tame_host::schema!(Number "tame.plan", 1);
+}
 /// Prefix of every directory tame creates (cgroups, resctrl groups).
 pub const DIR_PREFIX: &str = tame_host::cgroup::TAME_PREFIX;
 
@@ -328,7 +330,7 @@ pub fn plan(spec: &Spec, host: &HostModel) -> Result<Plan, Invalid> {
     power::steps(spec, host, &mut b);
     resctrl::steps(spec, host, &mut b);
     Ok(Plan {
-        schema: PLAN_SCHEMA,
+        schema: <Plan as tame_host::Document>::SCHEMA.version,
         cgroup: Some(cpuset.version()),
         isolated_cpus: spec.isolated_cpus(),
         runtime: b.into_steps(),

@@ -140,26 +140,7 @@ pub fn decades(lo: f64, hi: f64) -> (f64, f64) {
 
 /// A tick label: up to three significant digits, no trailing zeros.
 pub fn tick(v: f64) -> String {
-    if v == 0.0 {
-        return "0".into();
-    }
-    let a = v.abs();
-    let s = if a >= 100.0 {
-        format!("{v:.0}")
-    } else if a >= 10.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else if a >= 0.001 {
-        format!("{v:.4}")
-    } else {
-        return format!("{v:.0e}");
-    };
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
+    tame_rt::duration::figure(v)
 }
 
 /// Style of a figure's title.

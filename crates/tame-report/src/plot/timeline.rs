@@ -8,6 +8,7 @@ use plotters::prelude::*;
 use super::{colour, decades, label_style, svg, title_style, Figure, Scale, HEIGHT, WIDTH};
 use crate::error::Result;
 use crate::model::{Context, Series};
+use tame_rt::duration::{format_ns_as, NsStyle};
 
 pub fn figure(
     id: &str,
@@ -150,7 +151,7 @@ pub fn figure(
                 "{}: {} windows of {}",
                 s.label,
                 t.windows.len(),
-                human_ns(t.window_ns)
+                format_ns_as(t.window_ns, NsStyle::Rounded)
             )
         })
         .collect();
@@ -168,18 +169,4 @@ pub fn figure(
         caption,
         contexts,
     }))
-}
-
-/// A length of time for a caption: `1.05 ms`.
-pub fn human_ns(ns: u64) -> String {
-    let v = ns as f64;
-    if ns >= 1_000_000_000 {
-        format!("{} s", super::tick(v / 1e9))
-    } else if ns >= 1_000_000 {
-        format!("{} ms", super::tick(v / 1e6))
-    } else if ns >= 1_000 {
-        format!("{} µs", super::tick(v / 1e3))
-    } else {
-        format!("{ns} ns")
-    }
 }

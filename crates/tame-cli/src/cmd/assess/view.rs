@@ -7,8 +7,8 @@ use std::path::Path;
 use tame_assess::figures::{CycleFigures, NoiseFigures};
 use tame_assess::report::{AssessReport, Phase};
 use tame_assess::verdict::{self, Outcome};
-use tame_bench::output::human_ns;
 use tame_check::Severity;
+use tame_rt::duration::{format_ns_as, NsStyle};
 
 pub fn summary(r: &AssessReport, out_dir: &Path, page: Option<&Path>) -> String {
     let mut s = String::new();
@@ -111,28 +111,28 @@ fn table(s: &mut String, r: &AssessReport) {
         "wakeup latency p50",
         c(sh, |c| c.latency.p50),
         c(pa, |c| c.latency.p50),
-        human_ns,
+        |ns| format_ns_as(ns, NsStyle::Fixed),
     );
     row(
         s,
         "p99",
         c(sh, |c| c.latency.p99),
         c(pa, |c| c.latency.p99),
-        human_ns,
+        |ns| format_ns_as(ns, NsStyle::Fixed),
     );
     row(
         s,
         "p99.9",
         c(sh, |c| c.latency.p99_9),
         c(pa, |c| c.latency.p99_9),
-        human_ns,
+        |ns| format_ns_as(ns, NsStyle::Fixed),
     );
     row(
         s,
         "max",
         c(sh, |c| c.latency.max),
         c(pa, |c| c.latency.max),
-        human_ns,
+        |ns| format_ns_as(ns, NsStyle::Fixed),
     );
     row(
         s,
@@ -160,7 +160,7 @@ fn table(s: &mut String, r: &AssessReport) {
         "longest gap",
         n(sh, |n| n.max_gap_ns),
         n(pa, |n| n.max_gap_ns),
-        human_ns,
+        |ns| format_ns_as(ns, NsStyle::Fixed),
     );
     // What interruptions add to one computation of the budget.
     row(
@@ -170,7 +170,7 @@ fn table(s: &mut String, r: &AssessReport) {
             .filter(|_| sh.noise.as_ref().is_some_and(|n| n.stretch.is_some())),
         vp.map(|h| h.stretch_ns)
             .filter(|_| pa.noise.as_ref().is_some_and(|n| n.stretch.is_some())),
-        human_ns,
+        |ns| format_ns_as(ns, NsStyle::Fixed),
     );
     if let Some(ratio) = verdict::throughput_ratio(sh.load.as_ref(), pa.load.as_ref()) {
         let _ = writeln!(
@@ -194,7 +194,10 @@ fn table(s: &mut String, r: &AssessReport) {
                 "short"
             };
             let word = if h.holds { "yes" } else { "no" };
-            format!("{word} ({} {room})", human_ns(h.margin_ns.unsigned_abs()))
+            format!(
+                "{word} ({} {room})",
+                format_ns_as(h.margin_ns.unsigned_abs(), NsStyle::Fixed)
+            )
         })
     };
     let _ = writeln!(

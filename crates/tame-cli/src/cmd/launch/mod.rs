@@ -2,7 +2,7 @@
 //! isolated CPUs and put them back. Each command is a `tame_launch` call; [`view`]
 //! renders what detach and ps report.
 
-mod json;
+use tame_launch::view as json;
 mod view;
 
 use std::ffi::OsString;
@@ -121,21 +121,11 @@ impl Target {
 }
 
 fn size_bytes(text: &str) -> anyhow::Result<u64> {
-    let t = text.trim();
-    let (num, mult) = match t.chars().last() {
-        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
-        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| {
-            bad_input(format!(
-                "size {text:?} is not a number of bytes (e.g. 64M, 512K)"
-            ))
-        })
+    tame_rt::size::parse_bytes(text).ok_or_else(|| {
+        bad_input(format!(
+            "size {text:?} is not a number of bytes (e.g. 64M, 512K)"
+        ))
+    })
 }
 
 impl RunArgs {

@@ -136,7 +136,7 @@ pub fn run_revert(ctx: &Context, args: RevertArgs) -> anyhow::Result<i32> {
     let dir = ctx.journal_dir(args.journal_dir.as_deref());
     let report = tame_partition::revert(&ctx.root, &dir)?;
     if args.json {
-        print_json(&view::revert_json(&report))?;
+        print_json(&tame_host::journal::RevertDoc::from(&report))?;
     } else {
         print_out(&view::revert(&dir, &report))?;
     }

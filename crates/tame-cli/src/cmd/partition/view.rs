@@ -435,23 +435,6 @@ pub fn revert(dir: &Path, report: &RevertReport) -> String {
     o
 }
 
-/// The revert report as JSON (the host layer's report is not `Serialize`).
-pub fn revert_json(report: &RevertReport) -> serde_json::Value {
-    let items: Vec<serde_json::Value> = report
-        .not_restored
-        .iter()
-        .map(|n| serde_json::json!({"what": n.what, "reason": n.reason}))
-        .collect();
-    serde_json::json!({
-        "schema": 1,
-        "entries": report.entries,
-        "restored": report.restored,
-        "not_restored": items,
-        "journal_removed": report.journal_removed,
-        "nothing_to_revert": report.nothing_to_revert,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -863,6 +846,7 @@ The kernel refused these:
             revert(dir, &r),
             "Could not restore everything; the journal stays so `tame revert` can be run again:\n  - /proc/irq/24/smp_affinity_list: EIO\n"
         );
-        assert_eq!(revert_json(&r)["not_restored"][0]["reason"], "EIO");
+        let json = serde_json::to_value(tame_host::journal::RevertDoc::from(&r)).unwrap();
+        assert_eq!(json["not_restored"][0]["reason"], "EIO");
     }
 }

@@ -1,18 +1,28 @@
 //! The `--json` views of `tame ps`, `tame detach` and `tame attach`: versioned documents
-//! (docs/launch.md) made from what the launch library reports.
+//! (docs/launch.md) made from what this library reports; the CLI only prints them.
 
 use serde::Serialize;
-use tame_launch::detach::{AttachReport, PlacementRecord};
-use tame_launch::ps::{policy_name, Gone, Ps, PsRow};
+use tame_host::{Document, Schema};
 use tame_rt::sched::SchedSpec;
 
-pub const PS_SCHEMA: &str = "tame.ps/1";
-pub const DETACH_SCHEMA: &str = "tame.detach/1";
-pub const ATTACH_SCHEMA: &str = "tame.attach/1";
+use crate::detach::{AttachReport, PlacementRecord};
+use crate::ps::{policy_name, Gone, Ps, PsRow};
+
+impl Document for PsView<'_> {
+    const SCHEMA: Schema = tame_host::schema!(Tagged "tame.ps", 1);
+}
+
+impl Document for DetachView {
+    const SCHEMA: Schema = tame_host::schema!(Tagged "tame.detach", 1);
+}
+
+impl Document for AttachView<'_> {
+    const SCHEMA: Schema = tame_host::schema!(Tagged "tame.attach", 1);
+}
 
 #[derive(Serialize)]
 pub struct PsView<'a> {
-    schema: &'static str,
+    schema: Schema,
     /// Every thread of the placed processes still running.
     threads: &'a [PsRow],
     /// Placed processes found gone (their records removed unless `kept` says why not).
@@ -21,7 +31,7 @@ pub struct PsView<'a> {
 
 pub fn ps(found: &Ps) -> PsView<'_> {
     PsView {
-        schema: PS_SCHEMA,
+        schema: PsView::SCHEMA,
         threads: &found.rows,
         gone: &found.gone,
     }
@@ -29,7 +39,7 @@ pub fn ps(found: &Ps) -> PsView<'_> {
 
 #[derive(Serialize)]
 pub struct DetachView {
-    schema: &'static str,
+    schema: Schema,
     pid: u32,
     comm: String,
     /// The CPUs the threads were moved onto.
@@ -55,7 +65,7 @@ struct ThreadBefore {
 pub fn detached(record: &PlacementRecord, sched: Option<SchedSpec>) -> DetachView {
     let placed = &record.placed;
     DetachView {
-        schema: DETACH_SCHEMA,
+        schema: DetachView::SCHEMA,
         pid: placed.pid,
         comm: placed.comm.clone(),
         cpus: placed.cpus.to_string(),
@@ -78,7 +88,7 @@ pub fn detached(record: &PlacementRecord, sched: Option<SchedSpec>) -> DetachVie
 
 #[derive(Serialize)]
 pub struct AttachView<'a> {
-    schema: &'static str,
+    schema: Schema,
     pid: u32,
     /// The process had exited: nothing restored, its journal removed.
     exited: bool,
@@ -95,7 +105,7 @@ struct Failed<'a> {
 
 pub fn attached(report: &AttachReport, pid: u32) -> AttachView<'_> {
     AttachView {
-        schema: ATTACH_SCHEMA,
+        schema: AttachView::SCHEMA,
         pid,
         exited: report.exited,
         restored: &report.restored,
