@@ -139,18 +139,15 @@ pub fn bench_cost(
         }
         CostPartition::Applied(name) => {
             let applied =
-                target::applied_partition(root, &options.journal_dir, name, &Caller::current())
-                    .map_err(|e| invalid(e.to_string()))?;
+                target::applied_partition(root, &options.journal_dir, name, &Caller::current())?;
             if !applied.isolated {
                 return Err(invalid(format!(
                     "-p {name} is the system partition — name the isolated partition (where the real-time work runs); the workloads run in the system partition"
                 )));
             }
-            let system = target::applied_system_cpus(&options.journal_dir)
-                .map_err(|e| invalid(e.to_string()))?
-                .ok_or_else(|| {
-                    invalid("the applied spec has no system partition to run the workloads in")
-                })?;
+            let system = target::applied_system_cpus(&options.journal_dir)?.ok_or_else(|| {
+                invalid("the applied spec has no system partition to run the workloads in")
+            })?;
             let configs = vec![Configuration {
                 kind: ConfigKind::Partitioned,
                 cpus: system,

@@ -8,36 +8,37 @@ use std::io;
 use crate::journal::JournalError;
 use crate::HostError;
 
-/// What failed, with the error underneath where there is one. The message names what
-/// was being done; the cause stays reachable through `source()`.
+/// What failed, with the error underneath where there is one. The message names only what
+/// was being done; the cause is `source()`, printed after it by
+/// [`report`](crate::error::report) (see [`crate::error`]).
 #[derive(Debug, thiserror::Error)]
 pub enum Failure {
     /// Described in words alone: there is no error underneath (e.g. a thread panicked).
     #[error("{0}")]
     Message(String),
     /// A system call or file operation failed.
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         what: String,
         #[source]
         source: io::Error,
     },
     /// A host file could not be read or understood.
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Host {
         what: String,
         #[source]
         source: HostError,
     },
     /// The journal that makes a change reversible failed.
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Journal {
         what: String,
         #[source]
         source: JournalError,
     },
     /// A thread could not be placed or scheduled as planned.
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Sched {
         what: String,
         #[source]
@@ -58,6 +59,10 @@ impl Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn libc_echild() -> i32 {
+        nix::errno::Errno::ECHILD as i32
+    }
     use std::error::Error as _;
 
     #[test]
@@ -66,7 +71,14 @@ mod tests {
             "cannot wait",
             io::Error::from_raw_os_error(nix::errno::Errno::ECHILD as i32),
         );
-        assert!(e.to_string().starts_with("cannot wait: "), "{e}");
+        assert_eq!(e.to_string(), "cannot wait");
+        assert_eq!(
+            crate::error::report(&e),
+            format!(
+                "cannot wait: {}",
+                io::Error::from_raw_os_error(libc_echild())
+            )
+        );
         let cause = e.source().expect("the OS error is kept");
         assert_eq!(
             cause.downcast_ref::<io::Error>().unwrap().raw_os_error(),
