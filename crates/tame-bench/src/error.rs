@@ -50,6 +50,9 @@ mod tests {
             io::ErrorKind::NotFound
         );
         assert!(invalid("--cpus names no CPU").is_bad_input());
-        assert!(failed("a measuring thread panicked").source().is_none());
+        assert!(failed("a measuring thread panicked")
+            .source()
+            .and_then(|f| f.source())
+            .is_none());
     }
 }

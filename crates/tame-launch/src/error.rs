@@ -51,6 +51,9 @@ mod tests {
             Some(libc::ECHILD)
         );
         assert!(invalid("no program given").is_bad_input());
-        assert!(failed("it broke").source().is_none());
+        assert!(failed("it broke")
+            .source()
+            .and_then(|f| f.source())
+            .is_none());
     }
 }

@@ -103,7 +103,10 @@ mod tests {
         );
         assert!(refused("CPU bandwidth exhausted").is_bad_input());
         assert!(invalid("share must be above 0 %").is_bad_input());
-        assert!(failed("no server running").source().is_none());
+        assert!(failed("no server running")
+            .source()
+            .and_then(|f| f.source())
+            .is_none());
     }
 
     #[test]
