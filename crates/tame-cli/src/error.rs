@@ -36,6 +36,15 @@ pub fn bad_input(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(BadInput(message.into()))
 }
 
+/// Bad input caused by `source` (a file the user named cannot be listed): printed
+/// `message: source`, the source kept.
+pub fn bad_input_from(
+    message: impl Into<String>,
+    source: impl StdError + Send + Sync + 'static,
+) -> anyhow::Error {
+    anyhow::Error::new(source).context(BadInput(message.into()))
+}
+
 pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_BAD_INPUT: i32 = 2;
 pub const EXIT_INTERRUPTED: i32 = 130;
@@ -73,6 +82,10 @@ fn layer<'a>(e: &'a (dyn StdError + 'static)) -> Option<&'a dyn LayerError> {
 /// libraries' refusals of bad input. The outermost layer's error in the chain decides (a
 /// layer classifies what it wraps), found beneath any context added on the way up.
 pub fn is_bad_input(e: &anyhow::Error) -> bool {
+    // A `BadInput` given as context ([`bad_input_from`]) is found by anyhow, not the chain.
+    if e.downcast_ref::<BadInput>().is_some() {
+        return true;
+    }
     e.chain().find_map(layer).is_some_and(|l| l.is_bad_input())
 }
 
@@ -230,5 +243,10 @@ mod tests {
         assert!(!is_bad_input(&anyhow::anyhow!(
             "cannot write the histogram"
         )));
+        // Bad input with a cause: printed once, still bad input.
+        let enoent = || std::io::Error::from_raw_os_error(libc::ENOENT);
+        let e = bad_input_from("cannot list results/", enoent());
+        assert!(is_bad_input(&e));
+        assert_eq!(message(&e), format!("cannot list results/: {}", enoent()));
     }
 }

@@ -75,6 +75,13 @@ impl LayerError for Failure {
     fn is_bad_input(&self) -> bool {
         false
     }
+    /// A lower layer's error is shown in its place, so it answers for it.
+    fn names_its_cause(&self) -> bool {
+        match self {
+            Failure::Lower(e) => host_layer(&**e).is_some_and(|l| l.names_its_cause()),
+            _ => false,
+        }
+    }
 }
 
 impl LayerError for HostError {

@@ -37,6 +37,10 @@ pub enum Failure {
         #[source]
         source: JournalError,
     },
+    /// A lower layer's error that says by itself what failed (a journal refusal, an encoding
+    /// error): printed as it is, then its causes.
+    #[error(transparent)]
+    Lower(Box<dyn std::error::Error + Send + Sync + 'static>),
     /// A thread could not be placed or scheduled as planned.
     #[error("{what}")]
     Sched {
@@ -47,6 +51,11 @@ pub enum Failure {
 }
 
 impl Failure {
+    /// A lower layer's error that says by itself what failed.
+    pub fn lower(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Failure::Lower(Box::new(source))
+    }
+
     /// `what` failed with the OS error `source`.
     pub fn io(what: impl Into<String>, source: io::Error) -> Self {
         Failure::Io {

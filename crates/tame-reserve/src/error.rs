@@ -70,6 +70,12 @@ pub(crate) fn failed(message: impl Into<String>) -> ReserveError {
     ReserveError::Failed(Failure::Message(message.into()))
 }
 
+/// A lower layer's error that says by itself what failed, kept as the cause.
+#[allow(dead_code)]
+pub(crate) fn failed_by(source: impl std::error::Error + Send + Sync + 'static) -> ReserveError {
+    ReserveError::Failed(Failure::lower(source))
+}
+
 /// `what` failed with the OS error `source`.
 pub(crate) fn io_failed(what: impl Into<String>, source: io::Error) -> ReserveError {
     ReserveError::Failed(Failure::io(what, source))
