@@ -22,12 +22,6 @@ pub(crate) fn failed(message: impl Into<String>) -> BenchError {
     BenchError::Failed(Failure::Message(message.into()))
 }
 
-/// A lower layer's error that says by itself what failed, kept as the cause.
-#[allow(dead_code)]
-pub(crate) fn failed_by(source: impl std::error::Error + Send + Sync + 'static) -> BenchError {
-    BenchError::Failed(Failure::lower(source))
-}
-
 /// `what` failed with the OS error `source`.
 pub(crate) fn io_failed(what: impl Into<String>, source: io::Error) -> BenchError {
     BenchError::Failed(Failure::io(what, source))

@@ -1,7 +1,8 @@
-//! What failed underneath a layer's error. tame-bench, tame-launch and tame-reserve
-//! each say "the caller must change the request" their own way (exit 2), but what
-//! fails while doing the work is the same few things: an OS call, a host file, the
-//! journal, a thread's scheduling. One type keeps that cause, for every layer.
+//! What failed underneath a layer's error. The layers say "the caller must change the
+//! request" (exit 2) in [`crate::error::Error`] or their own type, but what fails while
+//! doing the work is the same few things: an OS call, a host file, the journal, a
+//! thread's scheduling, a lower layer's error. One type keeps that cause, for every layer;
+//! its message says only what failed (the rules: [`crate::error`]).
 
 use std::io;
 

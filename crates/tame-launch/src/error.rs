@@ -21,7 +21,6 @@ pub(crate) fn failed(message: impl Into<String>) -> LaunchError {
 }
 
 /// A lower layer's error that says by itself what failed, kept as the cause.
-#[allow(dead_code)]
 pub(crate) fn failed_by(source: impl std::error::Error + Send + Sync + 'static) -> LaunchError {
     LaunchError::Failed(Failure::lower(source))
 }

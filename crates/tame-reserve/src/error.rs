@@ -71,7 +71,6 @@ pub(crate) fn failed(message: impl Into<String>) -> ReserveError {
 }
 
 /// A lower layer's error that says by itself what failed, kept as the cause.
-#[allow(dead_code)]
 pub(crate) fn failed_by(source: impl std::error::Error + Send + Sync + 'static) -> ReserveError {
     ReserveError::Failed(Failure::lower(source))
 }
