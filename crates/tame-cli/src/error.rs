@@ -58,11 +58,37 @@ pub fn finished(interrupted: bool) -> i32 {
     }
 }
 
+/// The answer for errors of crates that cannot implement [`LayerError`] (tame-ipc sits
+/// below tame-host) and of libraries whose message names their source (serde_json's I/O
+/// error): a failure (exit 1) whose message already names its cause.
+#[derive(Debug)]
+struct NamesItsCause;
+
+impl fmt::Display for NamesItsCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a failure whose message names its cause")
+    }
+}
+
+impl StdError for NamesItsCause {}
+
+impl LayerError for NamesItsCause {
+    fn is_bad_input(&self) -> bool {
+        false
+    }
+    fn names_its_cause(&self) -> bool {
+        true
+    }
+}
+
 /// `e` as one of the layers' errors the CLI knows (tame-host's, which include the bench
 /// and launch layers' [`tame_host::error::Error`], and those with their own type).
 fn layer<'a>(e: &'a (dyn StdError + 'static)) -> Option<&'a dyn LayerError> {
     if let Some(l) = tame_host::error::host_layer(e) {
         return Some(l);
+    }
+    if e.is::<tame_ipc::Error>() || e.is::<serde_json::Error>() {
+        return Some(&NamesItsCause);
     }
     fn is<'a, T: LayerError + 'static>(
         e: &'a (dyn StdError + 'static),
@@ -243,6 +269,14 @@ mod tests {
         assert!(!is_bad_input(&anyhow::anyhow!(
             "cannot write the histogram"
         )));
+        // tame-ipc's errors name their cause: printed once.
+        let eacces = || std::io::Error::from_raw_os_error(libc::EACCES);
+        let e: anyhow::Error = tame_ipc::Error::Proc(eacces()).into();
+        assert!(!is_bad_input(&e));
+        assert_eq!(
+            message(&e),
+            format!("cannot read /proc to identify this process: {}", eacces())
+        );
         // Bad input with a cause: printed once, still bad input.
         let enoent = || std::io::Error::from_raw_os_error(libc::ENOENT);
         let e = bad_input_from("cannot list results/", enoent());

@@ -19,6 +19,9 @@
 //!   [`JournalError::Io`](crate::journal::JournalError::Io),
 //!   [`PlaceError`](crate::placement::PlaceError)). Either way the cause stays reachable
 //!   through `source()` for code that acts on it, and nothing is stripped by comparing text.
+//!   A printer that meets errors of crates below this one or of libraries whose message
+//!   names its source (tame-ipc's, serde_json's I/O error) answers for them through
+//!   [`report_with`], as the CLI does.
 
 use std::error::Error as StdError;
 use std::fmt;
