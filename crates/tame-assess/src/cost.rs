@@ -142,10 +142,8 @@ pub fn bench_cost(
         }
         CostPartition::Applied(name) => {
             // Read once: the rounds place the real-time load with these.
-            let partitions =
-                target::applied(&options.journal_dir, root).map_err(|e| invalid(e.to_string()))?;
-            let applied = target::partition_target(root, &partitions, name, &options.caller)
-                .map_err(|e| invalid(e.to_string()))?;
+            let partitions = target::applied(&options.journal_dir, root)?;
+            let applied = target::partition_target(root, &partitions, name, &options.caller)?;
             if !applied.isolated {
                 return Err(invalid(format!(
                     "-p {name} is the system partition — name the isolated partition (where the real-time work runs); the workloads run in the system partition"

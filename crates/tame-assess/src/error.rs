@@ -2,6 +2,7 @@
 //! failure underneath, which keeps its cause.
 
 use tame_bench::BenchError;
+use tame_host::error::LayerError;
 use tame_partition::ApplyError;
 
 #[derive(Debug, thiserror::Error)]
@@ -23,14 +24,32 @@ pub enum AssessError {
     Failed(String),
 }
 
+/// Wraps the bench and apply layers' errors (keeping their class) beside its own, so this
+/// layer keeps its own type rather than [`tame_host::error::Error`].
 impl AssessError {
-    /// True when the command has to change (the CLI exits 2).
+    /// True when the command has to change (the CLI exits 2). Kept beside the
+    /// [`LayerError`] impl so callers need not import the trait.
     pub fn is_bad_input(&self) -> bool {
         match self {
             AssessError::Invalid(_) => true,
             AssessError::Bench(e) => e.is_bad_input(),
-            AssessError::Apply(e) => e.is_bad_input(),
+            AssessError::Apply(e) => LayerError::is_bad_input(e),
             AssessError::Io { .. } | AssessError::Failed(_) => false,
+        }
+    }
+}
+
+impl LayerError for AssessError {
+    fn is_bad_input(&self) -> bool {
+        AssessError::is_bad_input(self)
+    }
+    /// A wrapped layer's message is complete; an I/O failure names its OS error.
+    fn names_its_cause(&self) -> bool {
+        match self {
+            AssessError::Bench(e) => e.names_its_cause(),
+            AssessError::Apply(e) => e.names_its_cause(),
+            AssessError::Io { .. } => true,
+            AssessError::Invalid(_) | AssessError::Failed(_) => false,
         }
     }
 }

@@ -3,36 +3,12 @@
 
 use std::io;
 
-/// The two outcomes callers act on differently (the CLI: exit 2 or 1).
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    /// The command must change (what, why, what to do). Nothing was started.
-    #[error("{0}")]
-    Invalid(String),
-    /// Something failed while setting up or running; [`Failure`] keeps what failed underneath.
-    #[error(transparent)]
-    Failed(#[from] Failure),
-}
+/// The two outcomes callers act on differently (the CLI: exit 2 or 1): the one error type
+/// of every two-answer layer ([`tame_host::error::Error`]), under this layer's name.
+pub type BenchError = tame_host::error::Error;
 
 /// What failed underneath: one type for every layer (see [`tame_host::Failure`]).
 pub use tame_host::Failure;
-
-impl BenchError {
-    /// True when the command has to change (the CLI exits 2).
-    pub fn is_bad_input(&self) -> bool {
-        matches!(self, BenchError::Invalid(_))
-    }
-}
-
-/// The spawner's refusals keep their class: bad input stays bad input.
-impl From<tame_launch::LaunchError> for BenchError {
-    fn from(e: tame_launch::LaunchError) -> Self {
-        match e {
-            tame_launch::LaunchError::Invalid(m) => BenchError::Invalid(m),
-            tame_launch::LaunchError::Failed(f) => BenchError::Failed(f),
-        }
-    }
-}
 
 pub type Result<T, E = BenchError> = std::result::Result<T, E>;
 
@@ -64,12 +40,19 @@ mod tests {
         );
         assert!(!e.is_bad_input());
         assert!(e.to_string().starts_with("cannot start stress-ng: "), "{e}");
-        let cause = e.source().expect("the OS error is kept");
+        // The layer's error keeps the failure, and the failure its OS error.
+        let cause = e
+            .source()
+            .and_then(|f| f.source())
+            .expect("the OS error is kept");
         assert_eq!(
             cause.downcast_ref::<io::Error>().unwrap().kind(),
             io::ErrorKind::NotFound
         );
         assert!(invalid("--cpus names no CPU").is_bad_input());
-        assert!(failed("a measuring thread panicked").source().is_none());
+        assert!(failed("a measuring thread panicked")
+            .source()
+            .and_then(|f| f.source())
+            .is_none());
     }
 }

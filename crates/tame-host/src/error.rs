@@ -1,4 +1,172 @@
+//! Errors of the host layer, and the rules every layer's errors follow.
+//!
+//! - **Classification.** Every layer's error type implements [`LayerError`]: whether the
+//!   caller has to change the command (the CLI exits 2) or something failed underneath
+//!   (exit 1). The CLI walks an error's `source()` chain and asks each error it knows, so a
+//!   bad input wrapped in another error is still bad input.
+//! - **One error type per layer boundary.** A layer that only tells "change the request"
+//!   from "it failed" uses [`Error`] (`Invalid(String)` / `Failed(Failure)`) under its own
+//!   name (`tame_bench::BenchError`, `tame_launch::LaunchError`); a layer with more outcomes
+//!   (a refusal, a wrapped lower layer) keeps its own enum.
+//! - **A cause is printed once.** An error inside a layer ([`Failure`]) says only what
+//!   failed; its cause is `source()`. [`report`] prints an error chain once, `what: cause:
+//!   cause`, joining each error's message with ": " and ending after an error that
+//!   [names its cause](LayerError::names_its_cause) itself. Two kinds do: the error a layer
+//!   returns ([`Error::Failed`], `ReserveError::Failed`), whose message is the [`report`] of
+//!   what failed underneath so that `{e}` of a layer's error reads the same wherever it is
+//!   printed; and leaf errors whose message names its OS error mid-sentence, before a
+//!   remedy or as the last word the user reads ([`HostError::Read`],
+//!   [`JournalError::Io`](crate::journal::JournalError::Io),
+//!   [`PlaceError`](crate::placement::PlaceError)). Either way the cause stays reachable
+//!   through `source()` for code that acts on it, and nothing is stripped by comparing text.
+//!   A printer that meets errors of crates below this one or of libraries whose message
+//!   names its source (tame-ipc's, serde_json's I/O error) answers for them through
+//!   [`report_with`], as the CLI does.
+
+use std::error::Error as StdError;
+use std::fmt;
 use std::path::PathBuf;
+
+pub use crate::failure::Failure;
+use crate::journal::JournalError;
+use crate::placement::PlaceError;
+
+/// What every layer's error says about itself, for the CLI and other printers.
+pub trait LayerError: StdError {
+    /// True when the caller has to change the command (the CLI exits 2); false when
+    /// something failed while doing it (exit 1).
+    fn is_bad_input(&self) -> bool;
+
+    /// True when the message already names the cause (a layer's failure, or an OS error
+    /// named mid-sentence): [`report`] ends the printed chain here.
+    fn names_its_cause(&self) -> bool {
+        false
+    }
+}
+
+/// The outcome of a layer with two answers: the request must change (nothing was
+/// changed), or something failed underneath, which [`Failure`] keeps.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request must change (what, why, what to do). Nothing was changed.
+    #[error("{0}")]
+    Invalid(String),
+    /// Something failed while doing it; [`Failure`] keeps what failed underneath, and the
+    /// message is its [`report`] (what: cause).
+    #[error("{}", report(.0))]
+    Failed(#[from] Failure),
+}
+
+impl Error {
+    /// True when the caller has to change the request. Kept beside the [`LayerError`]
+    /// impl so callers need not import the trait.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, Error::Invalid(_))
+    }
+}
+
+impl LayerError for Error {
+    fn is_bad_input(&self) -> bool {
+        Error::is_bad_input(self)
+    }
+    fn names_its_cause(&self) -> bool {
+        matches!(self, Error::Failed(_))
+    }
+}
+
+impl LayerError for Failure {
+    fn is_bad_input(&self) -> bool {
+        false
+    }
+    /// A lower layer's error is shown in its place, so it answers for it.
+    fn names_its_cause(&self) -> bool {
+        match self {
+            Failure::Lower(e) => host_layer(&**e).is_some_and(|l| l.names_its_cause()),
+            _ => false,
+        }
+    }
+}
+
+impl LayerError for HostError {
+    fn is_bad_input(&self) -> bool {
+        false
+    }
+    fn names_its_cause(&self) -> bool {
+        matches!(self, HostError::Read { .. })
+    }
+}
+
+impl LayerError for JournalError {
+    fn is_bad_input(&self) -> bool {
+        JournalError::is_bad_input(self)
+    }
+    fn names_its_cause(&self) -> bool {
+        matches!(self, JournalError::Io { .. })
+    }
+}
+
+impl LayerError for PlaceError {
+    fn is_bad_input(&self) -> bool {
+        false
+    }
+    fn names_its_cause(&self) -> bool {
+        true
+    }
+}
+
+/// The error types of this crate, as [`LayerError`]s; callers that know more types
+/// (the CLI) try these too.
+pub fn host_layer<'a>(e: &'a (dyn StdError + 'static)) -> Option<&'a dyn LayerError> {
+    if let Some(e) = e.downcast_ref::<Error>() {
+        return Some(e);
+    }
+    if let Some(e) = e.downcast_ref::<Failure>() {
+        return Some(e);
+    }
+    if let Some(e) = e.downcast_ref::<HostError>() {
+        return Some(e);
+    }
+    if let Some(e) = e.downcast_ref::<JournalError>() {
+        return Some(e);
+    }
+    e.downcast_ref::<PlaceError>().map(|e| e as &dyn LayerError)
+}
+
+/// `e` and its causes, each once: `what: cause: cause`, ending after an error that names
+/// its cause itself.
+pub fn report(e: &(dyn StdError + 'static)) -> String {
+    report_with(e, &host_layer)
+}
+
+/// [`report`], asking `known` which errors name their cause (for callers that know more
+/// layers than this crate).
+pub fn report_with(
+    e: &(dyn StdError + 'static),
+    known: &dyn for<'a> Fn(&'a (dyn StdError + 'static)) -> Option<&'a dyn LayerError>,
+) -> String {
+    let mut text = String::new();
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&e.to_string());
+        if known(e).is_some_and(|l| l.names_its_cause()) {
+            break;
+        }
+        next = e.source();
+    }
+    text
+}
+
+/// [`report`] as a `Display`, for `format!` and `eprintln!`.
+pub struct Report<'a>(pub &'a (dyn StdError + 'static));
+
+impl fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&report(self.0))
+    }
+}
 
 /// A failure to read or understand a host file. Always names the path.
 #[derive(Debug, thiserror::Error)]
@@ -152,5 +320,43 @@ mod tests {
         let u = Unreadable::from_error(std::path::Path::new("/proc/interrupts"), &p);
         assert_eq!(u.error, "line 3: bad label");
         assert_eq!(errno_name(2), "ENOENT");
+    }
+}
+
+#[cfg(test)]
+mod layer_tests {
+    use super::*;
+    use std::io;
+
+    #[test]
+    fn a_chain_is_printed_once_and_ends_where_a_message_names_its_cause() {
+        let enoent = || io::Error::from_raw_os_error(2);
+        // An inner failure says what; its cause follows once.
+        let f = Failure::io("cannot start stress-ng", enoent());
+        assert_eq!(f.to_string(), "cannot start stress-ng");
+        assert_eq!(report(&f), format!("cannot start stress-ng: {}", enoent()));
+        // A layer's error reads the same printed alone or as a chain.
+        let e = Error::from(Failure::io("cannot start stress-ng", enoent()));
+        assert_eq!(e.to_string(), report(&f));
+        assert_eq!(report(&e), report(&f));
+        assert!(e.source().is_some_and(|s| s.is::<Failure>()));
+        assert!(!LayerError::is_bad_input(&e));
+        assert!(Error::Invalid("--cpus names no CPU".into()).is_bad_input());
+        // A leaf naming its OS error ends the chain: the OS error is not repeated.
+        let read = HostError::Read {
+            path: "/proc/interrupts".into(),
+            source: enoent(),
+        };
+        let f = Failure::Host {
+            what: "cannot list the IRQs".into(),
+            source: read,
+        };
+        assert_eq!(
+            report(&f),
+            format!(
+                "cannot list the IRQs: cannot read /proc/interrupts: {}",
+                enoent()
+            )
+        );
     }
 }

@@ -115,7 +115,8 @@ pub enum JournalError {
 impl JournalError {
     /// True when the caller has to change something before running again (the CLI exits 2):
     /// another run holds the journal, the journal location or file is unsafe, or the
-    /// journal is for another root.
+    /// journal is for another root. The [`LayerError`](crate::error::LayerError) impl
+    /// answers the same.
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,

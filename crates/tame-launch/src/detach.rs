@@ -20,7 +20,7 @@ use tame_host::journal::{self, Change, Journal, PlaceStep, ThreadPlacement};
 use tame_host::{CpuList, Root};
 use tame_rt::sched::{SchedSpec, ThreadSched};
 
-use crate::error::{failed, invalid, LaunchError};
+use crate::error::{failed, failed_by, invalid, Failure, LaunchError};
 use crate::proc::{self, ProcessInfo, ThreadCounters};
 use crate::target::PartitionCgroup;
 
@@ -126,7 +126,7 @@ fn journal_failed(e: journal::JournalError) -> LaunchError {
     if e.is_bad_input() {
         return invalid(e.to_string());
     }
-    failed(e.to_string())
+    failed_by(e)
 }
 
 impl Store {
@@ -269,7 +269,12 @@ pub fn thread_state(
 fn group_of(root: &Root, cgroups: &Cgroups, pid: u32, tid: u32) -> Result<Group, LaunchError> {
     cgroups
         .group_of_thread(root, pid, tid)
-        .map_err(|e| failed(format!("cannot read the cgroup of thread {tid} of process {pid}: {e}")))?
+        .map_err(|source| {
+            LaunchError::Failed(Failure::Host {
+                what: format!("cannot read the cgroup of thread {tid} of process {pid}"),
+                source,
+            })
+        })?
         .ok_or_else(|| {
             failed(format!(
                 "thread {tid} of process {pid} is in no group of the cpuset hierarchy at {} — it could not be put back, so it is not moved",

@@ -3,26 +3,12 @@
 
 use std::io;
 
-/// The two outcomes callers act on differently (the CLI: exit 2 or 1).
-#[derive(Debug, thiserror::Error)]
-pub enum LaunchError {
-    /// The request must change (what, why, what to do). Nothing was changed.
-    #[error("{0}")]
-    Invalid(String),
-    /// Something failed while doing it; [`Failure`] keeps what failed underneath.
-    #[error(transparent)]
-    Failed(#[from] Failure),
-}
+/// The two outcomes callers act on differently (the CLI: exit 2 or 1): the one error type
+/// of every two-answer layer ([`tame_host::error::Error`]), under this layer's name.
+pub type LaunchError = tame_host::error::Error;
 
 /// What failed underneath: one type for every layer (see [`tame_host::Failure`]).
 pub use tame_host::Failure;
-
-impl LaunchError {
-    /// True when the caller has to change the request (the CLI exits 2).
-    pub fn is_bad_input(&self) -> bool {
-        matches!(self, LaunchError::Invalid(_))
-    }
-}
 
 /// The caller's mistake, in words: what, why, what to do.
 pub(crate) fn invalid(message: impl Into<String>) -> LaunchError {
@@ -32,6 +18,11 @@ pub(crate) fn invalid(message: impl Into<String>) -> LaunchError {
 /// A failure with nothing underneath.
 pub(crate) fn failed(message: impl Into<String>) -> LaunchError {
     LaunchError::Failed(Failure::Message(message.into()))
+}
+
+/// A lower layer's error that says by itself what failed, kept as the cause.
+pub(crate) fn failed_by(source: impl std::error::Error + Send + Sync + 'static) -> LaunchError {
+    LaunchError::Failed(Failure::lower(source))
 }
 
 /// `what` failed with the OS error `source`.
@@ -55,12 +46,19 @@ mod tests {
             e.to_string().starts_with("cannot wait for the program: "),
             "{e}"
         );
-        let cause = e.source().expect("the OS error is kept");
+        // The layer's error keeps the failure, and the failure its OS error.
+        let cause = e
+            .source()
+            .and_then(|f| f.source())
+            .expect("the OS error is kept");
         assert_eq!(
             cause.downcast_ref::<io::Error>().unwrap().raw_os_error(),
             Some(libc::ECHILD)
         );
         assert!(invalid("no program given").is_bad_input());
-        assert!(failed("it broke").source().is_none());
+        assert!(failed("it broke")
+            .source()
+            .and_then(|f| f.source())
+            .is_none());
     }
 }

@@ -17,7 +17,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt as _;
 use std::process::Command;
 
-use crate::error::{failed, LaunchError};
+use crate::error::{failed, io_failed, LaunchError};
 
 static LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libtame_preload.so"));
 
@@ -50,10 +50,9 @@ impl Preload {
         }
         // SAFETY: raw is a fresh fd we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mut file =
-            std::fs::File::from(fd.try_clone().map_err(|e| failed(format!("memfd: {e}")))?);
+        let mut file = std::fs::File::from(fd.try_clone().map_err(|e| io_failed("memfd", e))?);
         std::io::Write::write_all(&mut file, LIBRARY)
-            .map_err(|e| failed(format!("cannot write the preload memfd: {e}")))?;
+            .map_err(|e| io_failed("cannot write the preload memfd", e))?;
         drop(file);
         // SAFETY: fcntl on a descriptor we own, with an integer argument.
         if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } != 0 {

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use serde::Serialize;
 use tame_host::cgroup::{members, Attach};
+use tame_host::error::LayerError;
 use tame_host::journal::{
     self, Journal, JournalError, JournalLock, RevertReport, Stage, WriteRequest,
 };
@@ -98,11 +99,11 @@ pub enum ApplyError {
     },
 }
 
-impl ApplyError {
+impl LayerError for ApplyError {
     /// True when the caller has to change the command or wait (the CLI exits 2): not
     /// root, an invalid spec, another spec applied, another run holding the journal, an
     /// unsafe journal location.
-    pub fn is_bad_input(&self) -> bool {
+    fn is_bad_input(&self) -> bool {
         match self {
             ApplyError::NotRoot | ApplyError::Invalid(_) | ApplyError::OtherSpecApplied { .. } => {
                 true
@@ -110,6 +111,16 @@ impl ApplyError {
             ApplyError::Journal(e) => e.is_bad_input(),
             ApplyError::Failed { .. } => false,
         }
+    }
+    fn names_its_cause(&self) -> bool {
+        matches!(self, ApplyError::Journal(e) if e.names_its_cause())
+    }
+}
+
+/// A spec that does not fit the host is the user's to change.
+impl LayerError for Invalid {
+    fn is_bad_input(&self) -> bool {
+        true
     }
 }
 

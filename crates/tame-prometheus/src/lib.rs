@@ -35,6 +35,16 @@ pub enum Error {
     Format(#[from] writer::WriteError),
 }
 
+impl tame_host::error::LayerError for Error {
+    fn is_bad_input(&self) -> bool {
+        matches!(self, Error::Input(_))
+    }
+    /// The exposition's refusal is named in the message.
+    fn names_its_cause(&self) -> bool {
+        matches!(self, Error::Format(_))
+    }
+}
+
 /// What to export and how to label it.
 #[derive(Clone, Debug, Default)]
 pub struct Options {

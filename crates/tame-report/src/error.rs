@@ -4,6 +4,8 @@
 use std::io;
 use std::path::PathBuf;
 
+use tame_host::error::LayerError;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     /// The inputs must change (what, why, what to do). Nothing was written.
@@ -17,11 +19,15 @@ pub enum ReportError {
     Write { path: PathBuf, source: io::Error },
 }
 
-impl ReportError {
+impl LayerError for ReportError {
     /// True when the command has to change (the CLI exits 2): an input, or an output
     /// directory that cannot be written (as for every other output file of tame).
-    pub fn is_bad_input(&self) -> bool {
+    fn is_bad_input(&self) -> bool {
         matches!(self, ReportError::Invalid(_) | ReportError::Write { .. })
+    }
+    /// The write failure names its OS error before the remedy.
+    fn names_its_cause(&self) -> bool {
+        matches!(self, ReportError::Write { .. })
     }
 }
 

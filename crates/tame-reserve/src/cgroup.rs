@@ -16,7 +16,7 @@ use tame_host::reader::Reader;
 use tame_host::{CpuList, Root};
 use tame_rt::duration::format_ns;
 
-use crate::error::{failed, invalid, Result};
+use crate::error::{failed, failed_by, invalid, io_failed, Result};
 use crate::spec::{percent, Request};
 
 /// Every group tame makes starts with this.
@@ -189,20 +189,20 @@ fn apply(
     made: &Made,
     cpu: Option<u32>,
 ) -> Result<()> {
-    let jerr = |e: journal::JournalError| failed(e.to_string());
+    let jerr = |e: journal::JournalError| failed_by(e);
     let mut j = Journal::open(root, jdir).map_err(jerr)?;
-    let note = serde_json::to_vec(r).map_err(|e| failed(e.to_string()))?;
+    let note = serde_json::to_vec(r).map_err(failed_by)?;
     j.note(NOTE, &note).map_err(jerr)?;
     // Revert hands the tasks back to the group they came from, then removes it.
     made.group
         .create(made.from)
         .run(&mut j)
         .map_err(jerr)?
-        .map_err(|e| failed(format!("cannot create {}: {e}", r.group)))?;
+        .map_err(|e| io_failed(format!("cannot create {}", r.group), e))?;
     // One at a time: the kernel checks a v1 quota against the period written before it.
     for w in made.group.cpu_bandwidth(r.quota_us, r.period_us) {
         for res in write_all(&mut j, std::slice::from_ref(&w)).map_err(jerr)? {
-            res.map_err(|e| failed(format!("cannot write {} to {}: {e}", w.value, w.path)))?;
+            res.map_err(|e| io_failed(format!("cannot write {} to {}", w.value, w.path), e))?;
         }
     }
     let attach = made.group.attach_process(made.from, r.pid, made.tids);
@@ -210,10 +210,10 @@ fn apply(
         // A thread that ended meanwhile is no failure.
         if let Err(e) = res {
             if e.raw_os_error() != Some(libc::ESRCH) {
-                return Err(failed(format!(
-                    "cannot move task {id} into {}: {e}",
-                    r.group
-                )));
+                return Err(io_failed(
+                    format!("cannot move task {id} into {}", r.group),
+                    e,
+                ));
             }
         }
     }
@@ -234,7 +234,7 @@ fn apply(
 /// Undo a reservation: affinity restored, tasks back, group removed, journal gone, and
 /// with `made_reserve_dir` the directory of reservations too once nothing else is in it.
 fn release_dir(root: &Root, jdir: &Path, made_reserve_dir: bool) -> Result<()> {
-    let report = journal::revert(root, jdir).map_err(|e| failed(e.to_string()))?;
+    let report = journal::revert(root, jdir).map_err(failed_by)?;
     if !report.not_restored.is_empty() {
         let what: Vec<String> = report
             .not_restored

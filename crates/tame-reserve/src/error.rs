@@ -3,6 +3,8 @@
 
 use std::io;
 
+use tame_host::error::LayerError;
+
 /// `Invalid` and `Refused` mean the user must change the request (exit 2); nothing was changed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReserveError {
@@ -12,18 +14,32 @@ pub enum ReserveError {
     /// Well-formed, but admission control (ours or the kernel's) said no.
     #[error("{0}")]
     Refused(String),
-    /// Something failed while applying or releasing; [`Failure`] keeps what failed underneath.
-    #[error(transparent)]
+    /// Something failed while applying or releasing; [`Failure`] keeps what failed underneath,
+    /// and the message is its report (what: cause; see [`tame_host::error`]).
+    #[error("{}", tame_host::error::report(.0))]
     Failed(#[from] Failure),
 }
 
 /// What failed underneath: one type for every layer (see [`tame_host::Failure`]).
 pub use tame_host::Failure;
 
+/// A third answer beside the two of [`tame_host::error::Error`] (a refusal by admission
+/// control, which the user answers differently from a malformed request), so this layer
+/// keeps its own type; a launch error converts into it keeping its class.
 impl ReserveError {
-    /// True when the user has to change the request: the CLI exits 2.
+    /// True when the user has to change the request: the CLI exits 2. Kept beside the
+    /// [`LayerError`] impl so callers need not import the trait.
     pub fn is_bad_input(&self) -> bool {
         matches!(self, ReserveError::Invalid(_) | ReserveError::Refused(_))
+    }
+}
+
+impl LayerError for ReserveError {
+    fn is_bad_input(&self) -> bool {
+        ReserveError::is_bad_input(self)
+    }
+    fn names_its_cause(&self) -> bool {
+        matches!(self, ReserveError::Failed(_))
     }
 }
 
@@ -54,6 +70,11 @@ pub(crate) fn failed(message: impl Into<String>) -> ReserveError {
     ReserveError::Failed(Failure::Message(message.into()))
 }
 
+/// A lower layer's error that says by itself what failed, kept as the cause.
+pub(crate) fn failed_by(source: impl std::error::Error + Send + Sync + 'static) -> ReserveError {
+    ReserveError::Failed(Failure::lower(source))
+}
+
 /// `what` failed with the OS error `source`.
 pub(crate) fn io_failed(what: impl Into<String>, source: io::Error) -> ReserveError {
     ReserveError::Failed(Failure::io(what, source))
@@ -76,14 +97,21 @@ mod tests {
                 .starts_with("cannot listen on /run/tame/serve.sock: "),
             "{e}"
         );
-        let cause = e.source().expect("the OS error is kept");
+        // The layer's error keeps the failure, and the failure its OS error.
+        let cause = e
+            .source()
+            .and_then(|f| f.source())
+            .expect("the OS error is kept");
         assert_eq!(
             cause.downcast_ref::<io::Error>().unwrap().raw_os_error(),
             Some(libc::EADDRINUSE)
         );
         assert!(refused("CPU bandwidth exhausted").is_bad_input());
         assert!(invalid("share must be above 0 %").is_bad_input());
-        assert!(failed("no server running").source().is_none());
+        assert!(failed("no server running")
+            .source()
+            .and_then(|f| f.source())
+            .is_none());
     }
 
     #[test]

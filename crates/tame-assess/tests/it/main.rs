@@ -2,4 +2,5 @@
 //! every crate's (docs/testing.md, "One test binary per crate"), so a new file here costs
 //! no new link.
 
+mod cost_classes;
 mod verdict;

@@ -9,6 +9,7 @@ use tame_bench::compare::{self, Compared, Comparison};
 use tame_host::schema::Versioned;
 use tame_results::{Doc, Kind};
 
+use crate::error::bad_input_from;
 use crate::output::JsonOut;
 use crate::{bad_input, Context};
 
@@ -73,7 +74,7 @@ fn expand(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
         return Ok(vec![path.to_path_buf()]);
     }
     let entries = std::fs::read_dir(path)
-        .map_err(|e| bad_input(format!("cannot list {}: {e}", path.display())))?;
+        .map_err(|e| bad_input_from(format!("cannot list {}", path.display()), e))?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())

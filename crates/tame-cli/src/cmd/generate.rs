@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context as _;
 use clap::CommandFactory;
 
 use crate::output::print_out;
@@ -104,15 +105,14 @@ pub fn write_man_pages(dir: &Path) -> anyhow::Result<usize> {
     let before = count_pages(dir)?;
     // clap_mangen walks the tree itself and names each page after the command path
     // (tame-bench-cycle.1); building the command first would add `help` pages.
-    clap_mangen::generate_to(crate::Cli::command(), dir).map_err(|e| {
-        anyhow::anyhow!("cannot write the manual pages into {}: {e}", dir.display())
-    })?;
+    clap_mangen::generate_to(crate::Cli::command(), dir)
+        .with_context(|| format!("cannot write the manual pages into {}", dir.display()))?;
     Ok(count_pages(dir)? - before)
 }
 
 fn count_pages(dir: &Path) -> anyhow::Result<usize> {
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| anyhow::anyhow!("cannot list {}: {e}", dir.display()))?;
+    let entries =
+        std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?;
     Ok(entries
         .filter_map(Result::ok)
         .filter(|e| e.file_name().to_string_lossy().ends_with(".1"))

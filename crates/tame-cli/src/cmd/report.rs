@@ -3,10 +3,8 @@
 
 use std::path::PathBuf;
 
-use tame_report::ReportError;
-
 use crate::output::print_out;
-use crate::{bad_input, Context};
+use crate::Context;
 
 #[derive(clap::Args)]
 pub struct ReportArgs {
@@ -24,18 +22,10 @@ pub struct ReportArgs {
     out: PathBuf,
 }
 
-fn classify(e: ReportError) -> anyhow::Error {
-    if e.is_bad_input() {
-        bad_input(e.to_string())
-    } else {
-        e.into()
-    }
-}
-
 pub fn run(_ctx: &Context, args: ReportArgs) -> anyhow::Result<i32> {
-    let inputs = tame_report::read(&args.results).map_err(classify)?;
-    let rendered = tame_report::render(&inputs).map_err(classify)?;
-    let written = tame_report::write(&rendered, &args.out).map_err(classify)?;
+    let inputs = tame_report::read(&args.results)?;
+    let rendered = tame_report::render(&inputs)?;
+    let written = tame_report::write(&rendered, &args.out)?;
     print_out(&format!(
         "wrote {} ({} figures as SVG beside it)\n",
         args.out.join(tame_report::INDEX).display(),

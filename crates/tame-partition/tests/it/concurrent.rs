@@ -8,6 +8,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use tame_host::error::LayerError as _;
 use tame_host::journal::{JournalError, Stage};
 use tame_partition::{apply, revert, ApplyError, Spec};
 

@@ -6,6 +6,7 @@ use crate::common::*;
 
 use std::path::PathBuf;
 use std::time::Instant;
+use tame_host::error::LayerError as _;
 
 use serde_json::{json, Value};
 use tame_bench::timeline::TimelineRecorder;

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::protocol::{ErrorKind, Request, Response, Status};
-use crate::error::{failed, invalid, io_failed, refused, Result};
+use crate::error::{failed, failed_by, invalid, io_failed, refused, Result};
 
 /// Send one request and return the server's status, or its refusal as an error.
 pub fn call(socket: &Path, request: &Request) -> Result<Status> {
@@ -17,7 +17,7 @@ pub fn call(socket: &Path, request: &Request) -> Result<Status> {
         ))
     })?;
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    let mut text = serde_json::to_string(request).map_err(|e| failed(e.to_string()))?;
+    let mut text = serde_json::to_string(request).map_err(failed_by)?;
     text.push('\n');
     stream
         .write_all(text.as_bytes())

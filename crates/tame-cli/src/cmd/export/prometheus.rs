@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
-use tame_prometheus::{Error, Options};
+use tame_prometheus::Options;
 
 use crate::output::print_out;
 use crate::{bad_input, Context};
@@ -32,10 +32,8 @@ pub fn run(_ctx: &Context, args: PrometheusArgs) -> anyhow::Result<i32> {
     let options = Options {
         config: args.config.clone(),
     };
-    let text = tame_prometheus::export(&args.results, &options).map_err(|e| match e {
-        Error::Input(m) => bad_input(m),
-        other => other.into(),
-    })?;
+    // An input the user must change is bad input through `tame_host::error::LayerError`.
+    let text = tame_prometheus::export(&args.results, &options)?;
     match &args.out {
         None => print_out(&text)?,
         Some(path) => write_atomically(path, &text)?,
