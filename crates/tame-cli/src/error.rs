@@ -99,6 +99,7 @@ fn layer<'a>(e: &'a (dyn StdError + 'static)) -> Option<&'a dyn LayerError> {
         .or_else(|| is::<ReserveError>(e))
         .or_else(|| is::<ApplyError>(e))
         .or_else(|| is::<tame_partition::Invalid>(e))
+        .or_else(|| is::<tame_partition::applied::AppliedSpecError>(e))
         .or_else(|| is::<AssessError>(e))
         .or_else(|| is::<ReportError>(e))
         .or_else(|| is::<tame_prometheus::Error>(e))
@@ -141,6 +142,13 @@ mod tests {
     use super::*;
     use anyhow::Context as _;
 
+    fn unsafe_journal() -> tame_host::journal::JournalError {
+        tame_host::journal::JournalError::UnsafeLocation {
+            path: "/tmp/j".into(),
+            reason: "writable by others".into(),
+        }
+    }
+
     #[test]
     fn every_layers_bad_input_exits_2_and_failures_exit_1() {
         let bad: Vec<anyhow::Error> = vec![
@@ -150,6 +158,13 @@ mod tests {
             ReserveError::Invalid("share must be above 0 %".into()).into(),
             ReserveError::Refused("CPU bandwidth exhausted".into()).into(),
             ApplyError::NotRoot.into(),
+            // An unsafe journal location, met while reading the applied partitions: directly
+            // and through a layer that keeps the class.
+            tame_partition::AppliedSpecError::from(unsafe_journal()).into(),
+            tame_launch::LaunchError::from_layer(tame_partition::AppliedSpecError::from(
+                unsafe_journal(),
+            ))
+            .into(),
             ApplyError::OtherSpecApplied {
                 journal: "/var/lib/tame/journal".into(),
             }

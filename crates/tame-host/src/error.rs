@@ -63,6 +63,16 @@ impl Error {
     pub fn is_bad_input(&self) -> bool {
         matches!(self, Error::Invalid(_))
     }
+
+    /// A lower layer's error, keeping its class: its bad input stays bad input (in its
+    /// words), any other error is kept as the cause of a failure.
+    pub fn from_layer(e: impl LayerError + Send + Sync + 'static) -> Self {
+        if e.is_bad_input() {
+            Error::Invalid(report(&e))
+        } else {
+            Error::Failed(Failure::lower(e))
+        }
+    }
 }
 
 impl LayerError for Error {

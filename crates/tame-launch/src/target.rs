@@ -241,7 +241,7 @@ pub fn boot_isolated(root: &Root, online: &CpuList) -> Option<CpuList> {
 /// refused when none are.
 pub fn applied(journal_dir: &Path, root: &Root) -> Result<Applied, LaunchError> {
     Applied::read(root, journal_dir)
-        .map_err(|e| failed(e.to_string()))?
+        .map_err(LaunchError::from_layer)?
         .ok_or_else(|| {
             invalid(format!(
                 "no partitions are applied (no journal in {}) — apply a spec with `tame apply SPEC` first, or use --cpus",

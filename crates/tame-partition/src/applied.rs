@@ -115,6 +115,23 @@ pub enum AppliedSpecError {
     Spec(#[from] SpecError),
 }
 
+/// A journal refused as unsafe to trust is the caller's to fix (its location); a journal
+/// that cannot be read, or whose note does not parse, is a failure.
+impl tame_host::error::LayerError for AppliedSpecError {
+    fn is_bad_input(&self) -> bool {
+        match self {
+            AppliedSpecError::Journal(e) => e.is_bad_input(),
+            AppliedSpecError::Spec(_) => false,
+        }
+    }
+    fn names_its_cause(&self) -> bool {
+        match self {
+            AppliedSpecError::Journal(e) => tame_host::error::LayerError::names_its_cause(e),
+            AppliedSpecError::Spec(_) => true,
+        }
+    }
+}
+
 impl Applied {
     /// `spec` (noted as `text`) applied through the journal in `journal_dir` on `root`:
     /// each partition with its cgroup in the host's cpuset hierarchy.

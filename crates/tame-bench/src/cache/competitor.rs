@@ -91,8 +91,8 @@ impl Competitor {
                 // SAFETY: our own page; no child uses it.
                 unsafe { libc::munmap(page, 4096) };
                 // The kernel's refusal as before: "could not start on CPU N: <errno>".
-                let os = std::error::Error::source(&e)
-                    .and_then(|s| s.downcast_ref::<io::Error>())
+                let os = std::iter::successors(std::error::Error::source(&e), |s| s.source())
+                    .find_map(|s| s.downcast_ref::<io::Error>())
                     .and_then(io::Error::raw_os_error);
                 return Err(match os {
                     Some(errno) => format!(
