@@ -79,15 +79,7 @@ fn bounded(from: impl Read, file: &str) -> Result<Vec<u8>, Bounded> {
 }
 
 /// The kinds of document it reads; a comparison is recognised only to be refused with why.
-const READS: &[Kind] = &[
-    Kind::Bench,
-    Kind::Sweep,
-    Kind::Compare,
-    Kind::Assess,
-    Kind::Reserve,
-    Kind::Check,
-    Kind::Status,
-];
+const READS: &[Kind] = Kind::ALL;
 
 /// What the JSON document is.
 pub fn recognise(file: &str, value: Value) -> Result<Vec<Export>, Error> {

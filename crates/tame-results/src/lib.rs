@@ -62,6 +62,19 @@ pub enum Kind {
     Status,
 }
 
+impl Kind {
+    /// Every kind, for a reader of all of them (tame export prometheus).
+    pub const ALL: &'static [Kind] = &[
+        Kind::Bench,
+        Kind::Sweep,
+        Kind::Compare,
+        Kind::Assess,
+        Kind::Reserve,
+        Kind::Check,
+        Kind::Status,
+    ];
+}
+
 /// One document, recognised and read into its type.
 #[derive(Clone, Debug)]
 pub enum Doc {
@@ -424,15 +437,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const ALL: &[Kind] = &[
-        Kind::Bench,
-        Kind::Sweep,
-        Kind::Compare,
-        Kind::Assess,
-        Kind::Reserve,
-        Kind::Check,
-        Kind::Status,
-    ];
+    const ALL: &[Kind] = Kind::ALL;
 
     fn refused(value: Value, reads: &[Kind]) -> String {
         match recognise("x.json", value, reads) {

@@ -185,3 +185,129 @@ pub fn strip_test_items(code: &mut [char], in_lit: &[bool]) {
         }
     }
 }
+
+/// A one-door rule over the workspace's non-test sources: which crates and files may do
+/// the thing, and which files still do it a counted number of times.
+pub struct Door<'a> {
+    /// Crates exempt from the rule: (name, why).
+    pub exempt_crates: &'a [(&'a str, &'a str)],
+    /// Files below `crates/` that are the door itself (a path ending in `/` is a directory).
+    pub door: &'a [&'a str],
+    /// Files still allowed: (path below `crates/`, exactly how many sites, why). The count
+    /// must match, so the list can only shrink.
+    pub allowed: &'a [(&'a str, usize, &'a str)],
+    /// What a file with no site left no longer does ("starts no process any more").
+    pub none_left: &'a str,
+    /// What a site is counted as ("sites").
+    pub unit: &'a str,
+    /// What to do instead, after each site found.
+    pub fix: &'a str,
+}
+
+impl Door<'_> {
+    /// Every breach of the rule below `crates`, in words; `find` gives a file's sites as
+    /// (line, what).
+    pub fn problems(
+        &self,
+        crates: &Path,
+        find: impl Fn(&str) -> Vec<(usize, String)>,
+    ) -> Vec<String> {
+        let dirs = crate_dirs(crates);
+        assert!(dirs.len() >= 10, "found the crates: {dirs:?}");
+        let mut problems = Vec::new();
+        for dir in dirs {
+            let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+            if self.exempt_crates.iter().any(|(c, _)| *c == name) {
+                continue;
+            }
+            let mut files = Vec::new();
+            rust_files(&dir.join("src"), &mut files);
+            files.sort();
+            for file in files {
+                let rel = file
+                    .strip_prefix(crates)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                if self
+                    .door
+                    .iter()
+                    .any(|d| rel == *d || (d.ends_with('/') && rel.starts_with(d)))
+                {
+                    continue;
+                }
+                let found = find(&std::fs::read_to_string(&file).unwrap());
+                self.judge(&rel, &found, &mut problems);
+            }
+        }
+        for (path, _, _) in self.allowed {
+            if !crates.join(path).is_file() {
+                problems.push(format!("ALLOWED names {path}, which does not exist"));
+            }
+        }
+        problems
+    }
+
+    fn judge(&self, rel: &str, found: &[(usize, String)], problems: &mut Vec<String>) {
+        let allowed = self.allowed.iter().find(|(p, _, _)| *p == rel);
+        match allowed {
+            Some((_, n, _)) if *n == found.len() => {}
+            Some((_, n, why)) if found.is_empty() => problems.push(format!(
+                "{rel} {}: remove its entry ({n}, {why}) from ALLOWED",
+                self.none_left
+            )),
+            _ => {
+                for (line, what) in found {
+                    problems.push(format!("crates/{rel}:{line}: {what} — {}", self.fix));
+                }
+                if let Some((_, n, _)) = allowed {
+                    problems.push(format!(
+                        "crates/{rel}: {} {}, {n} allowed",
+                        found.len(),
+                        self.unit
+                    ));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_door_names_each_site_a_count_that_differs_and_an_entry_left_over() {
+        let door = Door {
+            exempt_crates: &[],
+            door: &[],
+            allowed: &[("a/src/lib.rs", 1, "why")],
+            none_left: "does it no more",
+            unit: "sites",
+            fix: "go through the door",
+        };
+        let mut problems = Vec::new();
+        door.judge("a/src/lib.rs", &[(3, "x".into())], &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        door.judge("a/src/lib.rs", &[], &mut problems);
+        assert_eq!(
+            problems,
+            ["a/src/lib.rs does it no more: remove its entry (1, why) from ALLOWED"]
+        );
+        problems.clear();
+        door.judge(
+            "a/src/lib.rs",
+            &[(3, "x".into()), (9, "y".into())],
+            &mut problems,
+        );
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert_eq!(
+            problems[1],
+            "crates/a/src/lib.rs:9: y — go through the door"
+        );
+        assert_eq!(problems[2], "crates/a/src/lib.rs: 2 sites, 1 allowed");
+        problems.clear();
+        door.judge("b/src/lib.rs", &[(1, "z".into())], &mut problems);
+        assert_eq!(problems, ["crates/b/src/lib.rs:1: z — go through the door"]);
+    }
+}

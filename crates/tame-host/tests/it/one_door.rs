@@ -5,7 +5,7 @@
 //!
 //! The scan covers `crates/*/src/**/*.rs` outside tame-host, ignoring comments and
 //! `#[cfg(test)]` items, and looks for string literals starting `/proc` or `/sys`.
-use tame_testing::source::{code_of, crate_dirs, crates_dir, rust_files};
+use tame_testing::source::{code_of, crates_dir, Door};
 
 /// Crates that may spell host paths, and why.
 const EXEMPT_CRATES: &[(&str, &str)] = &[
@@ -77,52 +77,19 @@ fn after_tests() { let _ = "/proc/after"; }
 
 #[test]
 fn no_crate_but_tame_host_spells_proc_or_sys() {
-    let crates = crates_dir(env!("CARGO_MANIFEST_DIR"));
-    let mut problems = Vec::new();
-    let crate_dirs = crate_dirs(&crates);
-    assert!(crate_dirs.len() >= 10, "found the crates: {crate_dirs:?}");
-    for dir in crate_dirs {
-        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        if EXEMPT_CRATES.iter().any(|(c, _)| *c == name) {
-            continue;
-        }
-        let mut files = Vec::new();
-        rust_files(&dir.join("src"), &mut files);
-        files.sort();
-        for file in files {
-            let rel = file
-                .strip_prefix(&crates)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            let src = std::fs::read_to_string(&file).unwrap();
-            let found = host_path_literals(&src);
-            let allowed = ALLOWED.iter().find(|(p, _, _)| *p == rel);
-            match allowed {
-                Some((_, n, _)) if *n == found.len() => {}
-                Some((_, n, why)) if found.is_empty() => problems.push(format!(
-                    "{rel} spells no host path any more: remove its entry ({n}, {why}) from ALLOWED"
-                )),
-                _ => {
-                    for (line, text) in &found {
-                        problems.push(format!(
-                            "crates/{rel}:{line}: {text}… — use a tame-host accessor (root.process(pid), root.cpus_online(), …) or add one there"
-                        ));
-                    }
-                    if let Some((_, n, _)) = allowed {
-                        problems.push(format!(
-                            "crates/{rel}: {} spellings, {n} allowed",
-                            found.len()
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    for (path, _, _) in ALLOWED {
-        if !crates.join(path).is_file() {
-            problems.push(format!("ALLOWED names {path}, which does not exist"));
-        }
-    }
+    let door = Door {
+        exempt_crates: EXEMPT_CRATES,
+        door: &[],
+        allowed: ALLOWED,
+        none_left: "spells no host path any more",
+        unit: "spellings",
+        fix: "use a tame-host accessor (root.process(pid), root.cpus_online(), …) or add one there",
+    };
+    let problems = door.problems(&crates_dir(env!("CARGO_MANIFEST_DIR")), |src| {
+        host_path_literals(src)
+            .into_iter()
+            .map(|(line, text)| (line, format!("{text}…")))
+            .collect()
+    });
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }

@@ -10,7 +10,7 @@
 //!
 //! [`Spawn`]: tame_launch::spawn::Spawn
 
-use tame_testing::source::{code_of, crate_dirs, crates_dir, rust_files};
+use tame_testing::source::{code_of, crates_dir, Door};
 
 /// Crates that may start processes themselves, and why.
 const EXEMPT_CRATES: &[(&str, &str)] = &[
@@ -144,53 +144,14 @@ fn after_tests() { let _ = Command::new("true"); }
 
 #[test]
 fn no_crate_but_the_spawner_starts_a_process() {
-    let crates = crates_dir(env!("CARGO_MANIFEST_DIR"));
-    let crate_dirs = crate_dirs(&crates);
-    assert!(crate_dirs.len() >= 10, "found the crates: {crate_dirs:?}");
-    let mut problems = Vec::new();
-    for dir in crate_dirs {
-        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        if EXEMPT_CRATES.iter().any(|(c, _)| *c == name) {
-            continue;
-        }
-        let mut files = Vec::new();
-        rust_files(&dir.join("src"), &mut files);
-        files.sort();
-        for file in files {
-            let rel = file
-                .strip_prefix(&crates)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            if DOOR
-                .iter()
-                .any(|(d, _)| rel == *d || (d.ends_with('/') && rel.starts_with(d)))
-            {
-                continue;
-            }
-            let found = process_starts(&std::fs::read_to_string(&file).unwrap());
-            match ALLOWED.iter().find(|(p, _, _)| *p == rel) {
-                Some((_, n, _)) if *n == found.len() => {}
-                Some((_, n, why)) if found.is_empty() => problems.push(format!(
-                    "{rel} starts no process any more: remove its entry ({n}, {why}) from ALLOWED"
-                )),
-                allowed => {
-                    for (line, what) in &found {
-                        problems.push(format!(
-                            "crates/{rel}:{line}: {what} — start it through tame_launch::spawn::Spawn (or spawn::fork::Fork for a function)"
-                        ));
-                    }
-                    if let Some((_, n, _)) = allowed {
-                        problems.push(format!("crates/{rel}: {} sites, {n} allowed", found.len()));
-                    }
-                }
-            }
-        }
-    }
-    for (path, _, _) in ALLOWED {
-        if !crates.join(path).is_file() {
-            problems.push(format!("ALLOWED names {path}, which does not exist"));
-        }
-    }
+    let door = Door {
+        exempt_crates: EXEMPT_CRATES,
+        door: &DOOR.iter().map(|(d, _)| *d).collect::<Vec<_>>(),
+        allowed: ALLOWED,
+        none_left: "starts no process any more",
+        unit: "sites",
+        fix: "start it through tame_launch::spawn::Spawn (or spawn::fork::Fork for a function)",
+    };
+    let problems = door.problems(&crates_dir(env!("CARGO_MANIFEST_DIR")), process_starts);
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
