@@ -222,113 +222,69 @@ pub fn recognise(file: &str, value: Value, reads: &[Kind]) -> Result<Doc, Refusa
     let Some(obj) = value.as_object() else {
         return Err(Refusal::NotAnObject { file: file.into() });
     };
-    let damaged = |kind: Kind, what: &str| {
-        let file = file.to_string();
-        let what = what.to_string();
-        move |error| Refusal::Damaged {
-            file,
-            kind,
-            what,
-            error,
-        }
-    };
-    let too_new = |kind: Kind, what: &str, found: String, reads: Schema| {
-        Refusal::TooNew(Box::new(TooNew {
-            file: file.into(),
-            kind,
-            what: what.into(),
-            field: "schema",
-            found,
-            reads: reads.to_string(),
-            tool: String::new(),
-        }))
-    };
     if let Some(version) = obj.get("schema_version") {
-        return bench_result(file, obj, version, &value, reads);
+        let head = BenchHead {
+            bench: obj.get("bench").and_then(Value::as_str).map(str::to_owned),
+            version: version.clone(),
+            tool: obj
+                .get("tool_version")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        };
+        return bench_result(file, head, value, reads);
     }
     let tagged = |schema: Schema, kind: Kind, s: &str| reads.contains(&kind) && schema.names(s);
     let numbered_with = |kind: Kind, keys: &[&str]| {
         reads.contains(&kind) && keys.iter().all(|k| obj.contains_key(*k))
     };
+    // `Some(found)` where the document's schema names `schema` in a version this tame does
+    // not read.
+    let stale_tag = |schema: Schema, s: &str| (!schema.is_tag(s)).then(|| s.to_string());
+    let stale_number = |schema: Schema, n: &serde_json::Number| {
+        (n.as_u64() != Some(u64::from(schema.version))).then(|| n.to_string())
+    };
     match obj.get("schema") {
         Some(Value::String(s)) if tagged(AssessReport::SCHEMA, Kind::Assess, s) => {
-            if !AssessReport::SCHEMA.is_tag(s) {
-                return Err(too_new(
-                    Kind::Assess,
-                    "an assess report",
-                    s.clone(),
-                    AssessReport::SCHEMA,
-                ));
-            }
-            serde_json::from_value(value)
-                .map(|r| Doc::Assess(Box::new(r)))
-                .map_err(damaged(Kind::Assess, "an assess report"))
+            let stale = stale_tag(AssessReport::SCHEMA, s);
+            let known = Known::new(file, Kind::Assess, "an assess report", AssessReport::SCHEMA);
+            known
+                .read(value, stale, "an assess report")
+                .map(Doc::Assess)
         }
         Some(Value::String(s)) if tagged(<Sweep>::SCHEMA, Kind::Sweep, s) => {
-            if !<Sweep>::SCHEMA.is_tag(s) {
-                return Err(too_new(Kind::Sweep, "a sweep", s.clone(), <Sweep>::SCHEMA));
-            }
-            let sweep: Sweep =
-                serde_json::from_value(value).map_err(damaged(Kind::Sweep, "a sweep"))?;
-            sweep_steps(file, sweep, reads).map(|s| Doc::Sweep(Box::new(s)))
+            let stale = stale_tag(<Sweep>::SCHEMA, s);
+            let known = Known::new(file, Kind::Sweep, "a sweep", <Sweep>::SCHEMA);
+            let sweep: Box<Sweep> = known.read(value, stale, "a sweep")?;
+            sweep_steps(file, *sweep, reads).map(|s| Doc::Sweep(Box::new(s)))
         }
         Some(Value::String(s)) if tagged(Comparison::SCHEMA, Kind::Compare, s) => {
-            if !Comparison::SCHEMA.is_tag(s) {
-                return Err(too_new(
-                    Kind::Compare,
-                    "a comparison",
-                    s.clone(),
-                    Comparison::SCHEMA,
-                ));
-            }
-            serde_json::from_value(value)
-                .map(|c| Doc::Compare(Box::new(c)))
-                .map_err(damaged(Kind::Compare, "a comparison (tame compare --json)"))
+            let stale = stale_tag(Comparison::SCHEMA, s);
+            let known = Known::new(file, Kind::Compare, "a comparison", Comparison::SCHEMA);
+            known.read(value, stale, COMPARISON).map(Doc::Compare)
         }
         Some(Value::String(s)) if tagged(CheckReport::SCHEMA, Kind::Check, s) => {
-            if !CheckReport::SCHEMA.is_tag(s) {
-                return Err(too_new(
-                    Kind::Check,
-                    "a check report",
-                    s.clone(),
-                    CheckReport::SCHEMA,
-                ));
-            }
-            serde_json::from_value(value)
-                .map(|r| Doc::Check(Box::new(r)))
-                .map_err(damaged(Kind::Check, "a check report"))
+            let stale = stale_tag(CheckReport::SCHEMA, s);
+            let known = Known::new(file, Kind::Check, "a check report", CheckReport::SCHEMA);
+            known.read(value, stale, "a check report").map(Doc::Check)
         }
         // A status and a reserve study report are numbered: told apart by their fields.
         Some(Value::Number(n)) if numbered_with(Kind::Status, &["applied", "drift", "audit"]) => {
-            if n.as_u64() != Some(u64::from(Status::SCHEMA.version)) {
-                return Err(too_new(
-                    Kind::Status,
-                    "a status",
-                    n.to_string(),
-                    Status::SCHEMA,
-                ));
-            }
-            serde_json::from_value(value)
-                .map(|s| Doc::Status(Box::new(s)))
-                .map_err(damaged(Kind::Status, "a status (tame status --json)"))
+            let stale = stale_number(Status::SCHEMA, n);
+            let known = Known::new(file, Kind::Status, "a status", Status::SCHEMA);
+            known
+                .read(value, stale, "a status (tame status --json)")
+                .map(Doc::Status)
         }
         Some(Value::Number(n)) if numbered_with(Kind::Reserve, &["overhead", "stability"]) => {
-            if n.as_u64() != Some(u64::from(ReserveReport::SCHEMA.version)) {
-                return Err(too_new(
-                    Kind::Reserve,
-                    "a reserve study report",
-                    n.to_string(),
-                    ReserveReport::SCHEMA,
-                ));
-            }
-            serde_json::from_value(value)
-                .map(|report| {
-                    Doc::Reserve(Box::new(ReserveDoc {
-                        report,
-                        result: None,
-                    }))
-                })
-                .map_err(damaged(Kind::Reserve, "a reserve study report"))
+            let stale = stale_number(ReserveReport::SCHEMA, n);
+            let what = "a reserve study report";
+            let known = Known::new(file, Kind::Reserve, what, ReserveReport::SCHEMA);
+            known.read(value, stale, what).map(|report| {
+                Doc::Reserve(Box::new(ReserveDoc {
+                    report: *report,
+                    result: None,
+                }))
+            })
         }
         Some(other) => Err(Refusal::UnknownSchema {
             file: file.into(),
@@ -340,25 +296,83 @@ pub fn recognise(file: &str, value: Value, reads: &[Kind]) -> Result<Doc, Refusa
                 .iter()
                 .all(|k| obj.contains_key(*k)) =>
         {
-            serde_json::from_value(value)
-                .map(|c| Doc::Compare(Box::new(c)))
-                .map_err(damaged(Kind::Compare, "a comparison (tame compare --json)"))
+            let known = Known::new(file, Kind::Compare, "a comparison", Comparison::SCHEMA);
+            known.read(value, None, COMPARISON).map(Doc::Compare)
         }
         None => Err(Refusal::Unrecognised { file: file.into() }),
     }
 }
 
+/// How a refused comparison is named.
+const COMPARISON: &str = "a comparison (tame compare --json)";
+
+/// A document whose schema named one of tame's: read into its type, or refused with why.
+struct Known<'a> {
+    file: &'a str,
+    kind: Kind,
+    /// `an assess report`: what a newer version is called.
+    what: &'a str,
+    schema: Schema,
+}
+
+impl<'a> Known<'a> {
+    fn new(file: &'a str, kind: Kind, what: &'a str, schema: Schema) -> Self {
+        Known {
+            file,
+            kind,
+            what,
+            schema,
+        }
+    }
+
+    /// `value` as a `T`; refused as too new where `stale` holds the version found, as
+    /// damaged (`looks like {read_as}`) where it does not read.
+    fn read<T: serde::de::DeserializeOwned>(
+        &self,
+        value: Value,
+        stale: Option<String>,
+        read_as: &str,
+    ) -> Result<Box<T>, Refusal> {
+        if let Some(found) = stale {
+            return Err(Refusal::TooNew(Box::new(TooNew {
+                file: self.file.into(),
+                kind: self.kind,
+                what: self.what.into(),
+                field: "schema",
+                found,
+                reads: self.schema.to_string(),
+                tool: String::new(),
+            })));
+        }
+        serde_json::from_value(value)
+            .map(Box::new)
+            .map_err(|error| Refusal::Damaged {
+                file: self.file.into(),
+                kind: self.kind,
+                what: read_as.into(),
+                error,
+            })
+    }
+}
+
 /// A document with a `schema_version`: a bench result of a bench and version this tame reads.
-fn bench_result(
-    file: &str,
-    obj: &serde_json::Map<String, Value>,
-    version: &Value,
-    value: &Value,
-    reads: &[Kind],
-) -> Result<Doc, Refusal> {
-    let Some(bench) = obj.get("bench").and_then(Value::as_str) else {
+/// What a bench result says of itself before it is read.
+struct BenchHead {
+    bench: Option<String>,
+    version: Value,
+    tool: Option<String>,
+}
+
+fn bench_result(file: &str, head: BenchHead, value: Value, reads: &[Kind]) -> Result<Doc, Refusal> {
+    let BenchHead {
+        bench,
+        version,
+        tool,
+    } = head;
+    let Some(bench) = bench else {
         return Err(Refusal::NoBench { file: file.into() });
     };
+    let bench = bench.as_str();
     let Some((_, versions)) = BENCH_VERSIONS.iter().find(|(b, _)| *b == bench) else {
         return Err(Refusal::UnknownBench {
             file: file.into(),
@@ -367,10 +381,7 @@ fn bench_result(
     };
     let v = version.as_u64().unwrap_or(u64::MAX);
     if !versions.iter().any(|k| u64::from(*k) == v) {
-        let tool = obj
-            .get("tool_version")
-            .and_then(Value::as_str)
-            .unwrap_or("?");
+        let tool = tool.as_deref().unwrap_or("?");
         return Err(Refusal::TooNew(Box::new(TooNew {
             file: file.into(),
             kind: Kind::Bench,
@@ -392,13 +403,13 @@ fn bench_result(
         error,
     };
     if bench == "reserve" && reads.contains(&Kind::Reserve) {
-        let r: ReserveResult = serde_json::from_value(value.clone()).map_err(damaged)?;
+        let r: ReserveResult = serde_json::from_value(value).map_err(damaged)?;
         return Ok(Doc::Reserve(Box::new(ReserveDoc {
             report: r.reserve,
             result: Some(r.result),
         })));
     }
-    Compared::from_value(value.clone())
+    Compared::from_value(value)
         .map(|c| Doc::Bench(Box::new(c)))
         .map_err(damaged)
 }
