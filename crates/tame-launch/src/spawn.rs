@@ -19,10 +19,11 @@
 mod child;
 pub mod fork;
 
+use nix::fcntl::OFlag;
 use std::ffi::{CString, OsStr, OsString};
 use std::io::{self, Write as _};
 use std::ops::{Deref, DerefMut};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -452,8 +453,9 @@ impl Spawn {
             rttime_us: self.rttime_us,
             policy: self.policy.map(|p| (p, self.reset_on_fork)),
         };
-        let (report_read, report_write) = pipe()?;
-        set_nonblocking(&report_read)?;
+        // Non-blocking: the parent reads a report only after the spawn failed, and the child
+        // writes its few bytes into an empty pipe.
+        let (report_read, report_write) = pipe_with(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
         let report_fd = report_write.as_raw_fd();
         // SAFETY: the closure only makes async-signal-safe system calls on pre-built data
         // (Steps::take, wait_for_go); it owns `report_write`, so the descriptor stays open
@@ -621,29 +623,11 @@ fn resolve_in(program: &OsStr, path: Option<&OsStr>) -> Option<PathBuf> {
 
 /// A close-on-exec pipe: (read end, write end).
 pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: fds is a writable array of two ints, as pipe2 requires.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io_failed("cannot make a pipe", io::Error::last_os_error()));
-    }
-    // SAFETY: pipe2 just returned these two descriptors; nothing else owns them.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    pipe_with(OFlag::O_CLOEXEC)
 }
 
-fn set_nonblocking(fd: &OwnedFd) -> Result<(), LaunchError> {
-    // SAFETY: fcntl on a descriptor we own, with integer arguments.
-    let ok = unsafe {
-        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        flags >= 0 && libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) == 0
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(io_failed(
-            "cannot make a pipe non-blocking",
-            io::Error::last_os_error(),
-        ))
-    }
+fn pipe_with(flags: OFlag) -> Result<(OwnedFd, OwnedFd), LaunchError> {
+    nix::unistd::pipe2(flags).map_err(|e| io_failed("cannot make a pipe", e.into()))
 }
 
 /// The step the child reported refused, if it reported one (the read end is non-blocking:
