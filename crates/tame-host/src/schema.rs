@@ -52,11 +52,6 @@ macro_rules! schema {
 }
 
 impl Schema {
-    /// The prefix every version of a tagged document's `schema` starts with: `tame.check/`.
-    pub fn tag_prefix(&self) -> String {
-        format!("{}/", self.name)
-    }
-
     /// Whether `schema` (the document's `schema` string) names this very version.
     pub fn is_tag(&self, schema: &str) -> bool {
         schema == self.tag
@@ -64,7 +59,9 @@ impl Schema {
 
     /// Whether `schema` (a `schema` string) names this document, any version.
     pub fn names(&self, schema: &str) -> bool {
-        schema.starts_with(&self.tag_prefix())
+        schema
+            .strip_prefix(self.name)
+            .is_some_and(|version| version.starts_with('/'))
     }
 }
 
