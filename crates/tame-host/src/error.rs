@@ -69,9 +69,37 @@ impl Error {
     pub fn from_layer(e: impl LayerError + Send + Sync + 'static) -> Self {
         if e.is_bad_input() {
             Error::Invalid(report(&e))
+        } else if e.names_its_cause() {
+            Error::Failed(Failure::lower(NamesItsCause(Box::new(e))))
         } else {
             Error::Failed(Failure::lower(e))
         }
+    }
+}
+
+/// A lower layer's error whose message names its cause, kept where this crate cannot see
+/// its type: [`report`] ends the chain at it, its causes still reachable through `source()`.
+#[derive(Debug)]
+struct NamesItsCause(Box<dyn StdError + Send + Sync>);
+
+impl fmt::Display for NamesItsCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl StdError for NamesItsCause {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.0.source()
+    }
+}
+
+impl LayerError for NamesItsCause {
+    fn is_bad_input(&self) -> bool {
+        false
+    }
+    fn names_its_cause(&self) -> bool {
+        true
     }
 }
 
@@ -139,6 +167,9 @@ pub fn host_layer<'a>(e: &'a (dyn StdError + 'static)) -> Option<&'a dyn LayerEr
     if let Some(e) = e.downcast_ref::<JournalError>() {
         return Some(e);
     }
+    if let Some(e) = e.downcast_ref::<NamesItsCause>() {
+        return Some(e);
+    }
     e.downcast_ref::<PlaceError>().map(|e| e as &dyn LayerError)
 }
 
@@ -167,15 +198,6 @@ pub fn report_with(
         next = e.source();
     }
     text
-}
-
-/// [`report`] as a `Display`, for `format!` and `eprintln!`.
-pub struct Report<'a>(pub &'a (dyn StdError + 'static));
-
-impl fmt::Display for Report<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&report(self.0))
-    }
 }
 
 /// A failure to read or understand a host file. Always names the path.
@@ -337,6 +359,39 @@ mod tests {
 mod layer_tests {
     use super::*;
     use std::io;
+
+    /// A lower layer's error this crate does not know, whose message names its cause.
+    #[derive(Debug, thiserror::Error)]
+    #[error(transparent)]
+    struct Above(#[from] JournalError);
+
+    impl LayerError for Above {
+        fn is_bad_input(&self) -> bool {
+            self.0.is_bad_input()
+        }
+        fn names_its_cause(&self) -> bool {
+            LayerError::names_its_cause(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_lower_layers_error_keeps_its_class_and_is_printed_once() {
+        let io_error = || JournalError::Io {
+            action: "read",
+            path: "/var/lib/tame/journal".into(),
+            source: io::Error::from_raw_os_error(5),
+        };
+        let e = Error::from_layer(Above(io_error()));
+        assert!(!e.is_bad_input());
+        assert_eq!(report(&e), io_error().to_string());
+        assert_eq!(e.to_string(), io_error().to_string());
+        let unsafe_dir = JournalError::UnsafeLocation {
+            path: "/tmp/j".into(),
+            reason: "writable by others".into(),
+        };
+        let e = Error::from_layer(Above(unsafe_dir));
+        assert!(e.is_bad_input(), "{e}");
+    }
 
     #[test]
     fn a_chain_is_printed_once_and_ends_where_a_message_names_its_cause() {
