@@ -665,24 +665,36 @@ fn spawn_error(what: &str, program: &OsStr, report: &OwnedFd, e: io::Error) -> L
 /// spawn is watched too, not only the pipe: a child another thread forks meanwhile inherits
 /// our write end until it execs, so EOF alone could come late.
 fn read_pid(placed: &OwnedFd, spawning: &JoinHandle<io::Result<Child>>) -> Option<u32> {
-    loop {
+    let mut bytes = [0u8; 4];
+    read_while(placed, &mut bytes, || !spawning.is_finished()).then(|| u32::from_ne_bytes(bytes))
+}
+
+/// Fill `buf` from the pipe `fd`, polling every 20 ms and asking `writer_alive` while nothing
+/// comes (another fork's copy of the write end can hold EOF back); false at EOF, on an
+/// error, or once the writer is gone with the record incomplete.
+pub(crate) fn read_while(
+    fd: &OwnedFd,
+    buf: &mut [u8],
+    mut writer_alive: impl FnMut() -> bool,
+) -> bool {
+    let mut got = 0;
+    while got < buf.len() {
         let mut poll = libc::pollfd {
-            fd: placed.as_raw_fd(),
+            fd: fd.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         };
         // SAFETY: one valid pollfd, for a descriptor we own, for the duration of the call.
-        let ready = unsafe { libc::poll(&mut poll, 1, 20) };
-        if ready > 0 {
-            let mut bytes = [0u8; 4];
-            let mut file = std::fs::File::from(placed.try_clone().ok()?);
-            std::io::Read::read_exact(&mut file, &mut bytes).ok()?;
-            return Some(u32::from_ne_bytes(bytes));
-        }
-        if spawning.is_finished() {
-            return None;
+        if unsafe { libc::poll(&mut poll, 1, 20) } > 0 {
+            match nix::unistd::read(fd.as_raw_fd(), &mut buf[got..]) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => got += n,
+            }
+        } else if !writer_alive() {
+            return false;
         }
     }
+    true
 }
 
 /// The kernel's or std's refusal to exec, as bad input where the user can fix it.

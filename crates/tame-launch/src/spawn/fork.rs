@@ -130,51 +130,30 @@ impl Fork {
 /// The child's report: Ok once placed, the refused step, or `None` when it died silent.
 fn read_report(read: &std::os::fd::OwnedFd, pid: libc::pid_t) -> Result<(), Option<(Step, i32)>> {
     let mut bytes = [0u8; REPORT_LEN];
-    let mut got = 0usize;
-    while got < REPORT_LEN {
-        let mut poll = libc::pollfd {
-            fd: read.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd for a descriptor we own.
-        let ready = unsafe { libc::poll(&mut poll, 1, 20) };
-        if ready > 0 {
-            // SAFETY: reading into the live rest of `bytes`.
-            let n = unsafe {
-                libc::read(
-                    read.as_raw_fd(),
-                    bytes[got..].as_mut_ptr().cast(),
-                    REPORT_LEN - got,
-                )
-            };
-            if n <= 0 {
-                return Err(None);
-            }
-            got += n as usize;
-            continue;
-        }
-        // Nothing yet: has the child died without a word (killed before it could say)?
-        // SAFETY: an all-zero siginfo_t is valid; WNOWAIT leaves the child unreaped.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid on our own child with a live, writable siginfo_t.
-        let r = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            )
-        };
-        // SAFETY: si_pid is valid to read after waitid filled (or zeroed) the struct.
-        if r == 0 && unsafe { info.si_pid() } == pid {
-            return Err(None);
-        }
+    if !super::read_while(read, &mut bytes, || !exited(pid)) {
+        return Err(None);
     }
     match super::child::decode(bytes) {
         Some(refused) => Err(Some(refused)),
         None => Ok(()),
     }
+}
+
+/// Whether our child `pid` has died (killed before it could say a word); left unreaped.
+fn exited(pid: libc::pid_t) -> bool {
+    // SAFETY: an all-zero siginfo_t is valid; WNOWAIT leaves the child unreaped.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid on our own child with a live, writable siginfo_t.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: si_pid is valid to read after waitid filled (or zeroed) the struct.
+    r == 0 && unsafe { info.si_pid() } == pid
 }
 
 #[cfg(test)]
