@@ -84,7 +84,7 @@ impl PartitionCgroup {
         let path = if version == CgroupVersion::V2 && role == Role::System {
             "/".to_string()
         } else {
-            format!("/{}{name}", crate::plan::DIR_PREFIX)
+            format!("/{}", crate::plan::group_name(name))
         };
         Self::new(version, mount, &path)
     }

@@ -228,7 +228,7 @@ fn own_tasks(root: &Root, spec: &Spec, rec: &Recorded) -> BTreeSet<u32> {
         .iter()
         .filter(|p| p.role != Role::System)
         .flat_map(|p| {
-            let dir = format!("{}{}/", crate::plan::DIR_PREFIX, p.name);
+            let dir = format!("{}/", crate::plan::group_name(&p.name));
             lists
                 .iter()
                 .filter(|m| m.contains(&dir))

@@ -5,12 +5,12 @@ use tame_host::cgroup::{CgroupVersion, Cgroups, CpusetConfig, Group, Setting};
 use tame_host::journal::Ownership;
 use tame_host::HostModel;
 
-use super::{Builder, DIR_PREFIX};
+use super::{group_name, Builder};
 use crate::spec::{PartitionSpec, Role, Spec};
 
 /// The partition's group below `root` (`tame-NAME`).
 pub(super) fn group_of(root: &Group, p: &PartitionSpec) -> Group {
-    root.child(&format!("{DIR_PREFIX}{}", p.name))
+    root.child(&group_name(&p.name))
 }
 
 /// Create the partition's group and make it an exclusive cpuset; `isolated`

@@ -38,6 +38,11 @@ impl tame_host::Document for Plan {
 /// Prefix of every directory tame creates (cgroups, resctrl groups).
 pub const DIR_PREFIX: &str = tame_host::cgroup::TAME_PREFIX;
 
+/// The directory a partition's groups get (its cgroup, its resctrl group): `tame-NAME`.
+pub fn group_name(partition: &str) -> String {
+    format!("{DIR_PREFIX}{partition}")
+}
+
 /// How a value is compared with what the kernel prints, so a second apply sees no
 /// change (plan) and a value apply wrote is no drift (status).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

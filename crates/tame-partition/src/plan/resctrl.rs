@@ -4,7 +4,7 @@
 use tame_host::resctrl::Resctrl;
 use tame_host::HostModel;
 
-use super::{Builder, ValueKind, DIR_PREFIX};
+use super::{group_name, Builder, ValueKind};
 use crate::spec::{PartitionSpec, Spec};
 
 /// A capacity bitmask of `count` ways from way `low` up.
@@ -57,7 +57,7 @@ pub(super) fn steps(spec: &Spec, host: &HostModel, b: &mut Builder) {
 
 /// The partition's group: its ways (from way `low` up), its bandwidth, its CPUs.
 fn partition_group(rc: &Resctrl, p: &PartitionSpec, low: u32, b: &mut Builder) {
-    let g = rc.group(&format!("{DIR_PREFIX}{}", p.name));
+    let g = rc.group(&group_name(&p.name));
     b.mkdir(
         g.dir.clone(),
         Some((g.tasks(), rc.default_group().tasks())),
