@@ -12,6 +12,9 @@ use tame_rt::sched::SchedSpec;
 use tame_reserve::work::Counter;
 use tame_rt::clock::monotonic_ns;
 
+use tame_host::Failure;
+use tame_reserve::ReserveError;
+
 use crate::{failed, Options, Result};
 
 /// A kernel process; killed when dropped.
@@ -45,7 +48,9 @@ impl Worker {
         extra: &[String],
     ) -> Result<Self> {
         let path = o.scratch.join(format!("counter-{name}"));
-        let counter = Counter::create(&path).map_err(|e| failed(format!("counter {name}: {e}")))?;
+        let counter = Counter::create(&path).map_err(|e| {
+            ReserveError::Failed(Failure::io(format!("cannot create the counter {name}"), e))
+        })?;
         let mut spawn = o
             .kit
             .spawn(mode)

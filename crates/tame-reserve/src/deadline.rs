@@ -15,7 +15,7 @@ use tame_host::Root;
 use tame_rt::sched::{Policy, SchedSpec, ThreadSched};
 
 use crate::bandwidth::{deadline_threads, exhausted_message, free_deadline_ppm, Limits};
-use crate::error::{failed, invalid, io_failed, refused, Result};
+use crate::error::{failed, invalid, io_failed, lower, refused, Result};
 use crate::spec::Request;
 
 /// The journal of `pid`'s deadline reservation, below `state_dir` (beside the cgroup
@@ -78,10 +78,9 @@ pub fn reserve_pid(root: &Root, state_dir: &Path, pid: u32, req: &Request) -> Re
     }
     let made_reserve_dir = !jdir.parent().is_some_and(Path::exists);
     let journaled = (|| {
-        let mut j = Journal::open(root, &jdir).map_err(|e| failed(e.to_string()))?;
+        let mut j = Journal::open(root, &jdir).map_err(lower)?;
         let made: &[u8] = if made_reserve_dir { b"yes" } else { b"no" };
-        j.note(MADE_RESERVE_DIR, made)
-            .map_err(|e| failed(e.to_string()))?;
+        j.note(MADE_RESERVE_DIR, made).map_err(lower)?;
         apply(&mut j, pid, &info.tids, req, &limits, &existing)
     })();
     match journaled {
@@ -135,15 +134,12 @@ fn apply(
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
             Err(e) => return Err(io_failed(format!("cannot read thread {tid}'s policy"), e)),
         };
-        match j
-            .place(pid, tid, &new, None)
-            .map_err(|e| failed(e.to_string()))?
-        {
+        match j.place(pid, tid, &new, None).map_err(lower)? {
             Ok(()) => applied.push((tid, before)),
             Err(e) => match e.source.raw_os_error() {
                 Some(libc::ESRCH) => continue,
                 Some(errno) => return Err(translate(&root, errno, tid, req, limits, existing)),
-                None => return Err(failed(e.to_string())),
+                None => return Err(lower(e)),
             },
         }
     }
@@ -153,7 +149,7 @@ fn apply(
 /// Undo a reservation through its journal (each thread's policy back, journal removed);
 /// with `made_reserve_dir` the directory of reservations too once nothing else is in it.
 fn release_dir(root: &Root, jdir: &Path, made_reserve_dir: bool) -> Result<()> {
-    let report = journal::revert(root, jdir).map_err(|e| failed(e.to_string()))?;
+    let report = journal::revert(root, jdir).map_err(lower)?;
     if !report.not_restored.is_empty() {
         return Err(failed(format!(
             "could not undo everything (journal kept in {}): {}",

@@ -75,6 +75,12 @@ pub(crate) fn failed_by(source: impl std::error::Error + Send + Sync + 'static) 
     ReserveError::Failed(Failure::lower(source))
 }
 
+/// A lower layer's error, keeping its class (a journal in an unsafe place stays bad input)
+/// and its cause.
+pub(crate) fn lower(e: impl tame_host::error::LayerError + Send + Sync + 'static) -> ReserveError {
+    tame_host::error::Error::from_layer(e).into()
+}
+
 /// `what` failed with the OS error `source`.
 pub(crate) fn io_failed(what: impl Into<String>, source: io::Error) -> ReserveError {
     ReserveError::Failed(Failure::io(what, source))
