@@ -14,6 +14,7 @@ pub mod engine;
 pub mod error;
 pub mod fwq;
 pub mod ipc;
+pub mod job;
 pub mod json;
 pub mod load;
 pub mod measure;
