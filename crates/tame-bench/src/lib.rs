@@ -1,5 +1,6 @@
-//! The measurement engine: measuring loops (cycle, sleep, fwq), the threads
-//! that run them, background load, statistics and the versioned result schema.
+//! The measurement engine: measuring loops (cycle, sleep, fwq, and job — a periodic task
+//! that runs calibrated work each activation, under `tame assess`), the threads that run
+//! them, background load, statistics and the versioned result schema.
 //!
 //! Measuring loops allocate nothing and make no system call besides the sleep
 //! and clock reads: recorders and sample buffers are sized before the common
