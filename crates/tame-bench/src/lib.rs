@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod compare;
+pub mod confidence;
 pub mod cost;
 pub mod cycle;
 pub mod distribution;
