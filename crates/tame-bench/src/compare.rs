@@ -69,6 +69,10 @@ pub struct Row {
     /// Whether B − A exceeds that spread: the two ranges do not overlap. `None` when the
     /// spread is not known for both.
     pub beyond_spread: Option<bool>,
+    /// A percentile one side's sample count cannot support: the samples it needs. That
+    /// side's value is left out (`a` or `b` is null), and with it the difference and ratio.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs_samples: Option<u64>,
 }
 
 /// The row name of a group only the first result has.
@@ -122,6 +126,7 @@ fn row(group: &str, name: String, unit: &str, a: Option<f64>, b: Option<f64>) ->
         spread_a: None,
         spread_b: None,
         beyond_spread: None,
+        needs_samples: None,
     }
 }
 
@@ -136,6 +141,11 @@ impl Row {
 
 /// The summary figures compared, in row order.
 const FIGURES: &[&str] = &["count", "mean", "p50", "p99", "p99_9", "p99_999", "max"];
+
+/// Whether the summary's count supports the figure (only percentiles can lack support).
+pub(crate) fn supported(s: &Summary, name: &str) -> bool {
+    crate::stats::quantile_of_field(name).is_none_or(|q| s.supports(q))
+}
 
 pub(crate) fn figure(s: &Summary, name: &str) -> u64 {
     match name {
@@ -296,16 +306,16 @@ fn group_rows(label: &str, x: &Side, y: &Side, rows: &mut Vec<Row>) {
         };
         for f in FIGURES {
             let unit = if *f == "count" { "" } else { m.unit.as_str() };
-            rows.push(
-                row(
-                    label,
-                    format!("{} {f}", m.name),
-                    unit,
-                    Some(figure(&ma.summary, f) as f64),
-                    Some(figure(&mb.summary, f) as f64),
-                )
-                .with_spread(x.figure_spread(&m.name, f), y.figure_spread(&m.name, f)),
-            );
+            let value = |s: &Summary| supported(s, f).then(|| figure(s, f) as f64);
+            let (va, vb) = (value(&ma.summary), value(&mb.summary));
+            let mut r = row(label, format!("{} {f}", m.name), unit, va, vb);
+            if va.is_some() && vb.is_some() {
+                r = r.with_spread(x.figure_spread(&m.name, f), y.figure_spread(&m.name, f));
+            } else {
+                r.needs_samples =
+                    crate::stats::quantile_of_field(f).map(crate::stats::samples_needed);
+            }
+            rows.push(r);
         }
     }
     let (xc, yc, xd, yd) = (
@@ -404,6 +414,14 @@ fn noise_sources(a: Option<&NoiseFindings>, b: Option<&NoiseFindings>) -> Vec<Ro
     rows
 }
 
+/// One side's figure, or why a percentile is not shown.
+fn side_value(v: Option<f64>, r: &Row) -> String {
+    match (v, r.needs_samples) {
+        (None, Some(n)) => crate::stats::needs_text(n),
+        _ => fmt_value(v, &r.unit),
+    }
+}
+
 pub(crate) fn fmt_value(v: Option<f64>, unit: &str) -> String {
     match v {
         None => "-".into(),
@@ -441,8 +459,8 @@ pub fn table(c: &Comparison) -> String {
         let mut line = vec![
             r.group.clone(),
             r.name.clone(),
-            fmt_value(r.a, &r.unit),
-            fmt_value(r.b, &r.unit),
+            side_value(r.a, r),
+            side_value(r.b, r),
             fmt_value(r.diff, &r.unit),
             r.ratio.map_or("-".into(), |x| format!("{x:.3}")),
         ];
@@ -504,7 +522,7 @@ mod tests {
 
     fn group(label: &str, p99: u64, gaps: u64) -> GroupResult {
         let summary = Summary {
-            count: 10,
+            count: 1_000_000,
             min: 1,
             mean: 5,
             stddev: 1,

@@ -191,14 +191,17 @@ pub fn fwq_derived(group: &mut GroupResult, noise_share_ppm: Option<u64>) {
     let quantum = duration.summary.min.max(1) as f64;
     let pct = |v: u64| v as f64 * 100.0 / quantum;
     let e = excess.summary;
+    // A percentile's share only where the samples support the percentile.
     let figures = [
-        ("max_excess_percent", pct(e.max)),
-        ("p99_excess_percent", pct(e.p99)),
-        ("p99_999_excess_percent", pct(e.p99_999)),
-        ("mean_excess_percent", pct(e.mean)),
+        ("max_excess_percent", pct(e.max), None),
+        ("p99_excess_percent", pct(e.p99), Some(0.99)),
+        ("p99_999_excess_percent", pct(e.p99_999), Some(0.99999)),
+        ("mean_excess_percent", pct(e.mean), None),
     ];
-    for (k, v) in figures {
-        group.derived.insert(k.into(), v);
+    for (k, v, q) in figures {
+        if q.is_none_or(|q| e.supports(q)) {
+            group.derived.insert(k.into(), v);
+        }
     }
     if let Some(ppm) = noise_share_ppm {
         group

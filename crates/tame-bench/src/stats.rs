@@ -123,10 +123,142 @@ impl Recorder {
     }
 }
 
+/// A percentile is only a figure where at least this many samples lie beyond it:
+/// with fewer, "p99.999" of 15 600 samples is just the maximum under another name.
+pub const MIN_SAMPLES_BEYOND: u64 = 10;
+
+/// How many samples the percentile `q` (0 < q < 1) needs: `MIN_SAMPLES_BEYOND / (1 − q)`,
+/// so p50 needs 20, p99 1 000 and p99.999 1 000 000.
+pub fn samples_needed(q: f64) -> u64 {
+    if !(q > 0.0 && q < 1.0) {
+        return u64::MAX;
+    }
+    // Rounded first: 1 − 0.999 is not exactly 0.001 in binary.
+    let exact = MIN_SAMPLES_BEYOND as f64 / (1.0 - q);
+    let rounded = exact.round();
+    if (exact - rounded).abs() < 1e-6 * rounded.max(1.0) {
+        rounded as u64
+    } else {
+        exact.ceil() as u64
+    }
+}
+
+/// Whether `count` samples support the percentile `q`.
+pub fn supports(count: u64, q: f64) -> bool {
+    count >= samples_needed(q)
+}
+
+/// A percentile for people: the value formatted, or "n/a (needs ≥ N samples)".
+pub fn percentile_text(count: u64, q: f64, value: u64, format: impl Fn(u64) -> String) -> String {
+    if supports(count, q) {
+        format(value)
+    } else {
+        unsupported_text(q)
+    }
+}
+
+/// What a table shows instead of a percentile its samples cannot support.
+pub fn unsupported_text(q: f64) -> String {
+    needs_text(samples_needed(q))
+}
+
+/// "n/a (needs ≥ N samples)", N grouped in thousands.
+pub fn needs_text(samples: u64) -> String {
+    format!("n/a (needs ≥ {} samples)", group_thousands(samples))
+}
+
+fn group_thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A wide table's percentile cells: "n/a" where the samples cannot support the percentile,
+/// and one footnote under the table that says what each left-out column needs.
+#[derive(Debug, Default)]
+pub struct PercentileCells {
+    /// The quantiles left out, in the order first met.
+    left_out: Vec<f64>,
+}
+
+impl PercentileCells {
+    /// The cell for percentile `q` of `count` samples: the value formatted, or "n/a".
+    pub fn cell(
+        &mut self,
+        count: u64,
+        q: f64,
+        value: u64,
+        format: impl Fn(u64) -> String,
+    ) -> String {
+        if supports(count, q) {
+            return format(value);
+        }
+        if !self.left_out.contains(&q) {
+            self.left_out.push(q);
+        }
+        "n/a".to_string()
+    }
+
+    /// "n/a: needs ≥ 10 samples beyond its percentile — p99 ≥ 1 000 samples, …"; `None`
+    /// when every cell had its samples.
+    pub fn footnote(&self) -> Option<String> {
+        let mut left_out = self.left_out.clone();
+        left_out.sort_by(f64::total_cmp);
+        let needs: Vec<String> = left_out
+            .iter()
+            .map(|&q| {
+                let label = PERCENTILES
+                    .iter()
+                    .find(|p| p.2 == q)
+                    .map_or_else(|| format!("q{q}"), |p| p.0.to_string());
+                format!(
+                    "{label} needs ≥ {} samples",
+                    group_thousands(samples_needed(q))
+                )
+            })
+            .collect();
+        (!needs.is_empty()).then(|| {
+            format!(
+                "n/a: too few samples for the percentile (at least {MIN_SAMPLES_BEYOND} must lie beyond it): {}",
+                needs.join(", ")
+            )
+        })
+    }
+}
+
+/// The percentiles a summary holds: label (as tables print it), JSON field name, quantile.
+pub const PERCENTILES: [(&str, &str, f64); 6] = [
+    ("p50", "p50", 0.50),
+    ("p90", "p90", 0.90),
+    ("p99", "p99", 0.99),
+    ("p99.9", "p99_9", 0.999),
+    ("p99.99", "p99_99", 0.9999),
+    ("p99.999", "p99_999", 0.99999),
+];
+
+/// The quantile a percentile's JSON field name (`p99_9`) stands for.
+pub fn quantile_of_field(field: &str) -> Option<f64> {
+    PERCENTILES
+        .iter()
+        .find(|(_, name, _)| *name == field)
+        .map(|(_, _, q)| *q)
+}
+
 /// The distribution of one metric, in the metric's unit (nanoseconds unless the
 /// metric says otherwise). Percentiles are upper bounds of their histogram
 /// bucket (within 0.1 %); count, min, mean and max are exact.
+///
+/// In JSON every percentile keeps its value; `unsupported` lists the ones the count
+/// cannot support (fewer than [`MIN_SAMPLES_BEYOND`] samples beyond them). It is
+/// derived from `count`, so files written before it existed read the same.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "SummaryJson", from = "SummaryJson")]
 pub struct Summary {
     pub count: u64,
     pub min: u64,
@@ -144,14 +276,100 @@ pub struct Summary {
 impl Summary {
     /// The percentile columns with their labels, in table order.
     pub fn percentiles(&self) -> [(&'static str, u64); 6] {
+        let values = self.percentile_values();
+        std::array::from_fn(|i| (PERCENTILES[i].0, values[i]))
+    }
+
+    /// Each percentile with its quantile, in table order.
+    pub fn quantiles(&self) -> [(f64, u64); 6] {
+        let values = self.percentile_values();
+        std::array::from_fn(|i| (PERCENTILES[i].2, values[i]))
+    }
+
+    fn percentile_values(&self) -> [u64; 6] {
         [
-            ("p50", self.p50),
-            ("p90", self.p90),
-            ("p99", self.p99),
-            ("p99.9", self.p99_9),
-            ("p99.99", self.p99_99),
-            ("p99.999", self.p99_999),
+            self.p50,
+            self.p90,
+            self.p99,
+            self.p99_9,
+            self.p99_99,
+            self.p99_999,
         ]
+    }
+
+    /// Whether this summary's count supports the percentile `q`.
+    pub fn supports(&self, q: f64) -> bool {
+        supports(self.count, q)
+    }
+
+    /// The percentile `q` formatted by `format`, or "n/a (needs ≥ N samples)".
+    pub fn percentile_text(&self, q: f64, value: u64, format: impl Fn(u64) -> String) -> String {
+        percentile_text(self.count, q, value, format)
+    }
+
+    /// The JSON names of the percentiles the count cannot support.
+    pub fn unsupported(&self) -> Vec<&'static str> {
+        PERCENTILES
+            .iter()
+            .filter(|(_, _, q)| !self.supports(*q))
+            .map(|(_, name, _)| *name)
+            .collect()
+    }
+}
+
+/// `Summary` as written: its fields plus the derived `unsupported` flag list.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct SummaryJson {
+    count: u64,
+    min: u64,
+    mean: u64,
+    stddev: u64,
+    p50: u64,
+    p90: u64,
+    p99: u64,
+    p99_9: u64,
+    p99_99: u64,
+    p99_999: u64,
+    max: u64,
+    /// Read back but not trusted: recomputed from `count`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    unsupported: Vec<String>,
+}
+
+impl From<Summary> for SummaryJson {
+    fn from(s: Summary) -> Self {
+        Self {
+            count: s.count,
+            min: s.min,
+            mean: s.mean,
+            stddev: s.stddev,
+            p50: s.p50,
+            p90: s.p90,
+            p99: s.p99,
+            p99_9: s.p99_9,
+            p99_99: s.p99_99,
+            p99_999: s.p99_999,
+            max: s.max,
+            unsupported: s.unsupported().into_iter().map(str::to_string).collect(),
+        }
+    }
+}
+
+impl From<SummaryJson> for Summary {
+    fn from(j: SummaryJson) -> Self {
+        Self {
+            count: j.count,
+            min: j.min,
+            mean: j.mean,
+            stddev: j.stddev,
+            p50: j.p50,
+            p90: j.p90,
+            p99: j.p99,
+            p99_9: j.p99_9,
+            p99_99: j.p99_99,
+            p99_999: j.p99_999,
+            max: j.max,
+        }
     }
 }
 
@@ -262,5 +480,44 @@ mod tests {
             prop_assert_eq!(s.min, *values.iter().min().unwrap());
             prop_assert_eq!(s.max, *values.iter().max().unwrap());
         }
+    }
+
+    #[test]
+    fn percentiles_need_ten_samples_beyond_them() {
+        let needed: Vec<u64> = PERCENTILES.iter().map(|p| samples_needed(p.2)).collect();
+        assert_eq!(needed, [20, 100, 1_000, 10_000, 100_000, 1_000_000]);
+        assert!(supports(1_000, 0.99) && !supports(999, 0.99));
+        assert_eq!(
+            percentile_text(15_600, 0.9999, 7, |v| v.to_string()),
+            "n/a (needs ≥ 100 000 samples)"
+        );
+        assert_eq!(percentile_text(100_000, 0.9999, 7, |v| v.to_string()), "7");
+        assert_eq!(samples_needed(1.0), u64::MAX);
+    }
+
+    #[test]
+    fn json_flags_unsupported_percentiles_and_reads_old_files() {
+        let mut r = Recorder::new();
+        (1..=15_600u64).for_each(|v| r.record(v));
+        let s = r.summary();
+        let json = serde_json::to_value(s).unwrap();
+        assert_eq!(
+            json["unsupported"],
+            serde_json::json!(["p99_99", "p99_999"])
+        );
+        assert_eq!(json["p99_999"], s.p99_999, "the value is kept");
+        let back: Summary = serde_json::from_value(json).unwrap();
+        assert_eq!(back, s);
+        let mut old = serde_json::to_value(s).unwrap();
+        old.as_object_mut().unwrap().remove("unsupported");
+        assert_eq!(serde_json::from_value::<Summary>(old).unwrap(), s);
+        let full = Summary {
+            count: 1_000_000,
+            ..s
+        };
+        assert!(serde_json::to_value(full)
+            .unwrap()
+            .get("unsupported")
+            .is_none());
     }
 }

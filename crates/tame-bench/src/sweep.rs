@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{invalid, Result};
 use crate::result::BenchResult;
+use crate::stats::PercentileCells;
 use tame_rt::duration::{format_ns_as, NsStyle};
 
 impl<S> tame_host::Document for Sweep<S> {
@@ -112,27 +113,48 @@ impl<S: Serialize> Sweep<S> {
     /// each step's p99 compares with the first step's.
     pub fn table(&self, metric: &str) -> String {
         let mut s = format!(
-            "{} sweep over {}: {metric} of all tasks merged\n{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}\n",
-            self.bench, self.parameter, self.parameter, "count", "p50", "p99", "p99.9", "max", "p99/first"
+            "{} sweep over {}: {metric} of all tasks merged\n",
+            self.bench, self.parameter
         );
+        let mut rows = vec![[
+            self.parameter.as_str(),
+            "count",
+            "p50",
+            "p99",
+            "p99.9",
+            "max",
+            "p99/first",
+        ]
+        .map(String::from)
+        .to_vec()];
         let mut first_p99 = None;
+        let mut cells = PercentileCells::default();
         for (value, result) in self.values.iter().zip(&self.results) {
             let Some(m) = result.merged.metric(metric) else {
-                let _ = writeln!(s, "{value:>6} (no {metric} measured)");
+                rows.push(vec![value.to_string(), format!("(no {metric} measured)")]);
                 continue;
             };
             let m = &m.summary;
-            let first = *first_p99.get_or_insert(m.p99);
-            let _ = writeln!(
-                s,
-                "{value:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
-                m.count,
-                format_ns_as(m.p50, NsStyle::Fixed),
-                format_ns_as(m.p99, NsStyle::Fixed),
-                format_ns_as(m.p99_9, NsStyle::Fixed),
-                format_ns_as(m.max, NsStyle::Fixed),
-                ratio(m.p99, first)
-            );
+            let fixed = |v| format_ns_as(v, NsStyle::Fixed);
+            // A ratio of p99s only where both are supported by their samples.
+            let p99 = m.supports(0.99).then_some(m.p99);
+            let first = *first_p99.get_or_insert(p99);
+            rows.push(vec![
+                value.to_string(),
+                m.count.to_string(),
+                cells.cell(m.count, 0.50, m.p50, fixed),
+                cells.cell(m.count, 0.99, m.p99, fixed),
+                cells.cell(m.count, 0.999, m.p99_9, fixed),
+                fixed(m.max),
+                match (p99, first) {
+                    (Some(v), Some(base)) => ratio(v, base),
+                    _ => "-".into(),
+                },
+            ]);
+        }
+        write_table(&mut s, &rows);
+        if let Some(note) = cells.footnote() {
+            let _ = writeln!(s, "{note}");
         }
         if self.interrupted {
             let _ = writeln!(
@@ -143,6 +165,20 @@ impl<S: Serialize> Sweep<S> {
             );
         }
         s
+    }
+}
+
+/// Rows aligned as the bench tables are; a short row (a step without the metric) as it is.
+fn write_table(out: &mut String, rows: &[Vec<String>]) {
+    let full: Vec<Vec<String>> = rows.iter().filter(|r| r.len() > 2).cloned().collect();
+    let aligned = crate::compare::aligned(&full, &[0]);
+    let mut lines = aligned.lines();
+    for row in rows {
+        if row.len() > 2 {
+            let _ = writeln!(out, "{}", lines.next().unwrap_or_default());
+        } else {
+            let _ = writeln!(out, "{}", row.join(" "));
+        }
     }
 }
 
@@ -217,8 +253,8 @@ mod tests {
     #[test]
     fn the_table_is_the_metric_against_the_parameter() {
         let mut sweep = Sweep::new("sleep", "tasks", &[1, 2, 4], vec![]);
-        sweep.results.push(result_with_p99(&[10_000; 100]));
-        sweep.results.push(result_with_p99(&[30_000; 100]));
+        sweep.results.push(result_with_p99(&[10_000; 1_000]));
+        sweep.results.push(result_with_p99(&[30_000; 1_000]));
         sweep.interrupted = true;
         let t = sweep.table("jitter");
         assert!(t.contains("sleep sweep over tasks: jitter"), "{t}");
@@ -231,7 +267,13 @@ mod tests {
             rows[1].trim_start().starts_with("2 ") && rows[1].ends_with("3.00"),
             "{t}"
         );
-        assert_eq!(rows[2], "interrupted: 2 of 3 steps measured");
+        // 1 000 samples support p99, not p99.9: that column says so once, under the rows.
+        assert!(rows[0].contains("n/a"), "{t}");
+        assert_eq!(
+            rows[2],
+            "n/a: too few samples for the percentile (at least 10 must lie beyond it): p99.9 needs ≥ 10 000 samples"
+        );
+        assert_eq!(rows[3], "interrupted: 2 of 3 steps measured");
         let json = crate::json::pretty(&sweep).unwrap();
         let back: Sweep = serde_json::from_str(&json).unwrap();
         assert_eq!(back, sweep);

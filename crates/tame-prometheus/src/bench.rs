@@ -38,16 +38,13 @@ const RUN_COUNTS: &[(&str, &str)] = &[
 /// series a fleet stores.
 pub const TOP_SOURCES: usize = 5;
 
-/// The quantiles of a summary, as the result's percentiles.
-fn quantiles(s: &tame_bench::stats::Summary) -> [(f64, u64); 6] {
-    [
-        (0.5, s.p50),
-        (0.9, s.p90),
-        (0.99, s.p99),
-        (0.999, s.p99_9),
-        (0.9999, s.p99_99),
-        (0.99999, s.p99_999),
-    ]
+/// The quantiles of a summary its sample count supports (at least ten samples beyond
+/// each); the others are left out rather than exported as the maximum under another name.
+fn quantiles(s: &tame_bench::stats::Summary) -> Vec<(f64, u64)> {
+    s.quantiles()
+        .into_iter()
+        .filter(|&(q, _)| s.supports(q))
+        .collect()
 }
 
 /// A metric's unit as (the name's unit suffix, what to divide by for base units); None for

@@ -48,6 +48,7 @@ fn describe(bench: &str, metric: &str) -> String {
         "sleep" => format!("sleep: {metric} of relative sleeps"),
         "fwq" => format!("fwq: {metric} of a fixed work quantum"),
         "noise" => format!("noise: {metric}s in a busy loop"),
+        "job" => format!("job: {metric} of a periodic task running its work"),
         _ => format!("{bench}: {metric}"),
     }
 }
@@ -193,9 +194,13 @@ fn sleep_scaling(
     let scale = Scale::for_values(&series[0].unit, max);
     let mut drawn: Vec<Line> = Vec::new();
     for key in &keys {
-        for (stat, f) in [
-            ("p99", (|s: &Summary| s.p99) as fn(&Summary) -> u64),
-            ("max", |s| s.max),
+        for (stat, f, q) in [
+            (
+                "p99",
+                (|s: &Summary| s.p99) as fn(&Summary) -> u64,
+                Some(0.99),
+            ),
+            ("max", |s| s.max, None),
         ] {
             let name = if keys.len() > 1 {
                 format!("{key}: {stat}")
@@ -205,6 +210,7 @@ fn sleep_scaling(
             let line = points
                 .iter()
                 .filter(|p| p.0 == *key)
+                .filter(|(_, _, s)| q.is_none_or(|q| s.supports(q)))
                 .map(|(_, t, s)| (*t as f64, scale.of(f(s))))
                 .collect();
             drawn.push((name, line));

@@ -59,8 +59,10 @@ pub fn add(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
             let of: Vec<&(String, u64, Series)> =
                 points.iter().filter(|p| p.0 == *pattern).collect();
             for (figure, pick) in [("p50", 0), ("p99.9", 1)] {
+                let q = if pick == 0 { 0.50 } else { 0.999 };
                 let line: Vec<(f64, f64)> = of
                     .iter()
+                    .filter(|(_, _, s)| s.summary.supports(q))
                     .map(|(_, bytes, s)| {
                         let ps = if pick == 0 {
                             s.summary.p50

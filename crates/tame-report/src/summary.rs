@@ -22,10 +22,16 @@ pub fn key_figures(id: &str, caption: &str, series: &[Series]) -> Table {
             let mut row = vec![
                 Cell::text(s.label.clone()),
                 Cell::stat("count", m.count.to_string()),
-                Cell::stat("p50", m.p50.to_string()),
-                Cell::stat("p99", m.p99.to_string()),
-                Cell::stat("p99.9", m.p99_9.to_string()),
-                Cell::stat("p99.999", m.p99_999.to_string()),
+                Cell::stat("p50", m.percentile_text(0.50, m.p50, |v| v.to_string())),
+                Cell::stat("p99", m.percentile_text(0.99, m.p99, |v| v.to_string())),
+                Cell::stat(
+                    "p99.9",
+                    m.percentile_text(0.999, m.p99_9, |v| v.to_string()),
+                ),
+                Cell::stat(
+                    "p99.999",
+                    m.percentile_text(0.99999, m.p99_999, |v| v.to_string()),
+                ),
                 Cell::stat("max", m.max.to_string()),
             ];
             if with_missed {
@@ -57,11 +63,19 @@ pub fn ratios(id: &str, caption: &str, series: &[Series]) -> Option<Table> {
         .map(|s| {
             let m = &s.summary;
             let r = |x: u64, y: u64| ratio(x as f64, y as f64);
+            // A ratio of percentiles only where both sides' samples support them.
+            let rq = |q: f64, x: u64, y: u64| {
+                if m.supports(q) && b.supports(q) {
+                    r(x, y)
+                } else {
+                    "n/a".to_string()
+                }
+            };
             vec![
                 Cell::text(format!("{} / {}", s.label, base.label)),
-                Cell::stat("p50", r(m.p50, b.p50)),
-                Cell::stat("p99", r(m.p99, b.p99)),
-                Cell::stat("p99.9", r(m.p99_9, b.p99_9)),
+                Cell::stat("p50", rq(0.50, m.p50, b.p50)),
+                Cell::stat("p99", rq(0.99, m.p99, b.p99)),
+                Cell::stat("p99.9", rq(0.999, m.p99_9, b.p99_9)),
                 Cell::stat("max", r(m.max, b.max)),
             ]
         })

@@ -230,13 +230,14 @@ pub fn summarise(
 /// The slowdowns of `with` over `alone`: p50, p99.9 and max.
 pub fn slowdowns(alone: &Summary, with: &Summary) -> Vec<(&'static str, f64)> {
     [
-        ("slowdown_p50", alone.p50, with.p50),
-        ("slowdown_p99_9", alone.p99_9, with.p99_9),
-        ("slowdown_max", alone.max, with.max),
+        ("slowdown_p50", alone.p50, with.p50, Some(0.50)),
+        ("slowdown_p99_9", alone.p99_9, with.p99_9, Some(0.999)),
+        ("slowdown_max", alone.max, with.max, None),
     ]
     .into_iter()
-    .filter(|(_, a, _)| *a > 0)
-    .map(|(name, a, w)| (name, w as f64 / a as f64))
+    // A ratio of percentiles only where both sides' samples support them.
+    .filter(|(_, a, _, q)| *a > 0 && q.is_none_or(|q| alone.supports(q) && with.supports(q)))
+    .map(|(name, a, w, _)| (name, w as f64 / a as f64))
     .collect()
 }
 

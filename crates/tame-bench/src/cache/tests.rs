@@ -64,12 +64,14 @@ fn the_competitor_must_run_on_another_cpu_and_sizes_are_bounded() {
 #[test]
 fn slowdowns_divide_the_competitors_figures_by_alone() {
     let alone = Summary {
+        count: 10_000,
         p50: 100_000,
         p99_9: 120_000,
         max: 200_000,
         ..Summary::default()
     };
     let with = Summary {
+        count: 10_000,
         p50: 150_000,
         p99_9: 300_000,
         max: 1_000_000,

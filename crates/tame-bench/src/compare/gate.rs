@@ -8,7 +8,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::{aligned, figure, fmt_value, labelled, merged_repeats_only_group, Compared, Side};
+use super::{
+    aligned, figure, fmt_value, labelled, merged_repeats_only_group, supported, Compared, Side,
+};
 use crate::error::{invalid, Result};
 use crate::result::Spread;
 
@@ -239,6 +241,10 @@ fn points(c: &Compared, with_max: bool) -> BTreeMap<(String, String), Point> {
                 continue;
             }
             for f in METRIC_FIGURES.iter().copied().chain(max) {
+                // A percentile its samples cannot support is no figure to judge by.
+                if !supported(&m.summary, f) {
+                    continue;
+                }
                 let point = Point {
                     value: figure(&m.summary, f) as f64,
                     carried: side.figure_spread(&m.name, f),
@@ -509,7 +515,8 @@ mod tests {
 
     fn summary(p50: u64, p99: u64) -> Summary {
         Summary {
-            count: 1000,
+            // Enough samples for every percentile the gate judges (p99.9 needs 10 000).
+            count: 1_000_000,
             min: 1,
             mean: p50,
             p50,

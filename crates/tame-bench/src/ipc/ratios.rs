@@ -60,12 +60,13 @@ fn find(groups: &[GroupResult], transport: Transport, size: usize) -> Option<&Gr
 /// The group's one-way latency figure `quantity` (not throughput), when there is one.
 fn latency(group: &GroupResult, quantity: Quantity) -> Option<u64> {
     let summary = group.metric("one_way_latency")?.summary;
-    let value = match quantity {
-        Quantity::MedianLatency => summary.p50,
-        Quantity::P99_9Latency => summary.p99_9,
+    let (value, q) = match quantity {
+        Quantity::MedianLatency => (summary.p50, 0.50),
+        Quantity::P99_9Latency => (summary.p99_9, 0.999),
         Quantity::Throughput => return None,
     };
-    (value > 0).then_some(value)
+    // No ratio of a percentile the samples cannot support.
+    (value > 0 && summary.supports(q)).then_some(value)
 }
 
 fn median(group: &GroupResult) -> Option<u64> {
@@ -181,7 +182,7 @@ mod tests {
                 name: "one_way_latency".into(),
                 unit: "ns".into(),
                 summary: Summary {
-                    count: 10,
+                    count: 10_000,
                     p50,
                     p99_9: 2 * p50,
                     ..Summary::default()

@@ -1034,14 +1034,12 @@ mod tests {
             p50("tame-ring/8B") < p50("pipe/8B"),
             "shared memory beats a pipe"
         );
-        // Per size: 2 tame channels × (median and p99.9 over the floor + 3 kernel
-        // transports) + ring over rtrb; with iceoryx2, the ring's median and msgs/s over its.
-        let per_size = 2 * (2 + 3) + 1 + if cfg!(feature = "iceoryx2") { 2 } else { 0 };
+        // Per size: 2 tame channels × (median over the floor + 3 kernel transports) + ring
+        // over rtrb; with iceoryx2, the ring's median and msgs/s over its. No p99.9 ratio:
+        // 2 000 round trips cannot support a p99.9 (it needs 10 000).
+        let per_size = 2 * (1 + 3) + 1 + if cfg!(feature = "iceoryx2") { 2 } else { 0 };
         assert_eq!(run.ratios.len(), 5 * per_size);
-        for size in super::super::SIZES {
-            let name = format!("p99_9_tame-ring_{size}B_over_floor");
-            assert!(run.ratios.iter().any(|r| r.name == name), "{name}");
-        }
+        assert!(run.ratios.iter().all(|r| !r.name.starts_with("p99_9_")));
         assert_eq!(result.merged.label, "ratios");
         assert_eq!(result.merged.derived.len(), run.ratios.len());
         assert!(result.merged.counters.is_empty());

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use super::run::IpcRun;
 use super::{IpcSettings, Ratio, Side, BLOCK};
 use crate::result::{BenchResult, GroupResult};
+use crate::stats::PercentileCells;
 use tame_rt::duration::{format_ns_as, NsStyle};
 
 /// The human view: one-way latency percentiles, throughput, ratios and the run's
@@ -58,39 +59,53 @@ fn write_latency_table(out: &mut String, result: &BenchResult<IpcSettings>) {
         side_text(sides.timing, partition),
         side_text(sides.echo, partition)
     );
-    let _ = writeln!(
-        out,
-        "{:<22} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
-        "transport", "count", "min", "p50", "p90", "p99", "p99.9", "p99.99", "p99.999", "max"
-    );
+    let mut rows = vec![[
+        "transport",
+        "count",
+        "min",
+        "p50",
+        "p90",
+        "p99",
+        "p99.9",
+        "p99.99",
+        "p99.999",
+        "max",
+    ]
+    .map(String::from)
+    .to_vec()];
+    let mut cells = PercentileCells::default();
     for group in &result.groups {
         if let Some(m) = group.metric("one_way_latency") {
             let s = &m.summary;
-            let _ = writeln!(
-                out,
-                "{:<22} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
-                group.label,
-                s.count,
+            let mut row = vec![
+                group.label.clone(),
+                s.count.to_string(),
                 format_ns_as(s.min, NsStyle::Fixed),
-                format_ns_as(s.p50, NsStyle::Fixed),
-                format_ns_as(s.p90, NsStyle::Fixed),
-                format_ns_as(s.p99, NsStyle::Fixed),
-                format_ns_as(s.p99_9, NsStyle::Fixed),
-                format_ns_as(s.p99_99, NsStyle::Fixed),
-                format_ns_as(s.p99_999, NsStyle::Fixed),
-                format_ns_as(s.max, NsStyle::Fixed)
+            ];
+            row.extend(
+                s.quantiles()
+                    .iter()
+                    .map(|&(q, v)| cells.cell(s.count, q, v, |v| format_ns_as(v, NsStyle::Fixed))),
             );
+            row.push(format_ns_as(s.max, NsStyle::Fixed));
+            rows.push(row);
         }
+    }
+    out.push_str(&crate::compare::aligned(&rows, &[0]));
+    if let Some(note) = cells.footnote() {
+        let _ = writeln!(out, "{note}");
     }
 }
 
 /// A row per queue that streamed messages: their number, the rate and the time per message.
 fn write_throughput_table(out: &mut String, groups: &[GroupResult]) {
+    let fixed = |v| format_ns_as(v, NsStyle::Fixed);
     let _ = writeln!(
         out,
         "\nthroughput (receiver side; ns per message in blocks of {BLOCK})\n{:<22} {:>12} {:>14} {:>8} {:>8} {:>8}",
         "transport", "messages", "msgs/s", "p50", "p99", "max"
     );
+    let mut cells = PercentileCells::default();
     for group in groups {
         if let (Some(rate), Some(m)) = (
             group.derived.get("throughput_msgs_per_s"),
@@ -106,11 +121,14 @@ fn write_throughput_table(out: &mut String, groups: &[GroupResult]) {
                     .copied()
                     .unwrap_or(0),
                 rate,
-                format_ns_as(m.summary.p50, NsStyle::Fixed),
-                format_ns_as(m.summary.p99, NsStyle::Fixed),
+                cells.cell(m.summary.count, 0.50, m.summary.p50, fixed),
+                cells.cell(m.summary.count, 0.99, m.summary.p99, fixed),
                 format_ns_as(m.summary.max, NsStyle::Fixed)
             );
         }
+    }
+    if let Some(note) = cells.footnote() {
+        let _ = writeln!(out, "{note}");
     }
 }
 
@@ -263,47 +281,47 @@ mod tests {
         let run = recorded_run(&Transport::ALL, false, true);
         let expected = concat!(
             "tame bench ipc — one-way latency (round trip / 2), CPU 2 ⇄ CPU 3\n",
-            "transport                  count      min      p50      p90      p99    p99.9   p99.99  p99.999       max\n",
-            "floor/8B                    1000    100ns   1098ns   1898ns   2079ns   2097ns   2098ns   2098ns    2098ns\n",
-            "tame-ring/8B                1000    140ns   1537ns   2657ns   2909ns   2935ns   2937ns   2937ns    2937ns\n",
-            "tame-register/8B            1000    180ns   1976ns   3417ns   3741ns   3773ns   3776ns   3776ns    3776ns\n",
-            "rtrb/8B                     1000    150ns   1647ns   2847ns   3117ns   3145ns   3147ns   3147ns    3147ns\n",
-            "pipe/8B                     1000   2000ns  21.97µs  37.98µs  41.57µs  41.95µs  41.96µs  41.96µs   41.96µs\n",
-            "unix-socket/8B              1000   1500ns  16.48µs  28.48µs  31.18µs  31.45µs  31.47µs  31.47µs   31.47µs\n",
-            "mq/8B                       1000  30.00µs 329.47µs 569.86µs 623.62µs 629.25µs 629.40µs 629.40µs  629.40µs\n",
-            "iceoryx2/8B                 1000    160ns   1756ns   3037ns   3325ns   3353ns   3356ns   3356ns    3356ns\n",
-            "floor/64B                   1000    800ns   8791ns  15.19µs  16.64µs  16.78µs  16.78µs  16.78µs   16.78µs\n",
-            "tame-ring/64B               1000   1120ns  12.30µs  21.26µs  23.28µs  23.49µs  23.50µs  23.50µs   23.50µs\n",
-            "tame-register/64B           1000   1440ns  15.81µs  27.34µs  29.93µs  30.19µs  30.21µs  30.21µs   30.21µs\n",
-            "rtrb/64B                    1000   1200ns  13.18µs  22.78µs  24.94µs  25.17µs  25.18µs  25.18µs   25.18µs\n",
-            "pipe/64B                    1000  16.00µs 175.74µs 303.87µs 332.54µs 335.62µs 335.68µs 335.68µs  335.68µs\n",
-            "unix-socket/64B             1000  12.00µs 131.84µs 227.84µs 249.47µs 251.65µs 251.76µs 251.76µs  251.76µs\n",
-            "mq/64B                      1000 240.00µs  2.636ms  4.559ms  4.989ms  5.034ms  5.035ms  5.035ms   5.035ms\n",
-            "iceoryx2/64B                1000   1280ns  14.05µs  24.30µs  26.61µs  26.83µs  26.85µs  26.85µs   26.85µs\n",
+            "transport          count       min       p50       p90       p99  p99.9  p99.99  p99.999       max\n",
+            "floor/8B            1000     100ns    1098ns    1898ns    2079ns    n/a     n/a      n/a    2098ns\n",
+            "tame-ring/8B        1000     140ns    1537ns    2657ns    2909ns    n/a     n/a      n/a    2937ns\n",
+            "tame-register/8B    1000     180ns    1976ns    3417ns    3741ns    n/a     n/a      n/a    3776ns\n",
+            "rtrb/8B             1000     150ns    1647ns    2847ns    3117ns    n/a     n/a      n/a    3147ns\n",
+            "pipe/8B             1000    2000ns   21.97µs   37.98µs   41.57µs    n/a     n/a      n/a   41.96µs\n",
+            "unix-socket/8B      1000    1500ns   16.48µs   28.48µs   31.18µs    n/a     n/a      n/a   31.47µs\n",
+            "mq/8B               1000   30.00µs  329.47µs  569.86µs  623.62µs    n/a     n/a      n/a  629.40µs\n",
+            "iceoryx2/8B         1000     160ns    1756ns    3037ns    3325ns    n/a     n/a      n/a    3356ns\n",
+            "floor/64B           1000     800ns    8791ns   15.19µs   16.64µs    n/a     n/a      n/a   16.78µs\n",
+            "tame-ring/64B       1000    1120ns   12.30µs   21.26µs   23.28µs    n/a     n/a      n/a   23.50µs\n",
+            "tame-register/64B   1000    1440ns   15.81µs   27.34µs   29.93µs    n/a     n/a      n/a   30.21µs\n",
+            "rtrb/64B            1000    1200ns   13.18µs   22.78µs   24.94µs    n/a     n/a      n/a   25.18µs\n",
+            "pipe/64B            1000   16.00µs  175.74µs  303.87µs  332.54µs    n/a     n/a      n/a  335.68µs\n",
+            "unix-socket/64B     1000   12.00µs  131.84µs  227.84µs  249.47µs    n/a     n/a      n/a  251.76µs\n",
+            "mq/64B              1000  240.00µs   2.636ms   4.559ms   4.989ms    n/a     n/a      n/a   5.035ms\n",
+            "iceoryx2/64B        1000    1280ns   14.05µs   24.30µs   26.61µs    n/a     n/a      n/a   26.85µs\n",
+            "n/a: too few samples for the percentile (at least 10 must lie beyond it): p99.9 needs ≥ 10 000 samples, p99.99 needs ≥ 100 000 samples, p99.999 needs ≥ 1 000 000 samples\n",
             "\n",
             "throughput (receiver side; ns per message in blocks of 1024)\n",
             "transport                  messages         msgs/s      p50      p99      max\n",
-            "tame-ring/8B                   8192       28571429     38ns     42ns     42ns\n",
-            "rtrb/8B                        8192       26666667     40ns     44ns     44ns\n",
-            "pipe/8B                        8192        2000000    503ns    507ns    507ns\n",
-            "unix-socket/8B                 8192        2666667    378ns    382ns    382ns\n",
-            "mq/8B                          8192         133333   7503ns   7507ns   7507ns\n",
-            "iceoryx2/8B                    8192       25000000     43ns     47ns     47ns\n",
-            "tame-ring/64B                  8192        3571429    283ns    287ns    287ns\n",
-            "rtrb/64B                       8192        3333333    303ns    307ns    307ns\n",
-            "pipe/64B                       8192         250000   4003ns   4007ns   4007ns\n",
-            "unix-socket/64B                8192         333333   3003ns   3007ns   3007ns\n",
-            "mq/64B                         8192          16667  60.01µs  60.01µs  60.01µs\n",
-            "iceoryx2/64B                   8192        3125000    323ns    327ns    327ns\n",
+            "tame-ring/8B                   8192       28571429      n/a      n/a     42ns\n",
+            "rtrb/8B                        8192       26666667      n/a      n/a     44ns\n",
+            "pipe/8B                        8192        2000000      n/a      n/a    507ns\n",
+            "unix-socket/8B                 8192        2666667      n/a      n/a    382ns\n",
+            "mq/8B                          8192         133333      n/a      n/a   7507ns\n",
+            "iceoryx2/8B                    8192       25000000      n/a      n/a     47ns\n",
+            "tame-ring/64B                  8192        3571429      n/a      n/a    287ns\n",
+            "rtrb/64B                       8192        3333333      n/a      n/a    307ns\n",
+            "pipe/64B                       8192         250000      n/a      n/a   4007ns\n",
+            "unix-socket/64B                8192         333333      n/a      n/a   3007ns\n",
+            "mq/64B                         8192          16667      n/a      n/a  60.01µs\n",
+            "iceoryx2/64B                   8192        3125000      n/a      n/a    327ns\n",
+            "n/a: too few samples for the percentile (at least 10 must lie beyond it): p50 needs ≥ 20 samples, p99 needs ≥ 1 000 samples\n",
             "\n",
             "ratios\n",
             "  median latency tame-ring/8B ÷ floor/8B                  1.40\n",
-            "  p99.9 latency tame-ring/8B ÷ floor/8B                   1.40\n",
             "  median latency pipe/8B ÷ tame-ring/8B                  14.29\n",
             "  median latency unix-socket/8B ÷ tame-ring/8B           10.72\n",
             "  median latency mq/8B ÷ tame-ring/8B                   214.36\n",
             "  median latency tame-register/8B ÷ floor/8B              1.80\n",
-            "  p99.9 latency tame-register/8B ÷ floor/8B               1.80\n",
             "  median latency pipe/8B ÷ tame-register/8B              11.12\n",
             "  median latency unix-socket/8B ÷ tame-register/8B        8.34\n",
             "  median latency mq/8B ÷ tame-register/8B               166.74\n",
@@ -311,12 +329,10 @@ mod tests {
             "  msgs/s tame-ring/8B ÷ rtrb/8B                           1.07\n",
             "  msgs/s tame-ring/8B ÷ iceoryx2/8B                       1.14\n",
             "  median latency tame-ring/64B ÷ floor/64B                1.40\n",
-            "  p99.9 latency tame-ring/64B ÷ floor/64B                 1.40\n",
             "  median latency pipe/64B ÷ tame-ring/64B                14.28\n",
             "  median latency unix-socket/64B ÷ tame-ring/64B         10.72\n",
             "  median latency mq/64B ÷ tame-ring/64B                 214.24\n",
             "  median latency tame-register/64B ÷ floor/64B            1.80\n",
-            "  p99.9 latency tame-register/64B ÷ floor/64B             1.80\n",
             "  median latency pipe/64B ÷ tame-register/64B            11.11\n",
             "  median latency unix-socket/64B ÷ tame-register/64B      8.34\n",
             "  median latency mq/64B ÷ tame-register/64B             166.66\n",
@@ -336,14 +352,16 @@ mod tests {
         assert!(run.ratios.is_empty());
         let expected = concat!(
             "tame bench ipc — one-way latency (round trip / 2), CPU 2 ⇄ CPU 3\n",
-            "transport                  count      min      p50      p90      p99    p99.9   p99.99  p99.999       max\n",
-            "pipe/8B                     1000   2000ns  21.97µs  37.98µs  41.57µs  41.95µs  41.96µs  41.96µs   41.96µs\n",
-            "pipe/64B                    1000  16.00µs 175.74µs 303.87µs 332.54µs 335.62µs 335.68µs 335.68µs  335.68µs\n",
+            "transport  count      min       p50       p90       p99  p99.9  p99.99  p99.999       max\n",
+            "pipe/8B     1000   2000ns   21.97µs   37.98µs   41.57µs    n/a     n/a      n/a   41.96µs\n",
+            "pipe/64B    1000  16.00µs  175.74µs  303.87µs  332.54µs    n/a     n/a      n/a  335.68µs\n",
+            "n/a: too few samples for the percentile (at least 10 must lie beyond it): p99.9 needs ≥ 10 000 samples, p99.99 needs ≥ 100 000 samples, p99.999 needs ≥ 1 000 000 samples\n",
             "\n",
             "throughput (receiver side; ns per message in blocks of 1024)\n",
             "transport                  messages         msgs/s      p50      p99      max\n",
-            "pipe/8B                        8192        2000000    503ns    507ns    507ns\n",
-            "pipe/64B                       8192         250000   4003ns   4007ns   4007ns\n",
+            "pipe/8B                        8192        2000000      n/a      n/a    507ns\n",
+            "pipe/64B                       8192         250000      n/a      n/a   4007ns\n",
+            "n/a: too few samples for the percentile (at least 10 must lie beyond it): p50 needs ≥ 20 samples, p99 needs ≥ 1 000 samples\n",
             "\n",
             "clock - (read 25 ns); kernel 6.1.0-rt (full); bare metal\n",
             "interrupted: the numbers cover the segments measured before Ctrl-C\n",

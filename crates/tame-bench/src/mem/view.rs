@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use super::{label, sweep, HugePages, MemSettings, Pattern};
 use crate::result::BenchResult;
 use crate::session::Bench as _;
+use crate::stats::PercentileCells;
 
 /// Picoseconds as nanoseconds with two decimals (`1.53`).
 pub fn ns_of_ps(ps: u64) -> String {
@@ -27,6 +28,7 @@ pub fn table(result: &BenchResult<MemSettings>) -> String {
     ]
     .map(String::from)
     .to_vec()];
+    let mut percentiles = PercentileCells::default();
     for &bytes in &s.sizes {
         let mut row = vec![sweep::human_size(bytes)];
         for pattern in [Pattern::Chase, Pattern::Stream] {
@@ -37,7 +39,13 @@ pub fn table(result: &BenchResult<MemSettings>) -> String {
                 .and_then(|g| g.metric("access"))
                 .map(|m| m.summary);
             match figures {
-                Some(f) => row.extend([f.p50, f.p99, f.p99_9, f.max].map(ns_of_ps)),
+                Some(f) => {
+                    row.extend(
+                        [(0.50, f.p50), (0.99, f.p99), (0.999, f.p99_9)]
+                            .map(|(q, v)| percentiles.cell(f.count, q, v, ns_of_ps)),
+                    );
+                    row.push(ns_of_ps(f.max));
+                }
                 None => row.extend(std::iter::repeat_n("-".to_string(), 4)),
             }
         }
@@ -63,6 +71,9 @@ pub fn table(result: &BenchResult<MemSettings>) -> String {
             })
             .collect();
         let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+    }
+    if let Some(note) = percentiles.footnote() {
+        let _ = writeln!(out, "{note}");
     }
     let _ = writeln!(out, "sizes: {}", s.sweep);
     let _ = writeln!(

@@ -6,13 +6,18 @@ use std::fmt::Write as _;
 use tame_host::environment::RunEnvironment;
 
 use crate::result::{BenchResult, Calibration, GroupResult, Metric};
+use crate::stats::PercentileCells;
 use tame_rt::duration::{format_ns_as, NsStyle};
 
 /// The summary table: one row per group and metric, then counters and the run's self-characterisation.
 pub fn table<S>(result: &BenchResult<S>, title: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{title}");
-    write_aligned(&mut out, &metric_rows(result));
+    let mut cells = PercentileCells::default();
+    write_aligned(&mut out, &metric_rows(result, &mut cells));
+    if let Some(note) = cells.footnote() {
+        let _ = writeln!(out, "{note}");
+    }
     let counters = counters_line(&result.merged);
     if !counters.is_empty() {
         let _ = writeln!(out, "{counters}");
@@ -59,15 +64,15 @@ fn shown_groups<S>(result: &BenchResult<S>) -> impl Iterator<Item = &GroupResult
 }
 
 /// The header, then one row per shown group and metric.
-fn metric_rows<S>(result: &BenchResult<S>) -> Vec<Vec<String>> {
+fn metric_rows<S>(result: &BenchResult<S>, cells: &mut PercentileCells) -> Vec<Vec<String>> {
     let mut rows: Vec<Vec<String>> = vec![TABLE_HEADER.iter().map(|s| s.to_string()).collect()];
     for g in shown_groups(result) {
-        rows.extend(g.metrics.iter().map(|m| metric_row(&g.label, m)));
+        rows.extend(g.metrics.iter().map(|m| metric_row(&g.label, m, cells)));
     }
     rows
 }
 
-fn metric_row(label: &str, m: &Metric) -> Vec<String> {
+fn metric_row(label: &str, m: &Metric, cells: &mut PercentileCells) -> Vec<String> {
     let s = &m.summary;
     let mut row = vec![
         label.to_string(),
@@ -76,9 +81,9 @@ fn metric_row(label: &str, m: &Metric) -> Vec<String> {
         human_value(s.min, &m.unit),
     ];
     row.extend(
-        s.percentiles()
+        s.quantiles()
             .iter()
-            .map(|(_, v)| human_value(*v, &m.unit)),
+            .map(|&(q, v)| cells.cell(s.count, q, v, |v| human_value(v, &m.unit))),
     );
     row.push(human_value(s.max, &m.unit));
     row
@@ -208,8 +213,9 @@ mod tests {
         )));
         let expected = concat!(
             "tame bench noise\n",
-            "group  metric  count     min      p50      p90      p99    p99.9   p99.99  p99.999      max\n",
-            "cpu0   gap        64  1112ns  17.70µs  33.79µs  4.043ms  4.043ms  4.043ms  4.043ms  4.043ms\n",
+            "group  metric  count     min      p50  p90  p99  p99.9  p99.99  p99.999      max\n",
+            "cpu0   gap        64  1112ns  17.70µs  n/a  n/a    n/a     n/a      n/a  4.043ms\n",
+            "n/a: too few samples for the percentile (at least 10 must lie beyond it): p90 needs ≥ 100 samples, p99 needs ≥ 1 000 samples, p99.9 needs ≥ 10 000 samples, p99.99 needs ≥ 100 000 samples, p99.999 needs ≥ 1 000 000 samples\n",
             "gaps: 64, loops: 2063654, noise_ns: 21137376, run_ns: 52807209\n",
             "cpu0: cpu_available_percent 59.9726, noise_share_percent 40.0274\n",
             "clock tsc (read 10 ns, loop floor 9 ns), TSC 2.445 GHz; kernel 6.18.44-fc-v782 preempt dynamic; idle none (an idle vCPU halts, so waking an idle CPU goes through the hypervisor: an isolated, idle CPU can wake slower than a busy shared one); clocksource tsc; virtualised (KVM): hypervisor noise no guest setting removes; boot: mitigations=auto,no_guest_host,no_guest_guest\n",
@@ -244,10 +250,11 @@ mod tests {
         )));
         let expected = concat!(
             "tame bench sleep\n",
-            "group  metric  count      min      p50      p90       p99    p99.9   p99.99  p99.999      max\n",
-            "task0  jitter    300  25.52µs  63.07µs  72.00µs  240.13µs  4.575ms  4.575ms  4.575ms  4.575ms\n",
-            "task1  jitter    300  20.65µs  61.85µs  69.06µs  110.02µs  3.779ms  3.779ms  3.779ms  3.779ms\n",
-            "all    jitter    600  20.65µs  62.46µs  71.04µs  218.50µs  4.575ms  4.575ms  4.575ms  4.575ms\n",
+            "group  metric  count      min      p50      p90  p99  p99.9  p99.99  p99.999      max\n",
+            "task0  jitter    300  25.52µs  63.07µs  72.00µs  n/a    n/a     n/a      n/a  4.575ms\n",
+            "task1  jitter    300  20.65µs  61.85µs  69.06µs  n/a    n/a     n/a      n/a  3.779ms\n",
+            "all    jitter    600  20.65µs  62.46µs  71.04µs  n/a    n/a     n/a      n/a  4.575ms\n",
+            "n/a: too few samples for the percentile (at least 10 must lie beyond it): p99 needs ≥ 1 000 samples, p99.9 needs ≥ 10 000 samples, p99.99 needs ≥ 100 000 samples, p99.999 needs ≥ 1 000 000 samples\n",
             "clock monotonic (read 30 ns, loop floor 29 ns); kernel 6.18.44-fc-v782 preempt dynamic; idle none (an idle vCPU halts, so waking an idle CPU goes through the hypervisor: an isolated, idle CPU can wake slower than a busy shared one); clocksource tsc; virtualised (KVM): hypervisor noise no guest setting removes; boot: mitigations=auto,no_guest_host,no_guest_guest\n",
         );
         assert_eq!(table(&r, "tame bench sleep"), expected);
@@ -278,11 +285,12 @@ mod tests {
         v["calibration"]["clock"] = serde_json::Value::Null;
         let expected = concat!(
             "tame bench sleep\n",
-            "group  metric  count      min      p50      p90       p99    p99.9   p99.99  p99.999      max\n",
-            "task0  jitter    300  25.52µs  63.07µs  72.00µs  240.13µs  4.575ms  4.575ms  4.575ms  4.575ms\n",
-            "task1  jitter    300  20.65µs  61.85µs  69.06µs  110.02µs  3.779ms  3.779ms  3.779ms  3.779ms\n",
-            "task1  cost      300    20646    61855    69055    110015  3779183  3779183  3779183  3779183\n",
-            "all    jitter    600  20.65µs  62.46µs  71.04µs  218.50µs  4.575ms  4.575ms  4.575ms  4.575ms\n",
+            "group  metric  count      min      p50      p90  p99  p99.9  p99.99  p99.999      max\n",
+            "task0  jitter    300  25.52µs  63.07µs  72.00µs  n/a    n/a     n/a      n/a  4.575ms\n",
+            "task1  jitter    300  20.65µs  61.85µs  69.06µs  n/a    n/a     n/a      n/a  3.779ms\n",
+            "task1  cost      300    20646    61855    69055  n/a    n/a     n/a      n/a  3779183\n",
+            "all    jitter    600  20.65µs  62.46µs  71.04µs  n/a    n/a     n/a      n/a  4.575ms\n",
+            "n/a: too few samples for the percentile (at least 10 must lie beyond it): p99 needs ≥ 1 000 samples, p99.9 needs ≥ 10 000 samples, p99.99 needs ≥ 100 000 samples, p99.999 needs ≥ 1 000 000 samples\n",
             "early_wakeups: 3, missed_periods: 0\n",
             "task0: max_excess_percent 1.5000\n",
             "worst: max_excess_percent 2.2500, ratio 0.1250\n",

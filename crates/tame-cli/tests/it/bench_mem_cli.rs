@@ -207,9 +207,11 @@ fn cache_times_alone_and_with_the_competitor() {
             > 0
     );
     assert_eq!(r["merged"]["label"], "slowdown");
-    for k in ["slowdown_p50", "slowdown_p99_9", "slowdown_max"] {
+    for k in ["slowdown_p50", "slowdown_max"] {
         assert!(r["merged"]["derived"][k].as_f64().unwrap() > 0.0, "{k}");
     }
+    // 40 iterations support p50 (20 samples), not p99.9 (10 000): no slowdown of it.
+    assert!(r["merged"]["derived"].get("slowdown_p99_9").is_none());
     // No partition: the ways are shared, or cannot be split at all (this VM).
     let state = r["settings"]["cache_ways"]["state"].as_str().unwrap();
     assert!(["unavailable", "shared"].contains(&state), "{state}");

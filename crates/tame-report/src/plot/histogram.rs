@@ -158,13 +158,17 @@ fn last_high(s: &Series) -> u64 {
 /// The marked percentiles; equal values share one mark (`p99.999=max`).
 pub fn marks(s: &Series) -> Vec<(String, u64)> {
     let m = &s.summary;
+    // A percentile its samples cannot support is not marked.
     let all = [
-        ("p50", m.p50),
-        ("p99", m.p99),
-        ("p99.9", m.p99_9),
-        ("p99.999", m.p99_999),
-        ("max", m.max),
-    ];
+        ("p50", m.p50, 0.50),
+        ("p99", m.p99, 0.99),
+        ("p99.9", m.p99_9, 0.999),
+        ("p99.999", m.p99_999, 0.99999),
+    ]
+    .into_iter()
+    .filter(|&(_, _, q)| m.supports(q))
+    .map(|(name, v, _)| (name, v))
+    .chain(std::iter::once(("max", m.max)));
     let mut out: Vec<(String, u64)> = Vec::new();
     for (name, v) in all {
         match out.last_mut() {

@@ -49,7 +49,7 @@ pub fn curve(s: &Series) -> (Vec<(f64, u64)>, bool) {
             let values = [m.p50, m.p90, m.p99, m.p99_9, m.p99_99, m.p99_999];
             let mut points = vec![(1.0, m.min)];
             for ((x, _), v) in SUMMARY_POINTS.iter().zip(values) {
-                if *x < n as f64 {
+                if m.supports(1.0 - 1.0 / x) {
                     points.push((*x, v));
                 }
             }
@@ -147,7 +147,7 @@ pub fn figure(
             let dots = SUMMARY_POINTS
                 .iter()
                 .zip(values)
-                .filter(|((x, _), _)| *x < s.summary.count as f64)
+                .filter(|((x, _), _)| s.summary.supports(1.0 - 1.0 / x))
                 .map(|((x, _), v)| (*x, scale.of(v.max(1))))
                 .chain(std::iter::once((
                     (s.summary.count as f64).max(2.0),

@@ -147,6 +147,7 @@ pub fn assert_cell(html: &str, row: &str, stat: &str, text: &str) {
 
 /// The key figures of `label` equal the summary `s` of the JSON.
 pub fn assert_summary(html: &str, label: &str, s: &Value) {
+    let count = s["count"].as_u64().expect("summary has count");
     for (stat, key) in [
         ("count", "count"),
         ("p50", "p50"),
@@ -158,7 +159,14 @@ pub fn assert_summary(html: &str, label: &str, s: &Value) {
         let v = s[key]
             .as_u64()
             .unwrap_or_else(|| panic!("summary has {key}"));
-        assert_cell(html, label, stat, &v.to_string());
+        // A percentile its samples cannot support is shown as such, never as a number.
+        let text = match tame_bench::stats::quantile_of_field(key) {
+            Some(q) if !tame_bench::stats::supports(count, q) => {
+                tame_bench::stats::unsupported_text(q)
+            }
+            _ => v.to_string(),
+        };
+        assert_cell(html, label, stat, &text);
     }
 }
 
