@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use tame_bench::cycle::CycleSettings;
+use tame_bench::job::JobSettings;
 use tame_bench::noise::{NoiseResult, NoiseRun};
 use tame_bench::session::Finished;
 use tame_bench::{Recorder, Summary};
@@ -53,18 +54,7 @@ impl CycleFigures {
         missed_periods: u64,
         interrupted: bool,
     ) -> Self {
-        let histogram = latency
-            .histogram()
-            .iter_recorded()
-            .map(|v| {
-                (
-                    latency
-                        .histogram()
-                        .highest_equivalent(v.value_iterated_to()),
-                    v.count_at_value(),
-                )
-            })
-            .collect();
+        let histogram = histogram_of(latency);
         CycleFigures {
             cpus,
             period_ns,
@@ -79,32 +69,149 @@ impl CycleFigures {
     /// Activations whose latency exceeded `bound_ns` (counted at histogram resolution,
     /// never below the exact maximum).
     pub fn late(&self, bound_ns: u64) -> u64 {
-        if self.latency.max <= bound_ns {
-            return 0;
-        }
-        let counted: u64 = self
-            .histogram
-            .iter()
-            .filter(|(value, _)| *value > bound_ns)
-            .map(|(_, n)| n)
-            .sum();
-        counted.max(1)
+        above(&self.histogram, &self.latency, bound_ns)
     }
 
     /// The latency that all but `fraction` of activations stayed within.
     pub fn latency_within(&self, fraction: f64) -> u64 {
-        if fraction <= 0.0 || self.activations == 0 {
-            return self.latency.max;
+        within(&self.histogram, &self.latency, self.activations, fraction)
+    }
+}
+
+/// A recorder's histogram as (value ns, count), ascending, 3 significant digits.
+pub fn histogram_of(r: &Recorder) -> Vec<(u64, u64)> {
+    r.histogram()
+        .iter_recorded()
+        .map(|v| {
+            (
+                r.histogram().highest_equivalent(v.value_iterated_to()),
+                v.count_at_value(),
+            )
+        })
+        .collect()
+}
+
+/// Values above `bound` in a histogram (never below one when the exact maximum is above).
+fn above(histogram: &[(u64, u64)], summary: &Summary, bound: u64) -> u64 {
+    if summary.max <= bound {
+        return 0;
+    }
+    let counted: u64 = histogram
+        .iter()
+        .filter(|(value, _)| *value > bound)
+        .map(|(_, n)| n)
+        .sum();
+    counted.max(1)
+}
+
+/// The value all but `fraction` of `count` values stayed within.
+fn within(histogram: &[(u64, u64)], summary: &Summary, count: u64, fraction: f64) -> u64 {
+    if fraction <= 0.0 || count == 0 {
+        return summary.max;
+    }
+    let allowed = (fraction * count as f64).floor() as u64;
+    let mut above = 0;
+    for &(value, n) in histogram.iter().rev() {
+        if above + n > allowed {
+            return value.min(summary.max);
         }
-        let allowed = (fraction * self.activations as f64).floor() as u64;
-        let mut above = 0;
-        for &(value, n) in self.histogram.iter().rev() {
-            if above + n > allowed {
-                return value.min(self.latency.max);
-            }
-            above += n;
+        above += n;
+    }
+    summary.min
+}
+
+/// The work run at every activation on the measured CPUs (`tame_bench::job`), merged over
+/// the rounds of one configuration: every activation's response (release to completion),
+/// the delay before it started and the work's own run time.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobFigures {
+    pub cpus: CpuList,
+    pub period_ns: u64,
+    /// The deadline misses were counted against, from each release.
+    pub deadline_ns: u64,
+    /// The work each activation ran was calibrated to take this long undisturbed.
+    pub budget_ns: u64,
+    pub activations: u64,
+    /// Activations that completed after their deadline (counted exactly).
+    pub misses: u64,
+    /// Activations that completed after the next release, delaying the next one.
+    pub overruns: u64,
+    /// Completion − release, ns.
+    pub response: Summary,
+    /// The response histogram: (value ns, count), ascending, 3 significant digits.
+    pub response_histogram: Vec<(u64, u64)>,
+    /// Start − release: the wakeup, or the previous job still running.
+    pub start_delay: Summary,
+    /// Completion − start: how long the work itself took.
+    pub run_time: Summary,
+    pub interrupted: bool,
+}
+
+impl JobFigures {
+    /// Completions later than `deadline_ns` after their release: exact for the deadline
+    /// the run counted, at histogram resolution for any other.
+    pub fn late(&self, deadline_ns: u64) -> u64 {
+        if deadline_ns == self.deadline_ns {
+            return self.misses;
         }
-        self.latency.min
+        above(&self.response_histogram, &self.response, deadline_ns)
+    }
+
+    /// The response all but `fraction` of activations stayed within.
+    pub fn response_within(&self, fraction: f64) -> u64 {
+        within(
+            &self.response_histogram,
+            &self.response,
+            self.activations,
+            fraction,
+        )
+    }
+}
+
+/// One configuration's job outputs, merged as the rounds finish.
+#[derive(Clone, Debug, Default)]
+pub struct JobTotals {
+    response: Recorder,
+    start_delay: Recorder,
+    run_time: Recorder,
+    misses: u64,
+    overruns: u64,
+    interrupted: bool,
+    settings: Option<JobSettings>,
+}
+
+impl JobTotals {
+    /// Add a round's run.
+    pub fn add(&mut self, done: &Finished<JobSettings>) {
+        for out in &done.measured.outputs {
+            self.response.merge(&out.response);
+            self.start_delay.merge(&out.start_delay);
+            self.run_time.merge(&out.run_time);
+            self.misses += out.misses;
+            self.overruns += out.overruns;
+        }
+        self.interrupted |= done.result.interrupted;
+        self.settings
+            .get_or_insert_with(|| done.result.settings.clone());
+    }
+
+    /// The figures so far; `None` before the first round.
+    pub fn figures(&self, budget_ns: u64) -> Option<JobFigures> {
+        let s = self.settings.as_ref()?;
+        Some(JobFigures {
+            cpus: s.cpus.clone(),
+            period_ns: s.period_ns,
+            deadline_ns: s.deadline_ns,
+            budget_ns,
+            activations: self.response.count(),
+            misses: self.misses,
+            overruns: self.overruns,
+            response: self.response.summary(),
+            response_histogram: histogram_of(&self.response),
+            start_delay: self.start_delay.summary(),
+            run_time: self.run_time.summary(),
+            interrupted: self.interrupted,
+        })
     }
 }
 
@@ -152,6 +259,10 @@ pub struct NoiseFigures {
     /// What the interruptions cost one computation of the requirement's budget.
     #[serde(default)]
     pub stretch: Option<Stretch>,
+    /// The busy loop's run time, summed over the measured CPUs (0 in reports before
+    /// tame.assess/2): what the rounds' figures are weighted by when merged.
+    #[serde(default)]
+    pub run_ns: u64,
 }
 
 /// Sources kept in the figures.
@@ -241,7 +352,65 @@ impl NoiseFigures {
             sources,
             interrupted: r.result.interrupted,
             stretch: None,
+            run_ns,
         }
+    }
+
+    /// The rounds of one configuration as one: totals summed, longest gaps the longest,
+    /// shares weighted by each round's run time (the worst CPU's share, as in a round).
+    pub fn merge(rounds: &[&NoiseFigures]) -> Option<NoiseFigures> {
+        let first = rounds.first()?;
+        let weight = |n: &NoiseFigures| n.run_ns.max(1) as f64;
+        let total_weight: f64 = rounds.iter().map(|n| weight(n)).sum();
+        let weighted = |f: &dyn Fn(&NoiseFigures) -> f64| {
+            rounds.iter().map(|n| f(n) * weight(n)).sum::<f64>() / total_weight
+        };
+        let run_ns = rounds.iter().map(|n| n.run_ns).sum::<u64>();
+        let mut sources: Vec<Source> = Vec::new();
+        for s in rounds.iter().flat_map(|n| &n.sources) {
+            match sources
+                .iter_mut()
+                .find(|x| x.class == s.class && x.source == s.source)
+            {
+                Some(x) => {
+                    x.count += s.count;
+                    x.total_ns += s.total_ns;
+                    x.max_ns = x.max_ns.max(s.max_ns);
+                }
+                None => sources.push(s.clone()),
+            }
+        }
+        for s in &mut sources {
+            s.share_percent = s.total_ns as f64 * 100.0 / run_ns.max(1) as f64;
+        }
+        sources.sort_by_key(|s| std::cmp::Reverse(s.total_ns));
+        sources.truncate(TOP_SOURCES);
+        let attributed = rounds.iter().all(|n| n.attributed);
+        let stretches: Vec<&Stretch> = rounds.iter().filter_map(|n| n.stretch.as_ref()).collect();
+        let stretch = stretches.first().map(|s| Stretch {
+            budget_ns: s.budget_ns,
+            worst_ns: stretches.iter().map(|s| s.worst_ns).max().unwrap_or(0),
+            mean_share_percent: weighted(&|n| {
+                n.stretch.as_ref().map_or(0.0, |s| s.mean_share_percent)
+            }),
+            tasks_excluded: stretches.iter().all(|s| s.tasks_excluded),
+            incomplete: stretches.iter().any(|s| s.incomplete),
+        });
+        Some(NoiseFigures {
+            share_percent: weighted(&|n| n.share_percent),
+            max_gap_ns: rounds.iter().map(|n| n.max_gap_ns).max().unwrap_or(0),
+            attributed,
+            attribution_note: rounds.iter().find_map(|n| n.attribution_note.clone()),
+            unexplained_share_percent: attributed
+                .then(|| weighted(&|n| n.unexplained_share_percent.unwrap_or(0.0))),
+            unexplained_max_ns: attributed
+                .then(|| rounds.iter().filter_map(|n| n.unexplained_max_ns).max())
+                .flatten(),
+            sources,
+            interrupted: rounds.iter().any(|n| n.interrupted),
+            stretch,
+            run_ns: if run_ns > 0 { run_ns } else { first.run_ns },
+        })
     }
 }
 

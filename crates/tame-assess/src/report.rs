@@ -1,5 +1,11 @@
 //! The versioned result of `tame assess`: the requirement, the layout and spec, the
-//! check's findings, both phases' figures, the verdict, and what was restored.
+//! check's findings, the calibration of the work, every round's figures and each
+//! configuration's merged over its rounds, the verdict, and what was restored.
+//!
+//! `tame.assess/2` ran the work at every activation in interleaved rounds; a
+//! `tame.assess/1` report (periodic wakeups only, one phase each) still reads into this
+//! type — its `cycle` figures and stored verdict — for `tame report` and
+//! `tame export prometheus`.
 //! Documented in docs/assess.md; bump its schema (`impl Document for AssessReport`) on any change an old reader
 //! would misread.
 
@@ -11,43 +17,79 @@ use tame_bench::result::BenchResult;
 use tame_check::CheckReport;
 use tame_host::environment::RunEnvironment;
 
-use crate::figures::{CycleFigures, NoiseFigures, WorkThroughput};
+use tame_bench::job::WorkCalibration;
+
+use crate::figures::{CycleFigures, JobFigures, NoiseFigures, WorkThroughput};
 use crate::layout::Layout;
 use crate::requirement::Requirement;
+use crate::rounds::{Effect, Round};
 use crate::verdict::{Machine, Verdict};
 
 impl tame_host::Document for AssessReport {
-    const SCHEMA: tame_host::Schema = tame_host::schema!(Tagged "tame.assess", 1);
+    const SCHEMA: tame_host::Schema = tame_host::schema!(Tagged "tame.assess", 2);
 }
 
-/// One configuration measured: periodic wakeups, then the busy loop, under the same load.
+/// One configuration over all its rounds: the work at every activation, then the busy
+/// loop, under the same load.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Phase {
     /// Measured at all; when not, why not.
     pub measured: bool,
     pub not_measured: Option<String>,
+    /// Every round's activations merged (absent in tame.assess/1 reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobFigures>,
+    /// Periodic wakeups without work: tame.assess/1 reports only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cycle: Option<CycleFigures>,
+    /// The busy loop over all rounds: what interrupted the work, per cause.
     pub noise: Option<NoiseFigures>,
-    /// The load during the periodic-wakeup measurement, with its throughput.
+    /// The load during the work (each stressor's throughput averaged over the rounds).
     pub load: Option<LoadDescription>,
+    /// Rounds of this configuration measured.
+    #[serde(default)]
+    pub rounds: u32,
+    /// The round with the most misses for its activations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_round: Option<u32>,
     /// The scheduling of the periodic thread (`fifo 95`, `other`).
     pub policy: String,
     /// Ordinary work's throughput in this configuration, measured briefly after the rest
     /// (absent with `--no-cost`, without stress-ng, and in reports written before it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput: Option<WorkThroughput>,
-    /// The phase's full results in the common schema (docs/results.md), as `tame bench
-    /// cycle` and `tame bench noise` write them: `tame compare` and other readers of that
-    /// schema take them as they are.
-    #[serde(default)]
+    /// tame.assess/1 only: the phase's results in the common schema (in /2 each round
+    /// keeps its own, `rounds[i].results`).
+    #[serde(default, skip_serializing_if = "PhaseResults::is_empty")]
     pub results: PhaseResults,
 }
 
-/// The benches' own results of one phase.
+/// The benches' own results of one tame.assess/1 phase.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PhaseResults {
     pub cycle: Option<BenchResult<CycleSettings>>,
     pub noise: Option<NoiseResult>,
+}
+
+impl PhaseResults {
+    pub fn is_empty(&self) -> bool {
+        self.cycle.is_none() && self.noise.is_none()
+    }
+}
+
+/// How long it measured and how that was chosen.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunLength {
+    /// Each configuration's measured time over all its rounds (the work
+    /// [`crate::verdict::JOB_SHARE_PERCENT`] of it, the busy loop the rest).
+    pub per_configuration_ns: u64,
+    pub rounds: u32,
+    /// `--duration auto`: the miss-rate bound it was sized to show with no miss.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_target_bound: Option<f64>,
+    /// `--duration auto` wanted longer than `--max-duration` and was cut to it.
+    #[serde(default)]
+    pub capped: bool,
 }
 
 impl Phase {
@@ -85,6 +127,18 @@ pub struct AssessReport {
     pub layout: Layout,
     /// Where the spec was written, when an output directory was given.
     pub spec_file: Option<String>,
+    /// How long it measured (absent in tame.assess/1 reports).
+    #[serde(default)]
+    pub run_length: RunLength,
+    /// The work each activation ran, calibrated undisturbed before the first round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<WorkCalibration>,
+    /// Every round in the order it ran: shared 1, partitioned 1, shared 2, …
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<Round>,
+    /// Figures compared round by round: an effect only beyond the rounds' spread.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<Effect>,
     pub shared: Phase,
     pub partitioned: Phase,
     /// What the verdict knew of the machine besides the measurements.

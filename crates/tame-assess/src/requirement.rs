@@ -21,6 +21,17 @@ pub struct Requirement {
     pub miss_rate: f64,
     /// Isolated CPUs the work needs.
     pub cpus: u32,
+    /// How sure a verdict must be: the one-sided confidence of its miss-rate bounds
+    /// (reports before tame.assess/2 stated none; read as the default).
+    #[serde(default = "default_confidence")]
+    pub confidence: f64,
+}
+
+/// `--confidence` unless given: 95 %.
+pub const DEFAULT_CONFIDENCE: f64 = 0.95;
+
+fn default_confidence() -> f64 {
+    DEFAULT_CONFIDENCE
 }
 
 impl Requirement {
@@ -69,7 +80,19 @@ impl Requirement {
             deadline_ns,
             miss_rate,
             cpus,
+            confidence: DEFAULT_CONFIDENCE,
         })
+    }
+
+    /// The same requirement stated with another confidence (above 0, below 1).
+    pub fn with_confidence(mut self, confidence: f64) -> Result<Self, AssessError> {
+        if !(confidence > 0.0 && confidence < 1.0) {
+            return Err(invalid(format!(
+                "--confidence {confidence} must be above 0 and below 1 — e.g. 0.95 or 95%"
+            )));
+        }
+        self.confidence = confidence;
+        Ok(self)
     }
 
     /// The longest wakeup latency an activation can have and still end in time.
@@ -102,6 +125,21 @@ impl Requirement {
 
 /// `--miss-rate`: a fraction (`0.001`) or a percentage (`0.1%`).
 pub fn parse_miss_rate(text: &str) -> Result<f64, AssessError> {
+    parse_fraction("--miss-rate", text, "0.001", "0.1%")
+}
+
+/// `--confidence`: a fraction (`0.95`) or a percentage (`95%`).
+pub fn parse_confidence(text: &str) -> Result<f64, AssessError> {
+    parse_fraction("--confidence", text, "0.95", "95%")
+}
+
+/// A fraction written as one (`0.95`) or as a percentage (`95%`); the range is the caller's.
+fn parse_fraction(
+    flag: &str,
+    text: &str,
+    as_fraction: &str,
+    as_percent: &str,
+) -> Result<f64, AssessError> {
     let t = text.trim();
     let (number, scale) = match t.strip_suffix('%') {
         Some(n) => (n.trim(), 100.0),
@@ -114,9 +152,29 @@ pub fn parse_miss_rate(text: &str) -> Result<f64, AssessError> {
         .map(|v| v / scale)
         .ok_or_else(|| {
             invalid(format!(
-                "--miss-rate {text:?} is not a number — give a fraction such as 0.001 or a percentage such as 0.1%"
+                "{flag} {text:?} is not a number — give a fraction such as {as_fraction} or a percentage such as {as_percent}"
             ))
         })
+}
+
+/// A probability in few digits: `0.1%`, `0.019%`, `1.9e-5%` — a bound of 1.92·10⁻⁴ reads
+/// `0.019%`.
+pub fn rate(fraction: f64) -> String {
+    let pct = fraction * 100.0;
+    if pct == 0.0 {
+        "0%".to_string()
+    } else if pct >= 0.001 {
+        let digits = (2 - pct.log10().floor() as i32).clamp(0, 6) as usize;
+        let s = format!("{pct:.digits$}");
+        let s = if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        };
+        format!("{s}%")
+    } else {
+        format!("{pct:.1e}%")
+    }
 }
 
 /// A fraction as a percentage with the digits it needs.
@@ -181,5 +239,18 @@ mod tests {
         assert!(parse_miss_rate("often").unwrap_err().is_bad_input());
         assert!(parse_miss_rate("NaN").is_err());
         assert_eq!(percent(0.001), "0.1%");
+    }
+
+    #[test]
+    fn bounds_read_in_three_digits() {
+        assert_eq!(rate(0.000192), "0.0192%");
+        assert_eq!(rate(0.2589), "25.9%");
+        assert_eq!(rate(0.001), "0.1%");
+        assert_eq!(rate(0.0), "0%");
+        assert_eq!(rate(3e-9), "3.0e-7%");
+        assert_eq!(parse_confidence("95%").unwrap(), 0.95);
+        let r = Requirement::new(1_000_000, 0, None, 0.0, 1).unwrap();
+        assert!(r.clone().with_confidence(1.0).unwrap_err().is_bad_input());
+        assert_eq!(r.with_confidence(0.99).unwrap().confidence, 0.99);
     }
 }

@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use tame_bench::cycle::CycleSettings;
 use tame_bench::engine::{RunControl, ThreadSettings, MEASURING_PRIORITY};
+use tame_bench::job::{self, JobSettings, WorkCalibration, WorkKernel};
 use tame_bench::load::{LoadKind, LoadSpec};
 use tame_bench::noise::{self, NoiseSettings, DETECTOR_PRIORITY};
 use tame_bench::placement::Placement;
@@ -24,27 +24,34 @@ use tame_partition::Applied;
 use tame_rt::{ClockKind, Policy};
 
 use crate::error::{invalid, io_failed, AssessError};
-use crate::figures::{CycleFigures, NoiseFigures, WorkThroughput};
+use crate::figures::{JobTotals, NoiseFigures, WorkThroughput};
 use crate::layout::{self, Layout, MARKER};
-use crate::report::{AssessReport, Phase, Restoration};
+use crate::report::{AssessReport, Phase, PhaseResults, Restoration, RunLength};
 use crate::requirement::Requirement;
+use crate::rounds::{self, Configuration, Round};
 use crate::temporary::{self, TemporaryPartition};
 use crate::verdict::{self, Machine};
 use tame_host::Document as _;
 
-/// Each phase measures periodic wakeups for this share of its time, then the busy loop.
-const CYCLE_SHARE_PERCENT: u64 = 65;
+/// The working set the settings are validated with before the default is read from the
+/// machine (the calibration sets the real one).
+const VALIDATION_WORKING_SET_BYTES: u64 = 256 * 1024;
 
-/// How long each phase's cost probe runs (stress-ng cpu): the whole assessment grows by
-/// twice this and stress-ng's start (about 4.1 s; docs/assess.md).
+/// How long each configuration's cost probe runs (stress-ng cpu), after its last round:
+/// the whole assessment grows by twice this and stress-ng's start (about 4.1 s;
+/// docs/assess.md).
 pub const COST_PROBE_SECONDS: u64 = 2;
 
 /// What to assess and how.
 #[derive(Clone, Debug)]
 pub struct Options {
     pub requirement: Requirement,
-    /// How long each configuration (shared, partitioned) is measured.
-    pub phase_ns: u64,
+    /// How long each configuration (shared, partitioned) is measured over all its rounds.
+    pub length: Length,
+    /// Rounds of each configuration, interleaved: shared 1, partitioned 1, shared 2, …
+    pub rounds: u32,
+    /// The working set the work touches (default: [`job::default_working_set`]).
+    pub working_set_bytes: Option<u64>,
     /// Background load; empty for none.
     pub load: Vec<LoadKind>,
     /// A user's own spec (`--spec FILE`): its name and text.
@@ -55,9 +62,65 @@ pub struct Options {
     /// Attribute noise with tracefs.
     pub attribute: bool,
     /// Measure ordinary work's throughput for [`COST_PROBE_SECONDS`] at the end of each
-    /// phase (needs stress-ng; skipped with a note without it), for the verdict's cost.
+    /// configuration's last round (needs stress-ng; skipped with a note without it), for
+    /// the verdict's cost.
     pub cost_probe: bool,
     pub command_line: Vec<String>,
+}
+
+/// `--duration`: a time per configuration, or `auto`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Length {
+    Fixed(u64),
+    /// Long enough that no miss would show the miss rate below `target_bound`, at most
+    /// `max_ns` per configuration.
+    Auto {
+        target_bound: f64,
+        max_ns: u64,
+    },
+}
+
+/// `--rounds` unless given.
+pub const DEFAULT_ROUNDS: u32 = 3;
+/// The most rounds: each applies and reverts the partition once.
+pub const MAX_ROUNDS: u32 = 100;
+
+impl Length {
+    /// Each configuration's measured time for `r`, and how it was chosen.
+    pub fn resolve(&self, r: &Requirement, rounds: u32) -> Result<RunLength, AssessError> {
+        if !(1..=MAX_ROUNDS).contains(&rounds) {
+            return Err(invalid(format!(
+                "--rounds {rounds} is out of range — give 1..{MAX_ROUNDS} (3 or more lets round-to-round drift show)"
+            )));
+        }
+        Ok(match *self {
+            Length::Fixed(ns) => RunLength {
+                per_configuration_ns: ns,
+                rounds,
+                auto_target_bound: None,
+                capped: false,
+            },
+            Length::Auto {
+                target_bound,
+                max_ns,
+            } => {
+                if !(target_bound > 0.0 && target_bound < 1.0) {
+                    return Err(invalid(format!(
+                        "--target-bound {target_bound} must be above 0 and below 1 — e.g. 0.0001 or 0.01%"
+                    )));
+                }
+                let needed =
+                    tame_bench::confidence::activations_for_bound(target_bound, r.confidence);
+                let wanted = verdict::duration_for(needed, r.period_ns);
+                RunLength {
+                    per_configuration_ns: wanted.min(max_ns),
+                    rounds,
+                    auto_target_bound: Some(target_bound),
+                    capped: wanted > max_ns,
+                }
+            }
+        })
+    }
 }
 
 /// Told how the assessment goes, for a progress display.
@@ -79,37 +142,104 @@ pub fn assess(
     let started_unix_ns = tame_bench::result::unix_now_ns();
     let may_change = tame_host::privilege::may_change(root);
     observer.phase("reading the machine", 0);
-    let (mut layout, mut plan) = prepare(root, options, may_change)?;
+    let run_length = options
+        .length
+        .resolve(&options.requirement, options.rounds)?;
+    let (mut layout, mut plan) = prepare(root, options, &run_length, may_change)?;
     let mut restoration = Restoration::default();
     // Everything is validated: from here on the machine may change.
     if temporary::recover_earlier_run(root, &options.journal_dir, may_change, "tame assess")? {
         restoration.recovered_earlier_run = true;
         observer.note("an earlier tame assess was killed: its partition was reverted first");
         // What was read before described the machine with that partition applied.
-        (layout, plan) = prepare(root, options, may_change)?;
+        (layout, plan) = prepare(root, options, &run_length, may_change)?;
     }
     if options.cost_probe && !plan.cost_probe {
         observer.note("stress-ng not found: ordinary work's throughput is not measured, so the verdict states no measured cost of partitioning (apt-get install stress-ng)");
+    }
+    if run_length.capped {
+        observer.note(&format!(
+            "--duration auto would need more than --max-duration: measuring {} per configuration, which cannot show the target bound with no miss",
+            crate::requirement::human(run_length.per_configuration_ns)
+        ));
     }
     let spec_file = write_spec(options.out_dir.as_deref(), &layout)?;
     observer.phase("check", 0);
     let model = HostModel::read(root);
     let check = tame_check::check(&model, &Target::asked(&model, layout.isolated.clone()));
     let mut session = Session { control, observer };
-    let shared = plan.shared(root, &mut session)?;
-    let (partitioned, check_partitioned) = if !may_change {
-        (
-            Phase::skipped("applying a partition needs root: it changes cgroups, IRQ affinities and kernel settings"),
-            None,
-        )
-    } else if control.stopped() {
-        (
-            Phase::skipped("interrupted before the partitioned phase"),
-            None,
-        )
-    } else {
-        plan.partitioned(root, options, &layout, &mut session, &mut restoration)
-    };
+    session.observer.phase("calibrating the work", 0);
+    let calibration = plan.calibrate(&model, &layout, control)?;
+    let mut rounds: Vec<Round> = Vec::new();
+    let mut totals = [JobTotals::default(), JobTotals::default()];
+    let mut throughput: [Option<WorkThroughput>; 2] = [None, None];
+    let mut check_partitioned = None;
+    // Once the partition cannot be applied, the partitioned rounds say why.
+    let mut no_partition: Option<String> = (!may_change).then(|| {
+        "applying a partition needs root: it changes cgroups, IRQ affinities and kernel settings"
+            .to_string()
+    });
+    for index in 1..=run_length.rounds {
+        if control.stopped() {
+            break;
+        }
+        let last = index == run_length.rounds;
+        let (round, probed) = plan.shared_round(root, index, last, &mut session)?;
+        totals[0].add_round(&round);
+        rounds.push(round.0);
+        throughput[0] = probed.or(throughput[0].take());
+        if control.stopped() {
+            break;
+        }
+        if let Some(why) = &no_partition {
+            rounds.push(Round::skipped(
+                index,
+                Configuration::Partitioned,
+                why.clone(),
+            ));
+            continue;
+        }
+        let (round, check, probed) = plan.partitioned_round(
+            root,
+            options,
+            &layout,
+            index,
+            last,
+            &mut session,
+            &mut restoration,
+        );
+        if check_partitioned.is_none() {
+            check_partitioned = check;
+        }
+        if round.0.job.is_none() {
+            no_partition = round.0.not_measured.clone();
+        }
+        totals[1].add_round(&round);
+        rounds.push(round.0);
+        throughput[1] = probed.or(throughput[1].take());
+    }
+    let budget = options.requirement.budget_ns;
+    let [shared_totals, part_totals] = totals;
+    let [shared_probe, part_probe] = throughput;
+    let mut shared = phase(
+        &rounds,
+        Configuration::Shared,
+        &shared_totals,
+        budget,
+        &plan,
+    );
+    shared.throughput = shared_probe;
+    let mut partitioned = phase(
+        &rounds,
+        Configuration::Partitioned,
+        &part_totals,
+        budget,
+        &plan,
+    );
+    partitioned.throughput = part_probe;
+    if control.stopped() && !partitioned.measured && partitioned.not_measured.is_none() {
+        partitioned.not_measured = Some("interrupted before the partitioned phase".into());
+    }
     let machine = machine(
         &plan.environment,
         check_partitioned.as_ref().unwrap_or(&check),
@@ -129,6 +259,10 @@ pub fn assess(
         check_partitioned,
         layout,
         spec_file,
+        run_length,
+        calibration: Some(calibration),
+        effects: rounds::effects(&rounds),
+        rounds,
         shared,
         partitioned,
         machine,
@@ -142,10 +276,45 @@ pub fn assess(
     Ok(report)
 }
 
+/// One configuration over its rounds: the work merged, the busy loop merged, the load's
+/// throughput averaged; not measured (with the first reason) when no round was.
+fn phase(
+    rounds: &[Round],
+    configuration: Configuration,
+    totals: &JobTotals,
+    budget_ns: u64,
+    plan: &MeasurementPlan,
+) -> Phase {
+    let mine: Vec<&Round> = rounds
+        .iter()
+        .filter(|r| r.configuration == configuration)
+        .collect();
+    let measured: Vec<&Round> = mine.iter().copied().filter(|r| r.job.is_some()).collect();
+    let noise: Vec<&NoiseFigures> = measured.iter().filter_map(|r| r.noise.as_ref()).collect();
+    Phase {
+        measured: !measured.is_empty(),
+        not_measured: if measured.is_empty() {
+            mine.iter().find_map(|r| r.not_measured.clone())
+        } else {
+            None
+        },
+        job: totals.figures(budget_ns),
+        cycle: None,
+        noise: NoiseFigures::merge(&noise),
+        load: rounds::merged_load(&measured),
+        rounds: measured.len() as u32,
+        worst_round: rounds::worst(rounds, configuration).map(|r| r.index),
+        policy: plan.threads.label(),
+        throughput: None,
+        results: PhaseResults::default(),
+    }
+}
+
 /// The layout and the measurements, validated against the machine as it is now.
 fn prepare(
     root: &Root,
     options: &Options,
+    length: &RunLength,
     may_change: bool,
 ) -> Result<(Layout, MeasurementPlan), AssessError> {
     let model = HostModel::read(root);
@@ -153,7 +322,7 @@ fn prepare(
         Some((name, text)) => layout::from_spec(&model, name, text)?,
         None => layout::choose(&model, options.requirement.cpus)?,
     };
-    let plan = MeasurementPlan::new(root, options, &layout, may_change)?;
+    let plan = MeasurementPlan::new(root, options, length, &layout, may_change)?;
     Ok((layout, plan))
 }
 
@@ -210,16 +379,15 @@ fn write_spec(out_dir: Option<&Path>, layout: &Layout) -> Result<Option<String>,
     Ok(Some(path.display().to_string()))
 }
 
-/// Every phase's results in the common schema, each in a file of its own, and the report.
+/// Every round's results in the common schema, each in a file of its own
+/// (`shared-1-job.json`, `partitioned-1-noise.json`, …), and the report.
 fn write_results(dir: &Path, report: &AssessReport) -> Result<(), AssessError> {
-    for (name, phase) in [
-        ("shared", &report.shared),
-        ("partitioned", &report.partitioned),
-    ] {
-        if let Some(cycle) = &phase.results.cycle {
-            write_file(&dir.join(format!("{name}-cycle.json")), &cycle.to_json())?;
+    for round in &report.rounds {
+        let name = format!("{}-{}", round.configuration.name(), round.index);
+        if let Some(job) = &round.results.job {
+            write_file(&dir.join(format!("{name}-job.json")), &job.to_json())?;
         }
-        if let Some(noise) = &phase.results.noise {
+        if let Some(noise) = &round.results.noise {
             write_file(&dir.join(format!("{name}-noise.json")), &noise.to_json())?;
         }
     }
@@ -230,16 +398,34 @@ fn write_file(path: &Path, text: &str) -> Result<(), AssessError> {
     std::fs::write(path, text).map_err(|e| io_failed(format!("cannot write {}", path.display()), e))
 }
 
-/// Everything both phases measure, validated before anything runs.
+/// A round, as [`JobTotals`] takes it.
+struct RoundWithRun(Round, Option<Finished<JobSettings>>);
+
+impl JobTotals {
+    fn add_round(&mut self, round: &RoundWithRun) {
+        if let Some(done) = &round.1 {
+            self.add(done);
+        }
+    }
+}
+
+/// Everything each round measures, validated before anything runs.
 struct MeasurementPlan {
     environment: RunEnvironment,
-    cycle: CycleSettings,
+    threads: ThreadSettings,
+    /// The work's settings; its kernel is set once calibrated.
+    job: JobSettings,
     noise: NoiseSettings,
     online: CpuList,
     load: Vec<LoadKind>,
-    /// The computation whose interruptions the busy loop measures.
-    budget_ns: u64,
-    /// Measure ordinary work's throughput after each phase (stress-ng is there).
+    requirement: Requirement,
+    working_set_bytes: Option<u64>,
+    rounds_total: u32,
+    /// This thread's CPUs before the first round: a partitioned round narrows them (tame
+    /// runs in the system partition while it is applied), and the next shared round needs
+    /// them back.
+    affinity: Vec<u32>,
+    /// Measure ordinary work's throughput after the last rounds (stress-ng is there).
     cost_probe: bool,
     command_line: Vec<String>,
 }
@@ -248,12 +434,13 @@ impl MeasurementPlan {
     fn new(
         root: &Root,
         o: &Options,
+        length: &RunLength,
         layout: &Layout,
         may_change: bool,
     ) -> Result<Self, AssessError> {
         let environment = RunEnvironment::capture(root);
         let online = environment.online_cpus.clone();
-        // Without root: SCHED_OTHER and no memory locking, so the shared phase still runs.
+        // Without root: SCHED_OTHER and no memory locking, so the shared rounds still run.
         let (policy, mlock) = if may_change {
             (Policy::Fifo, true)
         } else {
@@ -266,22 +453,31 @@ impl MeasurementPlan {
             mlock,
             ClockKind::Monotonic,
         );
-        let cycle_ns = o.phase_ns / 100 * CYCLE_SHARE_PERCENT;
-        let cycle = CycleSettings::new(
+        let per_round = length.per_configuration_ns / u64::from(length.rounds.max(1));
+        let job_ns = per_round / 100 * verdict::JOB_SHARE_PERCENT;
+        let too_short = |e: &dyn std::fmt::Display| {
+            invalid(format!(
+                "{e} (each of the {} rounds gets {} of --duration {} per configuration, the work {}% of it: give a longer --duration or fewer --rounds)",
+                length.rounds,
+                crate::requirement::human(per_round),
+                crate::requirement::human(length.per_configuration_ns),
+                verdict::JOB_SHARE_PERCENT
+            ))
+        };
+        let r = &o.requirement;
+        let job = JobSettings::new(
             layout.isolated.clone(),
-            o.requirement.period_ns,
-            Some(cycle_ns),
+            r.period_ns,
+            r.deadline_ns,
+            Some(job_ns),
             None,
             threads,
-            false,
-            None,
+            WorkKernel {
+                working_set_bytes: o.working_set_bytes.unwrap_or(VALIDATION_WORKING_SET_BYTES),
+                steps: 0,
+            },
         )
-        .map_err(|e| {
-            invalid(format!(
-                "{e} (from --duration {} per phase)",
-                crate::requirement::human(o.phase_ns)
-            ))
-        })?;
+        .map_err(|e| too_short(&e))?;
         let detector = ThreadSettings::new(
             Policy::Other,
             None,
@@ -291,17 +487,12 @@ impl MeasurementPlan {
         );
         let noise = NoiseSettings::new(
             layout.isolated.clone(),
-            o.phase_ns - cycle_ns,
+            per_round - job_ns,
             None,
             detector,
             o.attribute,
         )
-        .map_err(|e| {
-            invalid(format!(
-                "{e} (the busy loop gets {}% of --duration: give a longer --duration)",
-                100 - CYCLE_SHARE_PERCENT
-            ))
-        })?;
+        .map_err(|e| too_short(&e))?;
         if !o.load.is_empty() {
             LoadSpec {
                 kinds: o.load.clone(),
@@ -311,21 +502,48 @@ impl MeasurementPlan {
         }
         Ok(MeasurementPlan {
             environment,
-            cycle,
+            threads,
+            job,
             noise,
             online,
             load: o.load.clone(),
-            budget_ns: o.requirement.budget_ns,
+            requirement: r.clone(),
+            working_set_bytes: o.working_set_bytes,
+            rounds_total: length.rounds,
+            affinity: tame_rt::sched::allowed_cpus(),
             cost_probe: o.cost_probe
                 && tame_bench::cost::check_tools(&[tame_bench::cost::Workload::Cpu]).is_ok(),
             command_line: o.command_line.clone(),
         })
     }
 
-    /// The command line recorded in a phase's raw result: assess's, and which part.
-    fn command(&self, phase: &str, bench: &str) -> Vec<String> {
+    /// Calibrate the work on the first CPU it runs on, undisturbed (no load, nothing
+    /// applied), so that one activation's work takes the budget there.
+    fn calibrate(
+        &mut self,
+        model: &HostModel,
+        layout: &Layout,
+        control: &RunControl,
+    ) -> Result<WorkCalibration, AssessError> {
+        let cpu = layout.isolated.first().unwrap_or(0);
+        let working_set = self
+            .working_set_bytes
+            .unwrap_or_else(|| job::default_working_set(model, cpu));
+        let calibration = job::calibrate(
+            cpu,
+            self.requirement.budget_ns,
+            working_set,
+            &self.threads,
+            control,
+        )?;
+        self.job.work = calibration.work;
+        Ok(calibration)
+    }
+
+    /// The command line recorded in a round's raw result: assess's, and which part.
+    fn command(&self, round: &str, bench: &str) -> Vec<String> {
         let mut c = self.command_line.clone();
-        c.push(format!("# {phase} {bench}"));
+        c.push(format!("# {round} {bench}"));
         c
     }
 
@@ -336,19 +554,30 @@ impl MeasurementPlan {
         })
     }
 
-    /// The machine as it is: the load on every CPU, the work's CPUs shared with it.
-    fn shared(&self, root: &Root, session: &mut Session) -> Result<Phase, AssessError> {
+    /// The machine as it is: the load on every CPU, the work's CPUs shared with it; after
+    /// the last round, ordinary work's throughput on every CPU.
+    fn shared_round(
+        &self,
+        root: &Root,
+        index: u32,
+        last: bool,
+        session: &mut Session,
+    ) -> Result<(RoundWithRun, Option<WorkThroughput>), AssessError> {
         let load = self.load_on(&self.online);
         let conditions = Conditions {
             load: load.as_ref(),
             placement: None,
         };
-        let mut phase = self.measure(root, "shared", conditions, session)?;
-        phase.throughput = self.probe("shared", &self.online, session);
-        Ok(phase)
+        let round = self.measure(root, index, Configuration::Shared, conditions, session)?;
+        let probed = if last {
+            self.probe("shared", &self.online, session)
+        } else {
+            None
+        };
+        Ok((round, probed))
     }
 
-    /// Ordinary work's throughput on `cpus` (the cost probe), after the phase's
+    /// Ordinary work's throughput on `cpus` (the cost probe), after the last round's
     /// measurements; `None` when not asked, interrupted, or it failed (with a note).
     fn probe(&self, name: &str, cpus: &CpuList, session: &mut Session) -> Option<WorkThroughput> {
         if !self.cost_probe || session.control.stopped() {
@@ -386,18 +615,24 @@ impl MeasurementPlan {
         }
     }
 
-    /// Apply, check and measure inside the partition with the load on the system
-    /// partition, revert. A failure here does not lose the shared phase: the phase is
-    /// reported as not measured, with why, and a revert that fails is reported too.
-    fn partitioned(
+    /// Apply, check (the first time) and measure inside the partition with the load on
+    /// the system partition, revert. A failure here does not lose the shared rounds: the
+    /// round is reported as not measured, with why, and a revert that fails is reported too.
+    #[allow(clippy::too_many_arguments)]
+    fn partitioned_round(
         &self,
         root: &Root,
         o: &Options,
         layout: &Layout,
+        index: u32,
+        last: bool,
         session: &mut Session,
         restoration: &mut Restoration,
-    ) -> (Phase, Option<CheckReport>) {
-        session.observer.phase("applying the partition", 0);
+    ) -> (RoundWithRun, Option<CheckReport>, Option<WorkThroughput>) {
+        let of = self.job_rounds_label(index);
+        session
+            .observer
+            .phase(&format!("{of}: applying the partition"), 0);
         let applied = match TemporaryPartition::apply(
             root,
             &layout.spec,
@@ -407,39 +642,68 @@ impl MeasurementPlan {
         ) {
             Ok(a) => a,
             Err(e) => {
+                let why = format!("the partition could not be applied (apply rolled back what it had changed): {e}");
                 return (
-                    Phase::skipped(format!("the partition could not be applied (apply rolled back what it had changed): {e}")),
+                    RoundWithRun(Round::skipped(index, Configuration::Partitioned, why), None),
                     None,
-                )
+                    None,
+                );
             }
         };
-        session.observer.phase("check inside the partition", 0);
-        let model = HostModel::read(root);
-        let check = tame_check::check(&model, &Target::applied(&model, layout.isolated.clone()));
-        let measured = self.measure_in_partition(root, layout, applied.applied(), session);
-        session.observer.phase("reverting the partition", 0);
+        let check = (index == 1).then(|| {
+            session.observer.phase("check inside the partition", 0);
+            let model = HostModel::read(root);
+            tame_check::check(&model, &Target::applied(&model, layout.isolated.clone()))
+        });
+        let measured = self.measure_in_partition(root, layout, index, applied.applied(), session);
+        // Still applied: tame and what it starts run in the system partition.
+        let probed = if last && measured.is_ok() {
+            self.probe("partitioned", &layout.system, session)
+        } else {
+            None
+        };
+        session
+            .observer
+            .phase(&format!("{of}: reverting the partition"), 0);
         match applied.revert() {
             Ok(reverted) => {
-                restoration.changes_reverted = reverted.entries;
-                restoration.not_restored = reverted.not_restored_lines();
+                restoration.changes_reverted += reverted.entries;
+                restoration.not_restored.extend(reverted.not_restored_lines());
             }
             Err(e) => restoration.not_restored.push(format!(
                 "the revert failed: {e} — the partition is still applied; see tame status and run tame revert"
             )),
         }
-        let phase = measured.unwrap_or_else(|e| {
-            Phase::skipped(format!("measuring inside the partition failed: {e}"))
+        // The CPUs this thread had before: the next shared round places threads on them.
+        if tame_rt::sched::allowed_cpus() != self.affinity {
+            if let Err(e) = tame_rt::sched::set_affinity(0, self.affinity.iter().copied()) {
+                session.observer.note(&format!(
+                    "cannot give tame back CPUs {:?} after reverting: {e} — the next rounds may be refused",
+                    self.affinity
+                ));
+            }
+        }
+        let round = measured.unwrap_or_else(|e| {
+            RoundWithRun(
+                Round::skipped(
+                    index,
+                    Configuration::Partitioned,
+                    format!("measuring inside the partition failed: {e}"),
+                ),
+                None,
+            )
         });
-        (phase, Some(check))
+        (round, check, probed)
     }
 
     fn measure_in_partition(
         &self,
         root: &Root,
         layout: &Layout,
+        index: u32,
         applied: &Applied,
         session: &mut Session,
-    ) -> Result<Phase, AssessError> {
+    ) -> Result<RoundWithRun, AssessError> {
         // The partitions apply returned: its CPUs go to the measuring threads as they are
         // (applied by this process as root: no access rule to check).
         let joined = applied
@@ -461,63 +725,64 @@ impl MeasurementPlan {
             load: load.as_ref(),
             placement: Some(&placement),
         };
-        let mut phase = self.measure(root, "partitioned", conditions, session)?;
-        // Still applied: tame and what it starts run in the system partition.
-        phase.throughput = self.probe("partitioned", &layout.system, session);
-        Ok(phase)
+        self.measure(root, index, Configuration::Partitioned, conditions, session)
     }
 
-    /// Periodic wakeups, then the busy loop, under `conditions`.
+    /// `round 2/3`.
+    fn job_rounds_label(&self, index: u32) -> String {
+        format!("round {index}/{}", self.rounds_total)
+    }
+
+    /// The work at every activation, then the busy loop, under `conditions`.
     fn measure(
         &self,
         root: &Root,
-        name: &str,
+        index: u32,
+        configuration: Configuration,
         conditions: Conditions,
         session: &mut Session,
-    ) -> Result<Phase, AssessError> {
-        let mut phase = Phase {
-            measured: true,
-            policy: self.cycle.threads.label(),
-            ..Phase::default()
-        };
+    ) -> Result<RoundWithRun, AssessError> {
+        let mut round = Round::new(index, configuration);
+        let name = format!("{} {}", self.job_rounds_label(index), configuration.name());
+        let raw_name = format!("{}-{index}", configuration.name());
         let observer = &mut *session.observer;
-        observer.phase(
-            &format!("{name}: periodic wakeups"),
-            self.cycle.expected_ns(),
-        );
-        let total = self.cycle.progress_total().max(1);
-        let done: Finished<CycleSettings> = session::run(
+        observer.phase(&format!("{name}: the work"), self.job.expected_ns());
+        let total = self.job.progress_total().max(1);
+        let done: Finished<JobSettings> = session::run(
             root,
-            self.cycle.clone(),
+            self.job.clone(),
             conditions,
             session.control,
             0,
             |n| observer.progress(n * 1000 / total),
-            self.command(name, "cycle"),
+            self.command(&raw_name, "job"),
         )?;
-        phase.cycle = Some(CycleFigures::from_run(&done));
-        phase.load = done.result.load.clone();
-        phase.results.cycle = Some(done.result);
-        if session.control.stopped() {
-            return Ok(phase);
+        let mut one = JobTotals::default();
+        one.add(&done);
+        round.job = one.figures(self.requirement.budget_ns);
+        round.load = done.result.load.clone();
+        round.results.job = Some(done.result.clone());
+        if !session.control.stopped() {
+            let observer = &mut *session.observer;
+            observer.phase(&format!("{name}: busy-loop noise"), self.noise.duration_ns);
+            let start = Instant::now();
+            let duration = self.noise.duration_ns.max(1);
+            let run = noise::run(
+                root,
+                self.noise.clone(),
+                conditions,
+                session.control,
+                |_| {
+                    observer.progress(
+                        (start.elapsed().as_nanos() as u64).min(duration) * 1000 / duration,
+                    )
+                },
+                self.command(&raw_name, "noise"),
+            )?;
+            round.noise = Some(NoiseFigures::from_run(&run, self.requirement.budget_ns));
+            round.results.noise = Some(run.result);
         }
-        let observer = &mut *session.observer;
-        observer.phase(&format!("{name}: busy-loop noise"), self.noise.duration_ns);
-        let start = Instant::now();
-        let duration = self.noise.duration_ns.max(1);
-        let run = noise::run(
-            root,
-            self.noise.clone(),
-            conditions,
-            session.control,
-            |_| {
-                observer
-                    .progress((start.elapsed().as_nanos() as u64).min(duration) * 1000 / duration)
-            },
-            self.command(name, "noise"),
-        )?;
-        phase.noise = Some(NoiseFigures::from_run(&run, self.budget_ns));
-        phase.results.noise = Some(run.result);
-        Ok(phase)
+        round.ended_unix_ns = tame_bench::result::unix_now_ns();
+        Ok(RoundWithRun(round, Some(done)))
     }
 }

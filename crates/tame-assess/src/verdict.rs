@@ -1,16 +1,24 @@
-//! The answer: does the requirement hold shared, partitioned, or not at all; what limits
-//! it; and the next step with its cost — real time or real fast (seed 001's decision:
-//! when an ordinary process meets the requirement, partitioning only costs the rest of
-//! the machine). Pure: drawn from the figures alone, so recorded results give the same
-//! verdict as the live run.
+//! The answer: does the requirement hold shared, partitioned, or not at all; how sure that
+//! is; what limits it; and the next step with its cost — real time or real fast (seed 001's
+//! decision: when an ordinary process meets the requirement, partitioning only costs the
+//! rest of the machine). Pure: drawn from the figures alone, so recorded results give the
+//! same verdict as the live run.
+//!
+//! A claim about misses is a claim about a probability from a finite run: every
+//! configuration's misses of its activations give a one-sided Clopper–Pearson bound
+//! ([`tame_bench::confidence`]) at the requirement's confidence. It is *met* only when the
+//! upper bound is at or below the tolerated miss rate, *not met* when the lower bound is
+//! above it (for a hard requirement: any miss), and otherwise undecided — with the
+//! activations that would decide.
 
 use serde::{Deserialize, Serialize};
+use tame_bench::confidence;
 use tame_bench::load::LoadDescription;
 use tame_trace::attribute::NoiseClass;
 
-use crate::figures::{CycleFigures, NoiseFigures, WorkThroughput};
+use crate::figures::{JobFigures, NoiseFigures, WorkThroughput};
 use crate::report::Phase;
-use crate::requirement::{human, percent, Requirement};
+use crate::requirement::{human, percent, rate, Requirement};
 use tame_bench::cost::figures as cost_figures;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,79 +30,148 @@ pub enum Outcome {
     PartitionNeeded,
     /// Met in neither configuration.
     NotMet,
-    /// Not met shared, and the partitioned phase was not measured.
+    /// Measured, but not enough to decide at the stated confidence (or, for a hard
+    /// requirement, no miss seen: a miss rate of 0 cannot be shown by measurement).
+    Inconclusive,
+    /// Not met shared, and the partitioned phase was not measured; or nothing measured.
     Unknown,
 }
 
-/// Whether the requirement held in one configuration, and by how much.
+/// What one configuration's activations show about the requirement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The miss rate's upper bound is at or below the tolerated rate.
+    Met,
+    /// More misses than tolerated, at the stated confidence (hard: any miss).
+    NotMet,
+    /// The bounds straddle the tolerated rate: more activations would decide.
+    Inconclusive,
+    /// Hard requirement, no miss: only an upper bound on the miss rate can be shown.
+    NoMissSeen,
+}
+
+/// Whether the requirement held in one configuration, how sure that is, and by how much.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Holds {
+    /// Shown to hold: [`Status::Met`].
     pub holds: bool,
+    /// Absent in reports before tame.assess/2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
     pub activations: u64,
-    /// Activations whose latency plus the budget, stretched by the average
-    /// interruption, passed the deadline.
+    /// Activations that completed after their deadline.
     pub late: u64,
     pub late_fraction: f64,
-    /// What interruptions add to the budget (the busy loop's measure of them: the worst
-    /// when hard, the average share otherwise; 0 when the busy loop did not run).
+    /// The miss probability is below this with the stated confidence (Clopper–Pearson).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub miss_bound: Option<f64>,
+    /// … and above this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub miss_lower: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+    /// Activations in all that would decide an undecided status, if the observed miss
+    /// fraction held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activations_to_decide: Option<u64>,
+    /// What the busy loop saw interruptions take from one computation of the budget (the
+    /// worst when hard, the average share otherwise): an explanation, not the verdict's basis.
     #[serde(default)]
     pub stretch_ns: u64,
-    /// Latency at the tolerated miss rate (the maximum when hard) plus the budget plus
-    /// the stretch.
+    /// The response (release to completion) at the tolerated miss rate; the maximum when
+    /// hard or when the activations cannot support that quantile.
     pub response_ns: u64,
     /// Deadline minus response: how much room is left (negative: how much is missing).
     pub margin_ns: i64,
+    /// The round of this configuration with the most misses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_round: Option<u32>,
 }
 
 impl Holds {
-    /// Whether the requirement held over `cycle`'s activations, each computation of the
-    /// budget stretched by the interruptions `noise` measured in the same configuration.
-    ///
-    /// Late activations are counted with the average stretch (a worst case hits one
-    /// computation, not every one); a hard requirement must also hold when the worst
-    /// interruption meets the worst wakeup, which the response states.
-    pub fn of(cycle: &CycleFigures, noise: Option<&NoiseFigures>, r: &Requirement) -> Self {
-        let stretch = noise.and_then(|n| n.stretch.as_ref());
-        let stretch_ns = stretch.map_or(0, |s| s.for_budget(r.budget_ns, r.is_hard()));
-        let average_ns = stretch.map_or(0, |s| s.for_budget(r.budget_ns, false));
-        let late = cycle.late(r.latency_bound_ns().saturating_sub(average_ns));
-        let late_fraction = late as f64 / cycle.activations.max(1) as f64;
-        let response_ns = cycle
-            .latency_within(r.miss_rate)
-            .saturating_add(r.budget_ns)
-            .saturating_add(stretch_ns);
-        let worst_fits = !r.is_hard() || response_ns <= r.deadline_ns;
+    /// Whether the requirement held over `job`'s activations. A requirement with another
+    /// budget than the one the work was calibrated to is read with every response moved
+    /// by the difference (`AssessReport::decide_for`).
+    pub fn of(job: &JobFigures, noise: Option<&NoiseFigures>, r: &Requirement) -> Self {
+        let shift = i128::from(r.budget_ns) - i128::from(job.budget_ns);
+        // A completion misses when response + shift > deadline.
+        let counted_deadline =
+            (i128::from(r.deadline_ns) - shift).clamp(0, i128::from(u64::MAX)) as u64;
+        let n = job.activations;
+        let late = job.late(counted_deadline);
+        let c = r.confidence;
+        let upper = confidence::upper_bound(late, n, c);
+        let lower = confidence::lower_bound(late, n, c);
+        let status = if r.is_hard() {
+            if late > 0 {
+                Status::NotMet
+            } else {
+                Status::NoMissSeen
+            }
+        } else if upper <= r.miss_rate {
+            Status::Met
+        } else if lower > r.miss_rate {
+            Status::NotMet
+        } else {
+            Status::Inconclusive
+        };
+        let to_decide = (status == Status::Inconclusive)
+            .then(|| confidence::activations_to_decide(late, n, r.miss_rate, c))
+            .flatten();
+        let supported =
+            r.is_hard() || (n as f64 * r.miss_rate) >= tame_bench::stats::MIN_SAMPLES_BEYOND as f64;
+        let response_ns = moved(
+            job,
+            r,
+            if supported {
+                job.response_within(r.miss_rate)
+            } else {
+                job.response.max
+            },
+        );
+        let stretch_ns = noise
+            .and_then(|n| n.stretch.as_ref())
+            .map_or(0, |s| s.for_budget(r.budget_ns, r.is_hard()));
         Holds {
-            holds: cycle.activations > 0 && late_fraction <= r.miss_rate && worst_fits,
-            activations: cycle.activations,
+            holds: status == Status::Met,
+            status: Some(status),
+            activations: n,
             late,
-            late_fraction,
+            late_fraction: late as f64 / n.max(1) as f64,
+            miss_bound: Some(upper),
+            miss_lower: Some(lower),
+            confidence: Some(c),
+            activations_to_decide: to_decide,
             stretch_ns,
             response_ns,
             margin_ns: (i128::from(r.deadline_ns) - i128::from(response_ns))
                 .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64,
+            worst_round: None,
         }
     }
 
-    fn describe(&self) -> String {
+    /// `0 of 15600 activations missed; miss rate < 0.0192% at 95% confidence; response
+    /// 1.2ms — 200µs short`.
+    pub fn describe(&self) -> String {
         let margin = if self.margin_ns >= 0 {
             format!("{} to spare", human(self.margin_ns as u64))
         } else {
             format!("{} short", human(self.margin_ns.unsigned_abs()))
         };
-        let stretch = if self.stretch_ns > 0 {
-            format!(
-                " (interruptions add {} to the budget)",
-                human(self.stretch_ns)
-            )
-        } else {
-            String::new()
+        let bound = match (self.miss_bound, self.confidence) {
+            (Some(b), Some(c)) => format!("; miss rate < {} at {} confidence", rate(b), percent(c)),
+            _ => String::new(),
         };
+        let worst = self
+            .worst_round
+            .filter(|_| self.late > 0)
+            .map_or(String::new(), |w| format!(" (most in round {w})"));
         format!(
-            "{} late of {} ({}), response {}{stretch} — {margin}",
+            "{} of {} activations missed{worst} ({}){bound}; response {} — {margin}",
             self.late,
             self.activations,
-            percent(self.late_fraction),
+            rate(self.late_fraction),
             human(self.response_ns)
         )
     }
@@ -127,6 +204,9 @@ pub struct Verdict {
     pub headline: String,
     pub shared: Option<Holds>,
     pub partitioned: Option<Holds>,
+    /// What the verdict rests on: activations, rounds, minutes, confidence.
+    #[serde(default)]
+    pub rests_on: String,
     /// What limits it, worst first.
     pub limits: Vec<String>,
     /// What to do next.
@@ -136,39 +216,51 @@ pub struct Verdict {
     pub notes: Vec<String>,
 }
 
+/// The share of each round the work is measured for (the busy loop takes the rest): what
+/// turns activations into a `--duration`.
+pub const JOB_SHARE_PERCENT: u64 = 65;
+
 pub fn decide(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine) -> Verdict {
     // A phase cut short before its first activation counts as not measured.
-    let measured = |p: &Phase| p.cycle.clone().filter(|c| c.activations > 0);
-    let (shared_cycle, part_cycle) = (measured(shared), measured(partitioned));
-    let shared_holds = shared_cycle
-        .as_ref()
-        .map(|c| Holds::of(c, shared.noise.as_ref(), r));
-    let part_holds = part_cycle
-        .as_ref()
-        .map(|c| Holds::of(c, partitioned.noise.as_ref(), r));
-    let best = part_cycle.as_ref().or(shared_cycle.as_ref());
+    let measured = |p: &Phase| p.job.clone().filter(|j| j.activations > 0);
+    let (shared_job, part_job) = (measured(shared), measured(partitioned));
+    let holds = |job: &Option<JobFigures>, p: &Phase| {
+        job.as_ref().map(|j| {
+            let mut h = Holds::of(j, p.noise.as_ref(), r);
+            h.worst_round = p.worst_round;
+            h
+        })
+    };
+    let shared_holds = holds(&shared_job, shared);
+    let part_holds = holds(&part_job, partitioned);
+    let best = part_job.as_ref().or(shared_job.as_ref());
     let best_noise = partitioned.noise.as_ref().or(shared.noise.as_ref());
     let mut notes = notes(r, shared, partitioned, m);
     let interrupted = [shared, partitioned]
         .iter()
-        .any(|p| p.cycle.as_ref().is_some_and(|c| c.interrupted));
+        .any(|p| p.job.as_ref().is_some_and(|j| j.interrupted));
     let (outcome, headline, next_step) = if interrupted {
         (
             Outcome::Unknown,
             "interrupted before the measurements were complete: no verdict".to_string(),
             "run the assessment to its end (Ctrl-C stopped it)".to_string(),
         )
+    } else if shared.job.is_none() && shared.cycle.is_some() {
+        (
+            Outcome::Unknown,
+            "this report was written before tame.assess/2 (the work was not run): its verdict is not redrawn".to_string(),
+            "assess again with this tame".to_string(),
+        )
     } else {
-        outcome(
+        let advice = Advice {
             r,
-            (&shared_holds, &part_holds),
-            shared_cycle.as_ref(),
+            shared_job: shared_job.as_ref(),
             best,
             best_noise,
             partitioned,
             m,
-            &mut notes,
-        )
+        };
+        advice.outcome((&shared_holds, &part_holds), &mut notes)
     };
     let work_cost = WorkCost::of(shared.throughput.as_ref(), partitioned.throughput.as_ref());
     let limits = limits(
@@ -181,6 +273,7 @@ pub fn decide(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine)
     Verdict {
         outcome,
         headline,
+        rests_on: rests_on(r, shared, partitioned),
         shared: shared_holds,
         partitioned: part_holds,
         limits,
@@ -201,182 +294,316 @@ pub fn decide(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine)
     }
 }
 
-/// The outcome, its headline and the next step, from whether each configuration holds.
-#[allow(clippy::too_many_arguments)]
-fn outcome(
-    r: &Requirement,
-    holds: (&Option<Holds>, &Option<Holds>),
-    shared_cycle: Option<&CycleFigures>,
-    best: Option<&CycleFigures>,
-    best_noise: Option<&NoiseFigures>,
-    partitioned: &Phase,
-    m: &Machine,
-    notes: &mut Vec<String>,
-) -> (Outcome, String, String) {
-    match holds {
-        (Some(s), _) if s.holds => (
-            Outcome::RealFastIsEnough,
-            format!("met shared: {}", s.describe()),
-            format!(
-                "real fast is enough: run the work as an ordinary SCHED_FIFO process (chrt -f 80 CMD, or tame run --cpus {} --shared-ok --policy fifo -- CMD); no partition is needed",
-                shared_cycle.map_or(String::new(), |c| c.cpus.to_string())
-            ),
-        ),
-        (_, Some(p)) if p.holds => (
-            Outcome::PartitionNeeded,
-            format!("met only partitioned: {}", p.describe()),
-            format!(
-                "apply the spec: tame apply {} (then start the work with tame run -p {} -- CMD){}",
-                m.spec_file.as_deref().unwrap_or("SPEC"),
-                m.partition,
-                if m.reboot_fixes.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        "; for more margin, these changes need a reboot: {}",
-                        m.reboot_fixes.join("; ")
-                    )
-                }
-            ),
-        ),
-        (Some(s), None) => {
-            notes.push(format!("shared: {}", s.describe()));
-            (
-                Outcome::Unknown,
-                "not met shared; the partitioned configuration was not measured".to_string(),
-                format!(
-                    "the partitioned configuration was not measured ({}) — fix that and assess again to see whether a partition meets it",
-                    partitioned
-                        .not_measured
-                        .as_deref()
-                        .unwrap_or("no reason recorded")
-                ),
-            )
-        }
-        (_, Some(p)) => (
-            Outcome::NotMet,
-            format!("not met, not even partitioned: {}", p.describe()),
-            not_met_step(r, best, best_noise, p.stretch_ns, m),
-        ),
-        (None, None) => (
-            Outcome::Unknown,
-            "nothing was measured".to_string(),
-            "run the assessment to its end (it stopped before the first measurement)".to_string(),
-        ),
-    }
-}
-
-/// Why no configuration meets it, and what could: the most fundamental cause first.
-fn not_met_step(
-    r: &Requirement,
-    cycle: Option<&CycleFigures>,
-    noise: Option<&NoiseFigures>,
-    stretch_ns: u64,
-    m: &Machine,
-) -> String {
-    let bound = r.latency_bound_ns();
-    let waited = cycle.map_or(0, |c| c.latency_within(r.miss_rate));
-    // When the wakeups alone fit, the interruptions of the computation are what breaks it.
-    if stretch_ns > 0 && waited <= bound {
-        return format!(
-            "the wakeups alone fit ({} of the {} the work can wait), but interruptions add up to {} to each {} of work (see the limits): {}",
-            human(waited),
-            human(bound),
-            human(stretch_ns),
-            human(r.budget_ns),
-            cause_step(r, cycle, noise, m, bound.saturating_sub(waited))
-        );
-    }
-    cause_step(r, cycle, noise, m, bound)
-}
-
-/// The most fundamental cause of what is missing, and what could remove it: `room` is
-/// what the work can afford to lose to the cause.
-fn cause_step(
-    r: &Requirement,
-    cycle: Option<&CycleFigures>,
-    noise: Option<&NoiseFigures>,
-    m: &Machine,
-    room: u64,
-) -> String {
-    let bound = r.latency_bound_ns();
-    // One stall proves a hard requirement impossible; a tolerated miss rate may absorb it.
-    if let (Some(hv), Some(stall), true) = (
-        &m.hypervisor,
-        noise.and_then(|n| n.unexplained_max_ns),
-        r.is_hard(),
-    ) {
-        if stall > room {
-            return format!(
-                "this machine cannot meet it: the hypervisor ({hv}) alone stalls the CPU for up to {} (gaps no guest event explains), more than the {} the work can wait — run it on bare metal or on a host that dedicates and pins this vCPU",
-                human(stall),
-                human(room)
-            );
-        }
-    }
-    if let Some(c) = cycle {
-        if c.latency.min > bound {
-            return format!(
-                "this machine cannot meet it: even the fastest wakeup took {}, more than the {} the work can wait — relax the deadline, or let the task spin instead of sleeping (tame bench cycle --busy-wait shows what that gives)",
-                human(c.latency.min),
-                human(bound)
-            );
-        }
-    }
-    if !m.reboot_fixes.is_empty() {
-        return format!(
-            "these changes need a reboot, then assess again: {}",
-            m.reboot_fixes.join("; ")
-        );
-    }
-    if !m.preempt_rt {
-        return "a PREEMPT_RT kernel is needed: what is left comes from kernel work a partition cannot move away (see the limits)".to_string();
-    }
-    let measured = cycle.map_or(0, |c| c.latency_within(r.miss_rate));
-    let or_budget = if room < bound {
-        " (or shorten the budget)"
-    } else {
-        ""
-    };
+/// `31200 activations (15600 shared, 15600 partitioned) in 3 interleaved rounds each,
+/// 31.2 s of work measured; bounds at 95% confidence`.
+fn rests_on(r: &Requirement, shared: &Phase, partitioned: &Phase) -> String {
+    let n = |p: &Phase| p.job.as_ref().map_or(0, |j| j.activations);
+    let rounds = shared.rounds.max(partitioned.rounds);
     format!(
-        "relax the requirement{or_budget}: the work waited up to {} at the tolerated miss rate, and may wait {}",
-        human(measured),
-        human(bound)
+        "{} activations ({} shared, {} partitioned) in {} interleaved round(s) each, {} of work measured; miss-rate bounds at {} confidence",
+        n(shared) + n(partitioned),
+        n(shared),
+        n(partitioned),
+        rounds,
+        human((n(shared) + n(partitioned)).saturating_mul(r.period_ns)),
+        percent(r.confidence)
     )
 }
 
-/// What limits the latency, worst first: the wakeup floor, attributed sources of noise,
-/// what no guest event explains, and the check's findings.
+/// How long each configuration must be measured for `activations`: the `--duration` that
+/// gives them (the work takes [`JOB_SHARE_PERCENT`] of it).
+pub fn duration_for(activations: u64, period_ns: u64) -> u64 {
+    activations.saturating_mul(period_ns).saturating_mul(100) / JOB_SHARE_PERCENT
+}
+
+/// A response measured with the work calibrated to `job.budget_ns`, read for `r`'s budget.
+fn moved(job: &JobFigures, r: &Requirement, ns: u64) -> u64 {
+    let shift = i128::from(r.budget_ns) - i128::from(job.budget_ns);
+    (i128::from(ns) + shift).clamp(0, i128::from(u64::MAX)) as u64
+}
+
+/// What the outcome is drawn from.
+struct Advice<'a> {
+    r: &'a Requirement,
+    shared_job: Option<&'a JobFigures>,
+    best: Option<&'a JobFigures>,
+    best_noise: Option<&'a NoiseFigures>,
+    partitioned: &'a Phase,
+    m: &'a Machine,
+}
+
+impl Advice<'_> {
+    /// The outcome, its headline and the next step, from each configuration's status.
+    fn outcome(
+        &self,
+        holds: (&Option<Holds>, &Option<Holds>),
+        notes: &mut Vec<String>,
+    ) -> (Outcome, String, String) {
+        let status = |h: &Option<Holds>| h.as_ref().and_then(|h| h.status);
+        match holds {
+            (Some(s), _) if s.holds => (
+                Outcome::RealFastIsEnough,
+                format!("met shared: {}", s.describe()),
+                self.real_fast_step(),
+            ),
+            (_, Some(p)) if p.holds => (
+                Outcome::PartitionNeeded,
+                format!("met only partitioned: {}", p.describe()),
+                self.partition_step(),
+            ),
+            (s, Some(p))
+                if status(holds.1) == Some(Status::NotMet)
+                    && s.as_ref().is_none_or(|s| s.status == Some(Status::NotMet)) =>
+            {
+                if let Some(s) = s {
+                    notes.push(format!("shared: {}", s.describe()));
+                }
+                (
+                    Outcome::NotMet,
+                    format!("not met, not even partitioned: {}", p.describe()),
+                    self.not_met_step(p.stretch_ns),
+                )
+            }
+            (Some(s), None) if s.status == Some(Status::NotMet) => {
+                notes.push(format!("shared: {}", s.describe()));
+                (
+                    Outcome::Unknown,
+                    "not met shared; the partitioned configuration was not measured".to_string(),
+                    format!(
+                        "the partitioned configuration was not measured ({}) — fix that and assess again to see whether a partition meets it",
+                        self.partitioned
+                            .not_measured
+                            .as_deref()
+                            .unwrap_or("no reason recorded")
+                    ),
+                )
+            }
+            (None, None) => (
+                Outcome::Unknown,
+                "nothing was measured".to_string(),
+                "run the assessment to its end (it stopped before the first measurement)"
+                    .to_string(),
+            ),
+            (s, p) => self.undecided(s.as_ref(), p.as_ref(), notes),
+        }
+    }
+
+    fn real_fast_step(&self) -> String {
+        format!(
+            "real fast is enough: run the work as an ordinary SCHED_FIFO process (chrt -f 80 CMD, or tame run --cpus {} --shared-ok --policy fifo -- CMD); no partition is needed",
+            self.shared_job.map_or(String::new(), |j| j.cpus.to_string())
+        )
+    }
+
+    fn partition_step(&self) -> String {
+        let m = self.m;
+        format!(
+            "apply the spec: tame apply {} (then start the work with tame run -p {} -- CMD){}",
+            m.spec_file.as_deref().unwrap_or("SPEC"),
+            m.partition,
+            if m.reboot_fixes.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; for more margin, these changes need a reboot: {}",
+                    m.reboot_fixes.join("; ")
+                )
+            }
+        )
+    }
+
+    /// Neither configuration shown to meet it, one not ruled out: what was shown, and
+    /// what would decide.
+    fn undecided(
+        &self,
+        shared: Option<&Holds>,
+        partitioned: Option<&Holds>,
+        notes: &mut Vec<String>,
+    ) -> (Outcome, String, String) {
+        let r = self.r;
+        fn open(h: Option<&Holds>) -> Option<&Holds> {
+            h.filter(|h| h.status != Some(Status::NotMet))
+        }
+        // The configuration that could still meet it: shared first (real fast), then partitioned.
+        let (name, h, step) = match (open(shared), open(partitioned)) {
+            (Some(s), _) => ("shared", s, self.real_fast_step()),
+            (None, Some(p)) => ("partitioned", p, self.partition_step()),
+            // Both ruled out is not met, decided before this is asked.
+            _ => (
+                "partitioned",
+                partitioned
+                    .or(shared)
+                    .expect("a configuration was measured"),
+                self.partition_step(),
+            ),
+        };
+        for (other, o) in [("shared", shared), ("partitioned", partitioned)] {
+            if let Some(o) = o.filter(|_| other != name) {
+                notes.push(format!("{other}: {}", o.describe()));
+            }
+        }
+        if partitioned.is_none() {
+            if let Some(why) = &self.partitioned.not_measured {
+                notes.push(format!(
+                    "the partitioned configuration was not measured: {why}"
+                ));
+            }
+        }
+        let bound = h.miss_bound.unwrap_or(1.0);
+        let c = percent(r.confidence);
+        if r.is_hard() {
+            // Zero misses can only bound the rate: show the rate these activations do show,
+            // and what ten times less would take.
+            let shown = 10f64.powf(bound.log10().ceil());
+            let tenth = shown / 10.0;
+            let more = confidence::activations_for_bound(tenth, r.confidence);
+            let headline = format!(
+                "no miss seen {name}, but a miss rate of 0 cannot be shown by measurement: no miss in {} activations — the miss rate is below {} at {c} confidence",
+                h.activations,
+                rate(bound)
+            );
+            let next = format!(
+                "state the miss rate the work can tolerate (--miss-rate): these measurements already show one below {} (--miss-rate {}); showing {} would take about {more} activations (--duration {} per configuration). If that is enough: {step}",
+                rate(shown),
+                rate(shown),
+                rate(tenth),
+                human(duration_for(more, r.period_ns))
+            );
+            return (Outcome::Inconclusive, headline, next);
+        }
+        let headline = format!("undecided at {c} confidence {name}: {}", h.describe());
+        let next = match h.activations_to_decide {
+            Some(total) => format!(
+                "measure longer: about {total} activations per configuration would decide if the miss fraction held (--duration {}, or --duration auto); if it is met then: {step}",
+                human(duration_for(total, r.period_ns))
+            ),
+            None => format!(
+                "the observed miss fraction ({}) is the tolerated one: no length of measurement decides it — tolerate a little more, or remove what causes the misses (see the limits)",
+                percent(h.late_fraction)
+            ),
+        };
+        (Outcome::Inconclusive, headline, next)
+    }
+
+    /// Why no configuration meets it, and what could: the most fundamental cause first.
+    fn not_met_step(&self, stretch_ns: u64) -> String {
+        let r = self.r;
+        let bound = r.latency_bound_ns();
+        let waited = self.best.map_or(0, |j| j.start_delay.min);
+        let fastest = self.best.map(|j| moved(j, r, j.response.min));
+        // When even the earliest start leaves room, interruptions of the work break it.
+        if stretch_ns > 0 && waited <= bound && fastest.is_some_and(|f| f <= r.deadline_ns) {
+            return format!(
+                "the work fits when it is not interrupted (its fastest activation took {} of the {} deadline), but interruptions take up to {} from each {} of work (see the limits): {}",
+                human(fastest.unwrap_or(0)),
+                human(r.deadline_ns),
+                human(stretch_ns),
+                human(r.budget_ns),
+                self.cause_step(bound.saturating_sub(waited))
+            );
+        }
+        self.cause_step(bound)
+    }
+
+    /// The most fundamental cause of what is missing, and what could remove it: `room` is
+    /// what the work can afford to lose to the cause.
+    fn cause_step(&self, room: u64) -> String {
+        let (r, m) = (self.r, self.m);
+        let bound = r.latency_bound_ns();
+        // Stalls of the hypervisor are beyond any guest setting, hard or soft requirement.
+        if let (Some(hv), Some(stall)) = (
+            &m.hypervisor,
+            self.best_noise.and_then(|n| n.unexplained_max_ns),
+        ) {
+            if stall > room {
+                return format!(
+                    "this machine cannot meet it: the hypervisor ({hv}) alone stalls the CPU for up to {} (gaps no guest event explains), more than the {} the work can wait — run it on bare metal or on a host that dedicates and pins this vCPU",
+                    human(stall),
+                    human(room)
+                );
+            }
+        }
+        if let Some(j) = self.best {
+            if j.start_delay.min > bound {
+                return format!(
+                    "this machine cannot meet it: even the fastest wakeup took {}, more than the {} the work can wait — relax the deadline, or let the task spin instead of sleeping (tame bench cycle --busy-wait shows what that gives)",
+                    human(j.start_delay.min),
+                    human(bound)
+                );
+            }
+            if moved(j, r, j.response.min) > r.deadline_ns {
+                return format!(
+                    "this machine cannot meet it: even the fastest activation took {} (the work alone {}), more than the {} deadline — relax the deadline or shorten the work",
+                    human(moved(j, r, j.response.min)),
+                    human(moved(j, r, j.run_time.min)),
+                    human(r.deadline_ns)
+                );
+            }
+        }
+        if !m.reboot_fixes.is_empty() {
+            return format!(
+                "these changes need a reboot, then assess again: {}",
+                m.reboot_fixes.join("; ")
+            );
+        }
+        if !m.preempt_rt {
+            return "a PREEMPT_RT kernel is needed: what is left comes from kernel work a partition cannot move away (see the limits)".to_string();
+        }
+        let measured = self
+            .best
+            .map_or(0, |j| moved(j, r, j.response_within(r.miss_rate)));
+        format!(
+            "relax the requirement (or shorten the budget): the work completed within {} at the tolerated miss rate, and must within {}",
+            human(measured),
+            human(r.deadline_ns)
+        )
+    }
+}
+
+/// What limits the response, worst first: the wakeup floor, overruns, the work's own
+/// run time, attributed sources of noise, what no guest event explains, and the check's
+/// findings.
 fn limits(
     r: &Requirement,
-    cycle: Option<&CycleFigures>,
+    job: Option<&JobFigures>,
     noise: Option<&NoiseFigures>,
     holds: Option<&Holds>,
     m: &Machine,
 ) -> Vec<String> {
     let mut out = Vec::new();
+    if let Some(j) = job {
+        if j.start_delay.min.saturating_add(r.budget_ns) > r.deadline_ns {
+            out.push(format!(
+                "the fastest wakeup took {}",
+                human(j.start_delay.min)
+            ));
+        }
+        if j.run_time.max > j.budget_ns.saturating_mul(2) && j.budget_ns > 0 {
+            out.push(format!(
+                "the work itself took up to {} (calibrated to {}; median {}): it was interrupted or slowed while it ran",
+                human(j.run_time.max),
+                human(j.budget_ns),
+                human(j.run_time.p50)
+            ));
+        }
+        if j.overruns > 0 {
+            out.push(format!(
+                "{} activations ran past the next release, delaying the ones after them",
+                j.overruns
+            ));
+        }
+    }
     if let Some(h) = holds.filter(|h| h.stretch_ns > 0) {
         out.push(format!(
-            "interruptions add up to {} to each {} of work ({})",
+            "in the busy loop, interruptions took up to {} from {} of work ({})",
             human(h.stretch_ns),
             human(r.budget_ns),
             if r.is_hard() {
-                "the most the busy loop lost in one computation of the budget"
+                "the most lost in one budget-long computation"
             } else {
-                "the busy loop's average share of lost time"
+                "the average share of lost time"
             }
         ));
-    }
-    if let Some(c) = cycle {
-        if c.latency.min.saturating_add(r.budget_ns) > r.deadline_ns {
-            out.push(format!("the fastest wakeup took {}", human(c.latency.min)));
-        }
-        if c.missed_periods > 0 {
-            out.push(format!(
-                "{} periods passed while the thread could not run",
-                c.missed_periods
-            ));
-        }
     }
     if let Some(n) = noise {
         for s in n
@@ -470,7 +697,8 @@ impl<'a> WorkCost<'a> {
             s.unit,
             s.cpus.len(),
             p.cpus.len(),
-            self.per_cpu_percent
+            // Rounded to a whole percent; never "-0%".
+            self.per_cpu_percent.round() + 0.0
         )
     }
 }
@@ -524,36 +752,62 @@ pub fn throughput_ratio(
 /// What a reader needs to read the figures right.
 fn notes(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(c) = partitioned.cycle.as_ref().or(shared.cycle.as_ref()) {
-        // Ten misses' worth of activations at least, or a miss rate cannot be told apart.
-        let needed = (10.0 / r.miss_rate).ceil();
-        if !r.is_hard() && (c.activations as f64) < needed {
+    if let (Some(s), Some(p)) = (&shared.job, &partitioned.job) {
+        if p.start_delay.p50 > s.start_delay.p50
+            && m.cpuidle_driver.is_none()
+            && m.hypervisor.is_some()
+        {
             out.push(format!(
-                "{} activations are too few to tell a miss rate of {}: about {needed} are needed — give a longer --duration",
-                c.activations,
-                percent(r.miss_rate)
+                "the median wakeup rose from {} shared to {} partitioned: an isolated CPU is idle between activations, and an idle vCPU halts, so every wakeup goes through the hypervisor; this machine has no cpuidle driver, so idle = \"poll\" cannot help — a task that must wake faster can spin until its next period, or boot with idle=poll",
+                human(s.start_delay.p50),
+                human(p.start_delay.p50)
             ));
         }
+        if s.run_time.p50 > 0 && p.run_time.p50 > 0 {
+            let slowdown = s.run_time.p50 as f64 / p.run_time.p50 as f64;
+            if !(0.95..=1.05).contains(&slowdown) {
+                out.push(format!(
+                    "the work itself took {} (median) shared and {} partitioned: {}",
+                    human(s.run_time.p50),
+                    human(p.run_time.p50),
+                    if slowdown > 1.0 {
+                        format!("{slowdown:.2}× slower shared (cache, memory or SMT contention, frequency)")
+                    } else {
+                        format!("{:.2}× slower partitioned", 1.0 / slowdown)
+                    }
+                ));
+            }
+        }
     }
-    if let (Some(s), Some(p)) = (&shared.cycle, &partitioned.cycle) {
-        if p.latency.p50 > s.latency.p50 && m.cpuidle_driver.is_none() && m.hypervisor.is_some() {
+    if !r.is_hard() {
+        let needed = confidence::activations_for_bound(r.miss_rate, r.confidence);
+        let most = [shared, partitioned]
+            .iter()
+            .filter_map(|p| p.job.as_ref().map(|j| j.activations))
+            .max()
+            .unwrap_or(0);
+        if most > 0 && most < needed {
             out.push(format!(
-                "the median rose from {} shared to {} partitioned: an isolated CPU is idle between activations, and an idle vCPU halts, so every wakeup goes through the hypervisor; this machine has no cpuidle driver, so idle = \"poll\" cannot help — a task that must wake faster can spin until its next period, or boot with idle=poll",
-                human(s.latency.p50),
-                human(p.latency.p50)
+                "{most} activations cannot show a miss rate of {} even with no miss: at least {needed} are needed at {} confidence (--duration {} per configuration, or --duration auto)",
+                percent(r.miss_rate),
+                percent(r.confidence),
+                human(duration_for(needed, r.period_ns))
             ));
         }
     }
     let stretches =
         [shared, partitioned].map(|p| p.noise.as_ref().and_then(|n| n.stretch.as_ref()));
     if stretches.iter().flatten().any(|s| !s.tasks_excluded) {
-        out.push("the busy-loop gaps were not attributed, so other tasks' time counts as interruptions of the budget: the response is over-stated on a shared CPU".to_string());
+        out.push("the busy-loop gaps were not attributed, so other tasks' time counts as interruptions: the busy loop over-states what a real-time task loses on a shared CPU".to_string());
     }
     if stretches.iter().flatten().any(|s| s.incomplete) {
-        out.push("the busy loop dropped gaps it had no room for: the interruptions of the budget are a lower bound".to_string());
+        out.push(
+            "the busy loop dropped gaps it had no room for: its interruptions are a lower bound"
+                .to_string(),
+        );
     }
     if [shared, partitioned].iter().any(|p| {
-        p.cycle.as_ref().is_some_and(|c| c.interrupted)
+        p.job.as_ref().is_some_and(|j| j.interrupted)
             || p.noise.as_ref().is_some_and(|n| n.interrupted)
     }) {
         out.push("interrupted: the figures cover only what was measured".to_string());

@@ -2,8 +2,9 @@
 //! (shared vs partitioned), periodic wakeups and the busy loop.
 
 use serde::Serialize;
-use tame_assess::figures::CycleFigures;
+use tame_assess::figures::{CycleFigures, JobFigures};
 use tame_assess::report::Phase;
+use tame_assess::requirement::{percent, rate};
 use tame_assess::verdict::Holds;
 use tame_assess::AssessReport;
 use tame_bench::distribution::{bin_of, Distribution, BINS_PER_OCTAVE};
@@ -32,12 +33,24 @@ pub fn add(page: &mut Page, file: &str, r: &AssessReport) -> Result<()> {
             "{file}: not restored after the assessment: {n} (`tame revert` retries)"
         ));
     }
+    if let Some(t) = rounds_table(r) {
+        page.key_figures.push(t);
+    }
     let mut cycles = Vec::new();
     let mut noises = Vec::new();
     for (label, phase) in [("shared", &r.shared), ("partitioned", &r.partitioned)] {
         let name = format!("{file} ({label})");
         if let Some(why) = &phase.not_measured {
             page.notes.push(format!("{name}: not measured — {why}"));
+        }
+        if let Some(job) = &phase.job {
+            // tame.assess/2: the work's responses over every round of the configuration.
+            cycles.push(Config {
+                label: label.into(),
+                file: name.clone(),
+                result: from_job(r, phase, label, job),
+                noise: None,
+            });
         }
         match (&phase.results.cycle, &phase.cycle) {
             (Some(result), _) => cycles.push(config(label, &name, result, None)?),
@@ -58,9 +71,53 @@ pub fn add(page: &mut Page, file: &str, r: &AssessReport) -> Result<()> {
             noises.push(config(label, &name, &n.result, Some(n.noise.clone()))?);
         }
     }
+    // tame.assess/2: each round's busy loop, in the order the rounds ran.
+    for round in &r.rounds {
+        if let Some(n) = &round.results.noise {
+            let label = format!("{} {}", round.configuration.name(), round.index);
+            let name = format!("{file} ({label})");
+            noises.push(config(&label, &name, &n.result, Some(n.noise.clone()))?);
+        }
+    }
     bench::add(page, &cycles, "assess-cycle")?;
     bench::add(page, &noises, "assess-noise")?;
     Ok(())
+}
+
+/// Each round's figures side by side: the spread a difference must exceed to be an effect.
+fn rounds_table(r: &AssessReport) -> Option<Table> {
+    let rows: Vec<Vec<Cell>> = r
+        .effects
+        .iter()
+        .map(|e| {
+            let values = |v: &[u64]| e.values_text(v, ", ");
+            vec![
+                Cell::text(&e.figure),
+                Cell::stat("shared", values(&e.shared)),
+                Cell::stat("partitioned", values(&e.partitioned)),
+                Cell::stat("ratio", e.ratio.map_or("—".into(), |x| format!("{x:.2}×"))),
+                Cell::stat(
+                    "effect",
+                    if e.effect {
+                        "effect"
+                    } else {
+                        "within the spread"
+                    },
+                ),
+            ]
+        })
+        .collect();
+    (!rows.is_empty()).then(|| Table {
+        id: "assess-rounds".into(),
+        caption: format!(
+            "each of the {} interleaved rounds per configuration (a difference is an effect only where the rounds do not overlap)",
+            r.run_length.rounds
+        ),
+        head: ["figure", "shared, per round", "partitioned, per round", "ratio", "effect"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    })
 }
 
 /// A typed result as the common schema reads it.
@@ -97,13 +154,25 @@ fn verdict(r: &AssessReport) -> Verdict {
     let v = &r.verdict;
     let row = |name: &str, h: &Option<Holds>| -> Option<Vec<Cell>> {
         let h = h.as_ref()?;
+        let holds = match h.status {
+            Some(status) => word(&status),
+            None if h.holds => "yes".into(),
+            None => "no".into(),
+        };
         Some(vec![
             Cell::text(name),
-            Cell::stat("holds", if h.holds { "yes" } else { "no" }),
+            Cell::stat("holds", holds),
             Cell::stat("activations", h.activations.to_string()),
             Cell::stat("late", h.late.to_string()),
             // A share of activations reads as a percentage; the JSON keeps the fraction.
             Cell::stat("late_fraction", format!("{:.4} %", h.late_fraction * 100.0)),
+            Cell::stat(
+                "miss_bound",
+                match (h.miss_bound, h.confidence) {
+                    (Some(b), Some(c)) => format!("< {} ({} conf.)", rate(b), percent(c)),
+                    _ => "—".into(),
+                },
+            ),
             Cell::stat("response_ns", h.response_ns.to_string()),
             Cell::stat("margin_ns", h.margin_ns.to_string()),
         ])
@@ -124,6 +193,7 @@ fn verdict(r: &AssessReport) -> Verdict {
             "activations",
             "late",
             "late fraction",
+            "miss rate bound",
             "response (ns)",
             "margin (ns)",
         ]
@@ -138,30 +208,88 @@ fn verdict(r: &AssessReport) -> Verdict {
         limits: v.limits.clone(),
         next_step: v.next_step.clone(),
         cost: v.cost.clone(),
-        notes: v.notes.clone(),
+        notes: if v.rests_on.is_empty() {
+            v.notes.clone()
+        } else {
+            std::iter::once(format!("it rests on: {}", v.rests_on))
+                .chain(v.notes.iter().cloned())
+                .collect()
+        },
     }
 }
 
-/// The phase's figures as a cycle result: the summary and the histogram, nothing more.
-fn from_figures(r: &AssessReport, phase: &Phase, label: &str, f: &CycleFigures) -> BenchResult {
+/// A histogram of (value, count) in the distribution's bins.
+fn distribution(histogram: &[(u64, u64)]) -> Option<Distribution> {
     let mut bins: Vec<[u64; 3]> = Vec::new();
-    for &(value, count) in &f.histogram {
+    for &(value, count) in histogram {
         let (low, high) = bin_of(value);
         match bins.last_mut() {
             Some(b) if b[0] == low => b[2] += count,
             _ => bins.push([low, high, count]),
         }
     }
+    (!bins.is_empty()).then_some(Distribution {
+        per_octave: BINS_PER_OCTAVE,
+        bins,
+    })
+}
+
+/// A configuration's work over its rounds as a result: the response's summary and
+/// histogram, the work's run time and start delay, the misses.
+fn from_job(r: &AssessReport, phase: &Phase, label: &str, j: &JobFigures) -> BenchResult {
+    let metric = |name: &str, summary, distribution| Metric {
+        name: name.into(),
+        unit: "ns".into(),
+        summary,
+        distribution,
+    };
+    let merged = GroupResult {
+        label: "all".into(),
+        metrics: vec![
+            metric("response", j.response, distribution(&j.response_histogram)),
+            metric("run_time", j.run_time, None),
+            metric("start_delay", j.start_delay, None),
+        ],
+        counters: [
+            ("misses".to_string(), j.misses),
+            ("overruns".to_string(), j.overruns),
+        ]
+        .into_iter()
+        .collect(),
+        ..GroupResult::default()
+    };
+    BenchResult {
+        schema_version: 1,
+        bench: "job".into(),
+        tool_version: r.tool_version.clone(),
+        command_line: r.command_line.clone(),
+        started_unix_ns: r.started_unix_ns,
+        elapsed_ns: 0,
+        interrupted: j.interrupted,
+        environment: r.environment.clone(),
+        calibration: Calibration::default(),
+        load: phase.load.clone(),
+        partition: (label == "partitioned").then(|| r.machine.partition.clone()),
+        settings: serde_json::json!({
+            "cpus": j.cpus.to_string(),
+            "period_ns": j.period_ns,
+            "deadline_ns": j.deadline_ns,
+            "rounds": phase.rounds,
+        }),
+        groups: Vec::new(),
+        merged,
+    }
+}
+
+/// The phase's figures as a cycle result: the summary and the histogram, nothing more.
+fn from_figures(r: &AssessReport, phase: &Phase, label: &str, f: &CycleFigures) -> BenchResult {
     let merged = GroupResult {
         label: "all".into(),
         metrics: vec![Metric {
             name: "latency".into(),
             unit: "ns".into(),
             summary: f.latency,
-            distribution: (!bins.is_empty()).then_some(Distribution {
-                per_octave: BINS_PER_OCTAVE,
-                bins,
-            }),
+            distribution: distribution(&f.histogram),
         }],
         counters: [("missed_periods".to_string(), f.missed_periods)]
             .into_iter()

@@ -10,6 +10,14 @@ use crate::plot::ratios;
 /// The figures that make the summary's key ratios.
 const KEY: [&str; 4] = [" p50", " p99", " p99_9", " max"];
 
+/// One side's figure, or why a percentile is not there.
+fn side(v: Option<f64>, needs_samples: Option<u64>) -> String {
+    match (v, needs_samples) {
+        (None, Some(n)) => tame_bench::stats::needs_text(n),
+        _ => num(v),
+    }
+}
+
 fn num(v: Option<f64>) -> String {
     v.map_or("—".into(), |v| format!("{v}"))
 }
@@ -19,8 +27,8 @@ pub fn add(page: &mut Page, file: &str, c: &CompareDoc) -> Result<()> {
         vec![
             Cell::text(format!("{} {}", r.group, r.name)),
             Cell::stat("unit", r.unit.clone()),
-            Cell::stat("a", num(r.a)),
-            Cell::stat("b", num(r.b)),
+            Cell::stat("a", side(r.a, r.needs_samples)),
+            Cell::stat("b", side(r.b, r.needs_samples)),
             Cell::stat("diff", num(r.diff)),
             Cell::stat("ratio", num(r.ratio)),
             Cell::stat(

@@ -20,7 +20,7 @@ dl.context { margin: .5em 0 0; } dl.context dt { font-weight: bold; margin-top: 
 dl.context dd { margin-left: 1.2em; } code { font-size: .95em; word-break: break-all; }
 .verdict { border: 2px solid #444; padding: .6em 1em; background: #f7f7f7; }
 .verdict.real_fast_is_enough { border-color: #2c2; } .verdict.partition_needed { border-color: #e90; }
-.verdict.not_met { border-color: #d22; }
+.verdict.not_met { border-color: #d22; } .verdict.inconclusive { border-color: #999; }
 .warnings li { color: #a30; } .note { background: #fff8dc; border-left: 4px solid #e0b000; padding: .4em .8em; }
 ";
 

@@ -23,7 +23,7 @@ pub struct Page {
 /// An assess report's decision, as it states it.
 #[derive(Clone, Debug, Default)]
 pub struct Verdict {
-    /// `real_fast_is_enough`, `partition_needed`, `not_met`, `unknown`.
+    /// `real_fast_is_enough`, `partition_needed`, `not_met`, `inconclusive`, `unknown`.
     pub outcome: String,
     pub headline: String,
     pub table: Option<Table>,

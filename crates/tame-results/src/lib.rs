@@ -19,6 +19,9 @@ pub mod ipc_ls;
 use serde::Deserialize;
 use serde_json::Value;
 use tame_assess::AssessReport;
+
+/// The assess report before the work ran at every activation: still read.
+const ASSESS_V1: &str = "tame.assess/1";
 use tame_bench::compare::{Compared, Comparison};
 use tame_bench::sweep::Sweep;
 use tame_bench::BenchResult;
@@ -39,6 +42,7 @@ pub const BENCH_VERSIONS: &[(&str, &[u32])] = &[
     ("reserve", &[1]),
     ("mem", &[1]),
     ("cache", &[1]),
+    ("job", &[1]),
 ];
 
 /// The kinds of document tame reads back.
@@ -135,6 +139,9 @@ pub struct CompareRow {
     pub ratio: Option<f64>,
     #[serde(default)]
     pub beyond_spread: Option<bool>,
+    /// A percentile one side cannot support: the samples it needs (that side is null).
+    #[serde(default)]
+    pub needs_samples: Option<u64>,
 }
 
 /// Why a document was not read. Displays what is wrong; the caller adds what to do.
@@ -245,7 +252,10 @@ pub fn recognise(file: &str, value: Value, reads: &[Kind]) -> Result<Doc, Refusa
     };
     match obj.get("schema") {
         Some(Value::String(s)) if tagged(AssessReport::SCHEMA, Kind::Assess, s) => {
-            let stale = stale_tag(AssessReport::SCHEMA, s);
+            // A tame.assess/1 report reads into the same type (its cycle figures and verdict).
+            let stale = (s != ASSESS_V1)
+                .then(|| stale_tag(AssessReport::SCHEMA, s))
+                .flatten();
             let known = Known::new(file, Kind::Assess, "an assess report", AssessReport::SCHEMA);
             known
                 .read(value, stale, "an assess report")

@@ -2,5 +2,6 @@
 //! every crate's (docs/testing.md, "One test binary per crate"), so a new file here costs
 //! no new link.
 
+mod bound;
 mod cost_classes;
 mod verdict;

@@ -37,6 +37,18 @@ fn bad_input_is_refused_before_anything_changes() {
         "--miss-rate \"sometimes\" is not a number",
     );
     refused(&["--duration", "10ms"], "out of range");
+    refused(&["--rounds", "0"], "--rounds 0 is out of range");
+    refused(&["--confidence", "100%"], "must be above 0 and below 1");
+    refused(
+        &["--target-bound", "0.01%"],
+        "--target-bound sizes --duration auto",
+    );
+    refused(&["--working-set", "lots"], "is not a size");
+    // Auto-sized past its cap leaves too little for one round.
+    refused(
+        &["--duration", "auto", "--max-duration", "10ms"],
+        "out of range",
+    );
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("spec.toml");
     std::fs::write(&spec, "[[partition]]\nname = \"system\"\ncpu = \"0\"\n").unwrap();

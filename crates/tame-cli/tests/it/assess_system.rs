@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use tame_assess::{Observer, Options, Requirement};
+use tame_assess::{Length, Observer, Options, Requirement};
 use tame_bench::engine::RunControl;
 use tame_bench::load::LoadKind;
 use tame_testing::child::{assert_ran_one, child_arg, child_test};
@@ -92,51 +92,100 @@ fn assess_measures_both_phases_and_leaves_the_machine_as_found() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(r["schema"], "tame.assess/1");
+    assert_eq!(r["schema"], "tame.assess/2");
+    // Three interleaved rounds: shared 1, partitioned 1, shared 2, … each after the last.
+    let rounds = r["rounds"].as_array().unwrap();
+    let order: Vec<(String, u64)> = rounds
+        .iter()
+        .map(|x| {
+            (
+                x["configuration"].as_str().unwrap().to_string(),
+                x["index"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, u64)> = (1..=3)
+        .flat_map(|i| [("shared".to_string(), i), ("partitioned".to_string(), i)])
+        .collect();
+    assert_eq!(order, want);
+    let times: Vec<(u64, u64)> = rounds
+        .iter()
+        .map(|x| {
+            (
+                x["started_unix_ns"].as_u64().unwrap(),
+                x["ended_unix_ns"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    for pair in times.windows(2) {
+        assert!(
+            pair[0].0 < pair[0].1 && pair[0].1 <= pair[1].0,
+            "rounds overlap or run out of order: {times:?}"
+        );
+    }
+    // The work was calibrated and run at every activation.
+    let calibrated = &r["calibration"];
+    assert!(
+        calibrated["work"]["steps"].as_u64().unwrap() > 0,
+        "{calibrated}"
+    );
     for phase in ["shared", "partitioned"] {
         assert_eq!(r[phase]["measured"], true, "{phase}");
+        assert_eq!(r[phase]["rounds"], 3, "{phase}");
+        let job = &r[phase]["job"];
+        assert!(job["activations"].as_u64().unwrap() > 500, "{phase}");
         assert!(
-            r[phase]["cycle"]["activations"].as_u64().unwrap() > 500,
-            "{phase}"
+            job["run_time"]["p50"].as_u64().unwrap() > 0,
+            "{phase}: the work ran"
         );
         assert!(
             r[phase]["noise"]["share_percent"].as_f64().is_some(),
             "{phase}"
         );
         assert_eq!(r[phase]["load"]["kinds"], serde_json::json!(["cpu", "io"]));
-        // The benches' own results, in the common schema, inside the one document.
-        let results = &r[phase]["results"];
-        assert_eq!(results["cycle"]["bench"], "cycle", "{phase}");
-        assert_eq!(results["noise"]["bench"], "noise", "{phase}");
-        assert_eq!(results["cycle"]["schema_version"], 1, "{phase}");
+        let holds = &r["verdict"][phase];
+        assert!(holds["miss_bound"].as_f64().is_some(), "{phase}: {holds}");
+        assert_eq!(holds["activations"], job["activations"], "{phase}");
+    }
+    // Each round's results, in the common schema, inside the one document and as files.
+    for x in rounds {
+        let name = format!("{}-{}", x["configuration"].as_str().unwrap(), x["index"]);
+        assert_eq!(x["results"]["job"]["bench"], "job", "{name}");
+        assert_eq!(x["results"]["noise"]["bench"], "noise", "{name}");
         assert_eq!(
-            results["cycle"]["merged"],
+            x["results"]["job"]["merged"],
             serde_json::from_str::<serde_json::Value>(
-                &std::fs::read_to_string(out.join(format!("{phase}-cycle.json"))).unwrap()
+                &std::fs::read_to_string(out.join(format!("{name}-job.json"))).unwrap()
             )
             .unwrap()["merged"],
-            "{phase}: the file and the report differ"
+            "{name}: the file and the report differ"
         );
+        let partition = x["results"]["job"]["partition"].clone();
+        match x["configuration"].as_str().unwrap() {
+            "shared" => assert_eq!(partition, serde_json::Value::Null),
+            _ => {
+                assert_eq!(partition, "rt");
+                // The load ran on the system partition's CPUs while partitioned.
+                assert_eq!(x["load"]["cpus"], r["layout"]["system"]);
+            }
+        }
     }
-    assert_eq!(
-        r["shared"]["results"]["cycle"]["partition"],
-        serde_json::Value::Null
-    );
-    assert_eq!(r["partitioned"]["results"]["cycle"]["partition"], "rt");
-    // The load ran on the system partition's CPUs while partitioned.
-    assert_eq!(r["partitioned"]["load"]["cpus"], r["layout"]["system"]);
+    assert!(!r["effects"].as_array().unwrap().is_empty());
     assert!(r["restoration"]["changes_reverted"].as_u64().unwrap() > 3);
     assert_eq!(r["restoration"]["not_restored"], serde_json::json!([]));
     assert!(r["verdict"]["next_step"]
         .as_str()
         .is_some_and(|s| !s.is_empty()));
+    assert!(r["verdict"]["rests_on"]
+        .as_str()
+        .is_some_and(|s| s.contains("3 interleaved round(s)")));
     for file in [
         "spec.toml",
         "assess.json",
-        "shared-cycle.json",
-        "shared-noise.json",
-        "partitioned-cycle.json",
-        "partitioned-noise.json",
+        "shared-1-job.json",
+        "shared-3-noise.json",
+        "partitioned-1-job.json",
+        "partitioned-3-noise.json",
         "report/index.html",
         "report/assess-cycle-histogram.svg",
     ] {
@@ -151,8 +200,8 @@ fn assess_measures_both_phases_and_leaves_the_machine_as_found() {
     // The raw results are what `tame compare` reads.
     let compared = tame(&[
         "compare",
-        out.join("shared-cycle.json").to_str().unwrap(),
-        out.join("partitioned-cycle.json").to_str().unwrap(),
+        out.join("shared-1-job.json").to_str().unwrap(),
+        out.join("partitioned-1-job.json").to_str().unwrap(),
     ]);
     assert!(
         compared.status.success(),
@@ -162,6 +211,55 @@ fn assess_measures_both_phases_and_leaves_the_machine_as_found() {
     let summary = String::from_utf8_lossy(&o.stderr);
     assert!(summary.contains("verdict: "), "{summary}");
     assert!(summary.contains("the partition was reverted"), "{summary}");
+    assert_as_found(&before, &journal);
+}
+
+/// The verdict is drawn from the activations and never claims more than they show: a
+/// deadline below any response is not met; a clean run of a few hundred activations is never
+/// met (a miss rate of 0 cannot be shown), and says what would decide.
+#[test]
+fn the_verdict_rests_on_the_activations_it_measured() {
+    let _machine = tame_testing::serial::module(module_path!());
+    let _one = exclusive();
+    if !machine_fits() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, out) = (dir.path().join("j"), dir.path().join("out"));
+    let _revert = RevertOnDrop(&journal);
+    let before = state();
+    let verdict = |args: &[&str], duration: &str| {
+        let o = assess(&journal, &out, duration, "none")
+            .args(["--rounds", "1", "--no-cost", "--no-trace", "--json", "-"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        r["verdict"].clone()
+    };
+    let v = verdict(
+        &["--period", "1ms", "--deadline", "5us", "--budget", "1us"],
+        "600ms",
+    );
+    assert_eq!(v["outcome"], "not_met", "{v:#}");
+    let v = verdict(&["--period", "50ms", "--budget", "10us"], "1500ms");
+    let outcome = v["outcome"].as_str().unwrap();
+    assert!(
+        outcome == "inconclusive" || outcome == "not_met",
+        "never met on {} activations: {v:#}",
+        v["shared"]["activations"]
+    );
+    if outcome == "inconclusive" {
+        assert!(
+            v["next_step"].as_str().unwrap().contains("--miss-rate"),
+            "{v:#}"
+        );
+    }
     assert_as_found(&before, &journal);
 }
 
@@ -278,7 +376,7 @@ fn interrupt(
 ) -> serde_json::Value {
     let mut child = Killed(
         assess(journal, out, "2s", "cpu")
-            .args(["--no-cost", "--json", "-"])
+            .args(["--rounds", "1", "--no-cost", "--json", "-"])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -338,15 +436,16 @@ fn ctrl_c_ends_the_assessment_early_and_reverts() {
 }
 
 /// The phases of an assessment, as its observer hears of them, in order.
-const PHASES: [&str; 8] = [
+const PHASES: [&str; 9] = [
     "check",
-    "shared: periodic wakeups",
-    "shared: busy-loop noise",
-    "applying the partition",
+    "calibrating the work",
+    "round 1/1 shared: the work",
+    "round 1/1 shared: busy-loop noise",
+    "round 1/1: applying the partition",
     "check inside the partition",
-    "partitioned: periodic wakeups",
-    "partitioned: busy-loop noise",
-    "reverting the partition",
+    "round 1/1 partitioned: the work",
+    "round 1/1 partitioned: busy-loop noise",
+    "round 1/1: reverting the partition",
 ];
 
 const KILL_AT_ENV: &str = "TAME_ASSESS_TEST_KILL_AT";
@@ -395,7 +494,9 @@ fn child_assess_killed_at_a_phase() {
         requirement: Requirement::new(1_000_000, 100_000, None, 0.0, 1).unwrap(),
         // Short phases: each kill lands a third of the way into its phase; the cost
         // probe runs between phases, in none of those killed here.
-        phase_ns: 400_000_000,
+        length: Length::Fixed(400_000_000),
+        rounds: 1,
+        working_set_bytes: None,
         load: vec![LoadKind::Cpu],
         spec: None,
         journal_dir: journal.into(),
@@ -448,7 +549,7 @@ fn kill_9_at_each_phase_then_the_next_assess_or_revert_restores_everything() {
         // From the check inside the partition on, the partition is applied.
         assert_eq!(
             applied,
-            i >= 4,
+            i >= 5,
             "killed in {phase:?}: journal left = {applied}"
         );
         if i % 2 == 0 {

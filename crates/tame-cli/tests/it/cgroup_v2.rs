@@ -462,7 +462,7 @@ fn isolated_partition_on_live_cgroup_v2() {
     sections.finish();
 }
 
-/// `tame assess` on cgroup v2: both phases measured, the periodic thread inside the
+/// `tame assess` on cgroup v2 (one round): both phases measured, the work's thread inside the
 /// isolated v2 partition, the second check aimed at it, and the v2 tree as found after.
 #[test]
 fn assess_on_live_cgroup_v2() {
@@ -484,6 +484,8 @@ fn assess_on_live_cgroup_v2() {
             "assess",
             "--duration",
             "1500ms",
+            "--rounds",
+            "1",
             "--load",
             "cpu",
             "--json",
@@ -501,11 +503,11 @@ fn assess_on_live_cgroup_v2() {
         for phase in ["shared", "partitioned"] {
             assert_eq!(r[phase]["measured"], true, "{phase}: {r:#}");
             assert!(
-                r[phase]["cycle"]["activations"].as_u64().unwrap() > 500,
+                r[phase]["job"]["activations"].as_u64().unwrap() > 500,
                 "{phase}"
             );
         }
-        assert_eq!(r["partitioned"]["results"]["cycle"]["partition"], "rt");
+        assert_eq!(r["rounds"][1]["results"]["job"]["partition"], "rt");
         assert_eq!(r["check_partitioned"]["cpus"], r["layout"]["isolated"]);
         assert_eq!(r["partitioned"]["load"]["cpus"], r["layout"]["system"]);
         assert_eq!(r["restoration"]["not_restored"], serde_json::json!([]));

@@ -368,6 +368,31 @@ fn an_assess_report_puts_its_verdict_first_and_overlays_its_phases() {
 }
 
 #[test]
+fn an_assess_report_of_rounds_shows_the_bound_and_the_spread_of_its_rounds() {
+    // tame.assess/2, as recorded (each round's raw results left out of the fixture).
+    let f = crate_file("tame-assess/tests/fixtures/dev-vm-v2.json");
+    let (_, r) = render(std::slice::from_ref(&f));
+    let html = &r.html;
+    assert!(html.contains("data-outcome=\"not_met\""));
+    assert!(
+        html.contains("it rests on: 7800 activations"),
+        "the verdict says what it rests on"
+    );
+    assert!(
+        html.contains("&lt; 0.269% (95% conf.)"),
+        "the partitioned miss-rate bound"
+    );
+    assert!(
+        html.contains("id=\"assess-rounds\""),
+        "each round's figures"
+    );
+    assert!(html.contains("within the spread"));
+    // The work's responses over every round, shared and partitioned overlaid.
+    let tail = r.figures().find(|f| f.id == "assess-cycle-tail").unwrap();
+    assert!(tail.svg.contains("shared (n = 3900)") && tail.svg.contains("partitioned (n = 3900)"));
+}
+
+#[test]
 fn a_reserve_study_is_its_tables_and_says_it_has_no_windows() {
     // Written by the kit before `tame bench reserve`: the study's tables alone, no windows.
     let mut v = json(&fixtures().join("recorded/reserve.json"));
@@ -612,9 +637,15 @@ fn a_mem_result_draws_access_time_against_size_on_log_axes() {
     let sweep = r.figures().find(|f| f.id == "mem-sweep").unwrap();
     assert_eq!(sweep.x_label, "buffer size (log scale)");
     assert_eq!(sweep.y_label, "ns per access (log scale)");
-    for line in ["chase p50", "chase p99.9", "stream p50", "stream p99.9"] {
+    for line in ["chase p50", "stream p50"] {
         assert!(sweep.svg.contains(line), "{line} in the legend");
     }
+    // 300 batches per size support p50, not p99.9 (10 000 samples): no p99.9 line is drawn.
+    assert_eq!(v["groups"][0]["metrics"][0]["summary"]["count"], 300);
+    assert!(
+        !sweep.svg.contains("p99.9"),
+        "a p99.9 line from 300 samples"
+    );
     // The x ticks name sizes, not logarithms.
     assert!(sweep.svg.contains("1MiB"), "a size tick");
     // The histogram of the chase overlays every size, in ns (the result holds ps).

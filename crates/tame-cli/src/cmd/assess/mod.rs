@@ -6,8 +6,8 @@ mod view;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use tame_assess::requirement::{parse_miss_rate, Requirement};
-use tame_assess::run::{Observer, Options};
+use tame_assess::requirement::{parse_confidence, parse_miss_rate, Requirement};
+use tame_assess::run::{Length, Observer, Options};
 use tame_bench::load::LoadKind;
 use tame_bench::units::parse_duration_ns;
 
@@ -33,10 +33,28 @@ pub struct AssessArgs {
     /// Isolated CPUs the work needs.
     #[arg(long, default_value_t = 1)]
     cpus: u32,
-    /// How long each configuration (shared, partitioned) is measured: about two thirds
-    /// periodic wakeups, one third busy-loop noise.
+    /// How long each configuration (shared, partitioned) is measured over all its rounds:
+    /// about two thirds the work at every activation, one third busy-loop noise; or `auto`:
+    /// long enough to show --target-bound with no miss, at most --max-duration.
     #[arg(long, default_value = "24s")]
     duration: String,
+    /// Rounds of each configuration, interleaved (shared, partitioned, shared, …); they
+    /// share --duration.
+    #[arg(long, default_value_t = tame_assess::run::DEFAULT_ROUNDS)]
+    rounds: u32,
+    /// Confidence of the miss-rate bounds the verdict states: 0.95 or 95%.
+    #[arg(long, default_value = "95%")]
+    confidence: String,
+    /// With --duration auto: the miss-rate bound to be able to show (default: --miss-rate,
+    /// or 0.01% when no miss is tolerated).
+    #[arg(long)]
+    target_bound: Option<String>,
+    /// With --duration auto: the most time per configuration.
+    #[arg(long, default_value = "10m")]
+    max_duration: String,
+    /// The working set each activation's work touches (default: half the CPU's L2 cache).
+    #[arg(long, value_name = "SIZE")]
+    working_set: Option<String>,
     /// Background load beside the work: any of cpu,io,hdd,vm,sock,build,cache,stream, or `none`.
     #[arg(long, default_value = "cpu,io,hdd,vm,sock")]
     load: String,
@@ -61,6 +79,9 @@ pub struct AssessArgs {
     journal_dir: Option<PathBuf>,
 }
 
+/// `--duration auto` for a hard requirement: size the run to show a miss rate below 0.01 %.
+const DEFAULT_HARD_TARGET_BOUND: f64 = 0.0001;
+
 fn duration(text: &str, what: &str) -> anyhow::Result<u64> {
     parse_duration_ns(text).map_err(|e| bad_input(format!("{what}: {e}")))
 }
@@ -82,7 +103,38 @@ fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
         deadline_ns,
         parse_miss_rate(&a.miss_rate)?,
         a.cpus,
-    )?;
+    )?
+    .with_confidence(parse_confidence(&a.confidence)?)?;
+    let length = if a.duration.trim() == "auto" {
+        let target_bound = match &a.target_bound {
+            Some(t) => parse_miss_rate(t)
+                .map_err(|_| bad_input(format!("--target-bound {t:?} is not a number — give a fraction such as 0.0001 or a percentage such as 0.01%")))?,
+            None if requirement.is_hard() => DEFAULT_HARD_TARGET_BOUND,
+            None => requirement.miss_rate,
+        };
+        Length::Auto {
+            target_bound,
+            max_ns: duration(&a.max_duration, "--max-duration")?,
+        }
+    } else {
+        if a.target_bound.is_some() {
+            return Err(bad_input(
+                "--target-bound sizes --duration auto — give --duration auto, or drop --target-bound",
+            ));
+        }
+        Length::Fixed(duration(&a.duration, "--duration")?)
+    };
+    let working_set_bytes = a
+        .working_set
+        .as_deref()
+        .map(|w| {
+            tame_rt::size::parse_bytes(w).ok_or_else(|| {
+                bad_input(format!(
+                    "--working-set {w:?} is not a size — give one such as 256K or 1M"
+                ))
+            })
+        })
+        .transpose()?;
     let load = if a.load.trim() == "none" {
         Vec::new()
     } else {
@@ -104,7 +156,9 @@ fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
         .transpose()?;
     Ok(Options {
         requirement,
-        phase_ns: duration(&a.duration, "--duration")?,
+        length,
+        rounds: a.rounds,
+        working_set_bytes,
         load,
         spec,
         journal_dir: ctx.journal_dir(a.journal_dir.as_deref()),

@@ -4,9 +4,10 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use tame_assess::figures::{CycleFigures, NoiseFigures};
+use tame_assess::figures::{JobFigures, NoiseFigures};
 use tame_assess::report::{AssessReport, Phase};
-use tame_assess::verdict::{self, Outcome};
+use tame_assess::requirement::{percent, rate};
+use tame_assess::verdict::{self, Holds, Outcome, Status};
 use tame_check::Severity;
 use tame_rt::duration::{format_ns_as, NsStyle};
 
@@ -25,6 +26,36 @@ pub fn summary(r: &AssessReport, out_dir: &Path, page: Option<&Path>) -> String 
     for warning in &r.layout.warnings {
         let _ = writeln!(s, "  plan warns: {warning}");
     }
+    if let Some(c) = &r.calibration {
+        let _ = writeln!(
+            s,
+            "the work: {} steps over a {} working set, calibrated undisturbed on CPU {} to {} (took {} median, {} max over {} trials)",
+            c.work.steps,
+            tame_bench::mem::sweep::human_size(c.work.working_set_bytes),
+            c.cpu,
+            ns(c.budget_ns),
+            ns(c.run_time.p50),
+            ns(c.run_time.max),
+            c.trials
+        );
+    }
+    let _ = writeln!(
+        s,
+        "measured {} per configuration in {} interleaved round(s) each{}",
+        ns(r.run_length.per_configuration_ns),
+        r.run_length.rounds,
+        match (r.run_length.auto_target_bound, r.run_length.capped) {
+            (Some(b), false) => format!(
+                " (--duration auto: enough to show a miss rate below {} with no miss)",
+                rate(b)
+            ),
+            (Some(b), true) => format!(
+                " (--duration auto, cut to --max-duration: too short to show {} with no miss)",
+                rate(b)
+            ),
+            _ => String::new(),
+        }
+    );
     let _ = writeln!(s);
     table(&mut s, r);
     let _ = writeln!(s);
@@ -77,25 +108,53 @@ fn row(
     part: Option<u64>,
     fmt: fn(u64) -> String,
 ) {
-    let cell = |v: Option<u64>| v.map_or("—".to_string(), fmt);
     let ratio = match (shared, part) {
         (Some(a), Some(b)) if b > 0 => format!("{:.1}×", a as f64 / b as f64),
         _ => String::new(),
     };
-    let _ = writeln!(
-        s,
-        "  {label:<22} {:>21} {:>21} {:>8}",
-        cell(shared),
-        cell(part),
-        ratio
-    );
+    let cell = |v: Option<u64>| v.map_or("—".to_string(), fmt);
+    text_row(s, label, &cell(shared), &cell(part), &ratio);
+}
+
+fn text_row(s: &mut String, label: &str, shared: &str, part: &str, ratio: &str) {
+    let _ = writeln!(s, "  {label:<22} {shared:>24} {part:>24} {ratio:>8}");
+}
+
+fn ns(v: u64) -> String {
+    format_ns_as(v, NsStyle::Fixed)
+}
+
+/// A percentile of the response, or why it is not shown.
+fn percentile_row(
+    s: &mut String,
+    label: &str,
+    q: f64,
+    r: &AssessReport,
+    pick: fn(&JobFigures) -> u64,
+) {
+    let cell = |p: &Phase| {
+        p.job.as_ref().map_or("—".to_string(), |j| {
+            tame_bench::stats::percentile_text(j.activations, q, pick(j), ns)
+        })
+    };
+    let value = |p: &Phase| {
+        p.job
+            .as_ref()
+            .filter(|j| j.activations >= tame_bench::stats::samples_needed(q))
+            .map(pick)
+    };
+    let ratio = match (value(&r.shared), value(&r.partitioned)) {
+        (Some(a), Some(b)) if b > 0 => format!("{:.1}×", a as f64 / b as f64),
+        _ => String::new(),
+    };
+    text_row(s, label, &cell(&r.shared), &cell(&r.partitioned), &ratio);
 }
 
 fn table(s: &mut String, r: &AssessReport) {
     let (sh, pa) = (&r.shared, &r.partitioned);
     let _ = writeln!(
         s,
-        "  {:<22} {:>21} {:>21} {:>8}",
+        "  {:<22} {:>24} {:>24} {:>8}",
         if sh.load.is_some() {
             "under load"
         } else {
@@ -105,48 +164,47 @@ fn table(s: &mut String, r: &AssessReport) {
         heading("partitioned", pa),
         "ratio"
     );
-    let c = |p: &Phase, f: fn(&CycleFigures) -> u64| p.cycle.as_ref().map(f);
+    let j = |p: &Phase, f: fn(&JobFigures) -> u64| p.job.as_ref().map(f);
     row(
         s,
-        "wakeup latency p50",
-        c(sh, |c| c.latency.p50),
-        c(pa, |c| c.latency.p50),
-        |ns| format_ns_as(ns, NsStyle::Fixed),
+        "activations",
+        j(sh, |j| j.activations),
+        j(pa, |j| j.activations),
+        |v| v.to_string(),
     );
-    row(
-        s,
-        "p99",
-        c(sh, |c| c.latency.p99),
-        c(pa, |c| c.latency.p99),
-        |ns| format_ns_as(ns, NsStyle::Fixed),
-    );
-    row(
-        s,
-        "p99.9",
-        c(sh, |c| c.latency.p99_9),
-        c(pa, |c| c.latency.p99_9),
-        |ns| format_ns_as(ns, NsStyle::Fixed),
-    );
+    percentile_row(s, "response p50", 0.5, r, |j| j.response.p50);
+    percentile_row(s, "p99", 0.99, r, |j| j.response.p99);
+    percentile_row(s, "p99.9", 0.999, r, |j| j.response.p99_9);
     row(
         s,
         "max",
-        c(sh, |c| c.latency.max),
-        c(pa, |c| c.latency.max),
-        |ns| format_ns_as(ns, NsStyle::Fixed),
+        j(sh, |j| j.response.max),
+        j(pa, |j| j.response.max),
+        ns,
     );
-    row(
-        s,
-        "missed periods",
-        c(sh, |c| c.missed_periods),
-        c(pa, |c| c.missed_periods),
-        |v| v.to_string(),
-    );
+    percentile_row(s, "the work alone p50", 0.5, r, |j| j.run_time.p50);
+    percentile_row(s, "p99", 0.99, r, |j| j.run_time.p99);
+    percentile_row(s, "wakeup p50", 0.5, r, |j| j.start_delay.p50);
+    row(s, "misses", j(sh, |j| j.misses), j(pa, |j| j.misses), |v| {
+        v.to_string()
+    });
     let (vs, vp) = (r.verdict.shared.as_ref(), r.verdict.partitioned.as_ref());
+    let bound = |h: Option<&Holds>| {
+        h.and_then(|h| h.miss_bound)
+            .map_or("—".to_string(), |b| format!("< {}", rate(b)))
+    };
+    text_row(
+        s,
+        &format!("miss rate ({} conf.)", percent(r.requirement.confidence)),
+        &bound(vs),
+        &bound(vp),
+        "",
+    );
     row(
         s,
-        "late activations",
-        vs.map(|h| h.late),
-        vp.map(|h| h.late),
+        "overruns",
+        j(sh, |j| j.overruns),
+        j(pa, |j| j.overruns),
         |v| v.to_string(),
     );
     let n = |p: &Phase, f: fn(&NoiseFigures) -> u64| p.noise.as_ref().map(f);
@@ -160,25 +218,15 @@ fn table(s: &mut String, r: &AssessReport) {
         "longest gap",
         n(sh, |n| n.max_gap_ns),
         n(pa, |n| n.max_gap_ns),
-        |ns| format_ns_as(ns, NsStyle::Fixed),
-    );
-    // What interruptions add to one computation of the budget.
-    row(
-        s,
-        "budget stretch",
-        vs.map(|h| h.stretch_ns)
-            .filter(|_| sh.noise.as_ref().is_some_and(|n| n.stretch.is_some())),
-        vp.map(|h| h.stretch_ns)
-            .filter(|_| pa.noise.as_ref().is_some_and(|n| n.stretch.is_some())),
-        |ns| format_ns_as(ns, NsStyle::Fixed),
+        ns,
     );
     if let Some(ratio) = verdict::throughput_ratio(sh.load.as_ref(), pa.load.as_ref()) {
-        let _ = writeln!(
+        text_row(
             s,
-            "  {:<22} {:>21} {:>21}",
             "load throughput",
             "100%",
-            format!("{:.0}%", ratio * 100.0)
+            &format!("{:.0}%", ratio * 100.0),
+            "",
         );
     }
     for (name, p) in [("shared", sh), ("partitioned", pa)] {
@@ -186,27 +234,52 @@ fn table(s: &mut String, r: &AssessReport) {
             let _ = writeln!(s, "  {name}: not measured — {why}");
         }
     }
-    let holds = |h: &Option<tame_assess::verdict::Holds>| {
-        h.as_ref().map_or("—".to_string(), |h| {
+    let holds = |h: Option<&Holds>| {
+        h.map_or("—".to_string(), |h| {
+            let word = match h.status {
+                Some(Status::Met) => "met",
+                Some(Status::NotMet) => "not met",
+                Some(Status::Inconclusive) => "undecided",
+                Some(Status::NoMissSeen) => "no miss seen",
+                None if h.holds => "met",
+                None => "not met",
+            };
             let room = if h.margin_ns >= 0 {
                 "to spare"
             } else {
                 "short"
             };
-            let word = if h.holds { "yes" } else { "no" };
-            format!(
-                "{word} ({} {room})",
-                format_ns_as(h.margin_ns.unsigned_abs(), NsStyle::Fixed)
-            )
+            format!("{word} ({} {room})", ns(h.margin_ns.unsigned_abs()))
         })
     };
+    text_row(s, "requirement", &holds(vs), &holds(vp), "");
+    effects(s, r);
+}
+
+/// Round-to-round spread, and which differences exceed it.
+fn effects(s: &mut String, r: &AssessReport) {
+    if r.effects.is_empty() {
+        return;
+    }
     let _ = writeln!(
         s,
-        "  {:<22} {:>21} {:>21}",
-        "requirement holds",
-        holds(&r.verdict.shared),
-        holds(&r.verdict.partitioned)
+        "  rounds (shared | partitioned, each round; an effect only where they do not overlap):"
     );
+    for e in &r.effects {
+        let values = |v: &[u64]| e.values_text(v, " ");
+        let verdict = match (e.effect, e.ratio) {
+            (true, Some(ratio)) => format!("effect, {ratio:.2}×"),
+            (true, None) => "effect".to_string(),
+            (false, _) => "within the spread".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "    {:<18} {} | {} — {verdict}",
+            e.figure,
+            values(&e.shared),
+            values(&e.partitioned)
+        );
+    }
 }
 
 fn heading(name: &str, p: &Phase) -> String {
@@ -223,9 +296,13 @@ fn verdict_text(s: &mut String, r: &AssessReport) {
         Outcome::RealFastIsEnough => "MET — real fast is enough",
         Outcome::PartitionNeeded => "MET WITH A PARTITION — real time needs isolation here",
         Outcome::NotMet => "NOT MET",
+        Outcome::Inconclusive => "INCONCLUSIVE",
         Outcome::Unknown => "UNDECIDED",
     };
     let _ = writeln!(s, "verdict: {word}: {}", v.headline);
+    if !v.rests_on.is_empty() {
+        let _ = writeln!(s, "it rests on: {}", v.rests_on);
+    }
     if !v.limits.is_empty() {
         let _ = writeln!(s, "what limits it:");
         for l in &v.limits {
