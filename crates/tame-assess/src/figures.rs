@@ -359,7 +359,7 @@ impl NoiseFigures {
     /// The rounds of one configuration as one: totals summed, longest gaps the longest,
     /// shares weighted by each round's run time (the worst CPU's share, as in a round).
     pub fn merge(rounds: &[&NoiseFigures]) -> Option<NoiseFigures> {
-        let first = rounds.first()?;
+        rounds.first()?;
         let weight = |n: &NoiseFigures| n.run_ns.max(1) as f64;
         let total_weight: f64 = rounds.iter().map(|n| weight(n)).sum();
         let weighted = |f: &dyn Fn(&NoiseFigures) -> f64| {
@@ -409,7 +409,7 @@ impl NoiseFigures {
             sources,
             interrupted: rounds.iter().any(|n| n.interrupted),
             stretch,
-            run_ns: if run_ns > 0 { run_ns } else { first.run_ns },
+            run_ns,
         })
     }
 }

@@ -133,6 +133,11 @@ pub fn parse_confidence(text: &str) -> Result<f64, AssessError> {
     parse_fraction("--confidence", text, "0.95", "95%")
 }
 
+/// `--target-bound`: a fraction (`0.0001`) or a percentage (`0.01%`).
+pub fn parse_target_bound(text: &str) -> Result<f64, AssessError> {
+    parse_fraction("--target-bound", text, "0.0001", "0.01%")
+}
+
 /// A fraction written as one (`0.95`) or as a percentage (`95%`); the range is the caller's.
 fn parse_fraction(
     flag: &str,
@@ -157,8 +162,8 @@ fn parse_fraction(
         })
 }
 
-/// A probability in few digits: `0.1%`, `0.019%`, `1.9e-5%` — a bound of 1.92·10⁻⁴ reads
-/// `0.019%`.
+/// A probability in three significant digits: `0.1%`, `0.0192%` (a bound of 1.92·10⁻⁴),
+/// below 0.001 % in exponent form (`3.0e-7%`).
 pub fn rate(fraction: f64) -> String {
     let pct = fraction * 100.0;
     if pct == 0.0 {

@@ -156,20 +156,6 @@ pub struct Effect {
     pub effect: bool,
 }
 
-impl Effect {
-    /// Each round's value of one configuration for people, joined by `separator`.
-    pub fn values_text(&self, values: &[u64], separator: &str) -> String {
-        values
-            .iter()
-            .map(|&x| match self.unit {
-                Unit::Ns => format_ns_as(x, NsStyle::Fixed),
-                Unit::Ppm => crate::requirement::rate(x as f64 / 1e6),
-            })
-            .collect::<Vec<_>>()
-            .join(separator)
-    }
-}
-
 /// The figures compared round by round, where both configurations have rounds with work.
 pub fn effects(rounds: &[Round]) -> Vec<Effect> {
     let jobs = |c: Configuration| -> Vec<&JobFigures> {
@@ -188,22 +174,23 @@ pub fn effects(rounds: &[Round]) -> Vec<Effect> {
         return Vec::new();
     }
     type Pick = fn(&JobFigures) -> Option<u64>;
+    // A percentile of a round only where its activations support it.
     let figures: [(&str, Unit, Pick); 6] = [
         ("response p50", Unit::Ns, |j| {
-            supported(j, 0.5, j.response.p50)
+            j.response.supports(0.5).then_some(j.response.p50)
         }),
         ("response p99", Unit::Ns, |j| {
-            supported(j, 0.99, j.response.p99)
+            j.response.supports(0.99).then_some(j.response.p99)
         }),
         ("response max", Unit::Ns, |j| Some(j.response.max)),
         ("miss rate", Unit::Ppm, |j| {
             Some(j.misses.saturating_mul(1_000_000) / j.activations.max(1))
         }),
         ("work run time p50", Unit::Ns, |j| {
-            supported(j, 0.5, j.run_time.p50)
+            j.run_time.supports(0.5).then_some(j.run_time.p50)
         }),
         ("work run time p99", Unit::Ns, |j| {
-            supported(j, 0.99, j.run_time.p99)
+            j.run_time.supports(0.99).then_some(j.run_time.p99)
         }),
     ];
     figures
@@ -216,12 +203,19 @@ pub fn effects(rounds: &[Round]) -> Vec<Effect> {
         .collect()
 }
 
-/// A percentile of a round's work only where its activations support it.
-fn supported(j: &JobFigures, q: f64, value: u64) -> Option<u64> {
-    (j.activations >= tame_bench::stats::samples_needed(q)).then_some(value)
-}
-
 impl Effect {
+    /// Each round's value of one configuration for people, joined by `separator`.
+    pub fn values_text(&self, values: &[u64], separator: &str) -> String {
+        values
+            .iter()
+            .map(|&x| match self.unit {
+                Unit::Ns => format_ns_as(x, NsStyle::Fixed),
+                Unit::Ppm => crate::requirement::rate(x as f64 / 1e6),
+            })
+            .collect::<Vec<_>>()
+            .join(separator)
+    }
+
     pub fn new(figure: &str, unit: Unit, shared: Vec<u64>, partitioned: Vec<u64>) -> Self {
         let (s_med, p_med) = (median(&shared), median(&partitioned));
         let ratio = (p_med > 0).then(|| s_med as f64 / p_med as f64);

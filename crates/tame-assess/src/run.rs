@@ -421,10 +421,6 @@ struct MeasurementPlan {
     requirement: Requirement,
     working_set_bytes: Option<u64>,
     rounds_total: u32,
-    /// This thread's CPUs before the first round: a partitioned round narrows them (tame
-    /// runs in the system partition while it is applied), and the next shared round needs
-    /// them back.
-    affinity: Vec<u32>,
     /// Measure ordinary work's throughput after the last rounds (stress-ng is there).
     cost_probe: bool,
     command_line: Vec<String>,
@@ -510,7 +506,6 @@ impl MeasurementPlan {
             requirement: r.clone(),
             working_set_bytes: o.working_set_bytes,
             rounds_total: length.rounds,
-            affinity: tame_rt::sched::allowed_cpus(),
             cost_probe: o.cost_probe
                 && tame_bench::cost::check_tools(&[tame_bench::cost::Workload::Cpu]).is_ok(),
             command_line: o.command_line.clone(),
@@ -673,15 +668,6 @@ impl MeasurementPlan {
             Err(e) => restoration.not_restored.push(format!(
                 "the revert failed: {e} — the partition is still applied; see tame status and run tame revert"
             )),
-        }
-        // The CPUs this thread had before: the next shared round places threads on them.
-        if tame_rt::sched::allowed_cpus() != self.affinity {
-            if let Err(e) = tame_rt::sched::set_affinity(0, self.affinity.iter().copied()) {
-                session.observer.note(&format!(
-                    "cannot give tame back CPUs {:?} after reverting: {e} — the next rounds may be refused",
-                    self.affinity
-                ));
-            }
         }
         let round = measured.unwrap_or_else(|e| {
             RoundWithRun(

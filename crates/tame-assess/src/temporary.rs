@@ -95,12 +95,15 @@ fn running_measurement(root: &Root, text: &str) -> Option<u32> {
 }
 
 /// A partition applied by a measurement: reverted when dropped unless
-/// [`TemporaryPartition::revert`] ran.
+/// [`TemporaryPartition::revert`] ran. Either way the calling thread gets back the CPUs it
+/// had before the apply.
 pub struct TemporaryPartition<'a> {
     root: &'a Root,
     journal_dir: &'a Path,
     applied: Applied,
     reverted: bool,
+    /// The calling thread's CPUs before the apply moved it into the system partition.
+    affinity: Vec<u32>,
 }
 
 impl<'a> TemporaryPartition<'a> {
@@ -112,12 +115,14 @@ impl<'a> TemporaryPartition<'a> {
         marker: &str,
         journal_dir: &'a Path,
     ) -> Result<Self, AssessError> {
+        let affinity = tame_rt::sched::allowed_cpus();
         let report = tame_partition::apply(root, spec, &marked(marker, text), journal_dir, None)?;
         Ok(Self {
             root,
             journal_dir,
             applied: report.applied,
             reverted: false,
+            affinity,
         })
     }
 
@@ -128,7 +133,19 @@ impl<'a> TemporaryPartition<'a> {
 
     pub fn revert(mut self) -> Result<RevertReport, AssessError> {
         self.reverted = true;
-        Ok(tame_partition::revert(self.root, self.journal_dir)?)
+        let report = tame_partition::revert(self.root, self.journal_dir);
+        self.give_back_cpus();
+        Ok(report?)
+    }
+
+    /// Moving this thread back to the root cpuset does not widen it again where it set its
+    /// own affinity inside the system partition (the engine's waiting thread does): the
+    /// kernel keeps that request and intersects with it. A failure is left to the next
+    /// placement on those CPUs, which says which CPU it lacks.
+    fn give_back_cpus(&self) {
+        if tame_rt::sched::allowed_cpus() != self.affinity {
+            let _ = tame_rt::sched::set_affinity(0, self.affinity.iter().copied());
+        }
     }
 }
 
@@ -137,6 +154,7 @@ impl Drop for TemporaryPartition<'_> {
         if !self.reverted {
             // An error or panic between apply and revert: put the machine back anyway.
             let _ = tame_partition::revert(self.root, self.journal_dir);
+            self.give_back_cpus();
         }
     }
 }

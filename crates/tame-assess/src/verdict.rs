@@ -90,14 +90,26 @@ pub struct Holds {
 }
 
 impl Holds {
+    /// The status in words: `met`, `not met`, `inconclusive`, `no miss seen`; a report
+    /// before tame.assess/2 (no status) says `met` or `not met`.
+    pub fn status_text(&self) -> &'static str {
+        match self.status {
+            Some(Status::Met) => "met",
+            Some(Status::NotMet) => "not met",
+            Some(Status::Inconclusive) => "inconclusive",
+            Some(Status::NoMissSeen) => "no miss seen",
+            None if self.holds => "met",
+            None => "not met",
+        }
+    }
+
     /// Whether the requirement held over `job`'s activations. A requirement with another
     /// budget than the one the work was calibrated to is read with every response moved
     /// by the difference (`AssessReport::decide_for`).
     pub fn of(job: &JobFigures, noise: Option<&NoiseFigures>, r: &Requirement) -> Self {
-        let shift = i128::from(r.budget_ns) - i128::from(job.budget_ns);
         // A completion misses when response + shift > deadline.
-        let counted_deadline =
-            (i128::from(r.deadline_ns) - shift).clamp(0, i128::from(u64::MAX)) as u64;
+        let counted_deadline = (i128::from(r.deadline_ns) - budget_shift(job, r))
+            .clamp(0, i128::from(u64::MAX)) as u64;
         let n = job.activations;
         let late = job.late(counted_deadline);
         let c = r.confidence;
@@ -119,12 +131,12 @@ impl Holds {
         let to_decide = (status == Status::Inconclusive)
             .then(|| confidence::activations_to_decide(late, n, r.miss_rate, c))
             .flatten();
-        let supported =
-            r.is_hard() || (n as f64 * r.miss_rate) >= tame_bench::stats::MIN_SAMPLES_BEYOND as f64;
+        // The quantile of the tolerated rate where the activations support it (never for a
+        // hard requirement: its quantile is the maximum).
         let response_ns = moved(
             job,
             r,
-            if supported {
+            if tame_bench::stats::supports(n, 1.0 - r.miss_rate) {
                 job.response_within(r.miss_rate)
             } else {
                 job.response.max
@@ -318,8 +330,12 @@ pub fn duration_for(activations: u64, period_ns: u64) -> u64 {
 
 /// A response measured with the work calibrated to `job.budget_ns`, read for `r`'s budget.
 fn moved(job: &JobFigures, r: &Requirement, ns: u64) -> u64 {
-    let shift = i128::from(r.budget_ns) - i128::from(job.budget_ns);
-    (i128::from(ns) + shift).clamp(0, i128::from(u64::MAX)) as u64
+    (i128::from(ns) + budget_shift(job, r)).clamp(0, i128::from(u64::MAX)) as u64
+}
+
+/// How much longer `r`'s budget is than the one the work ran with.
+fn budget_shift(job: &JobFigures, r: &Requirement) -> i128 {
+    i128::from(r.budget_ns) - i128::from(job.budget_ns)
 }
 
 /// What the outcome is drawn from.

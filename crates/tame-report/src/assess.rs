@@ -154,14 +154,9 @@ fn verdict(r: &AssessReport) -> Verdict {
     let v = &r.verdict;
     let row = |name: &str, h: &Option<Holds>| -> Option<Vec<Cell>> {
         let h = h.as_ref()?;
-        let holds = match h.status {
-            Some(status) => word(&status),
-            None if h.holds => "yes".into(),
-            None => "no".into(),
-        };
         Some(vec![
             Cell::text(name),
-            Cell::stat("holds", holds),
+            Cell::stat("holds", h.status_text()),
             Cell::stat("activations", h.activations.to_string()),
             Cell::stat("late", h.late.to_string()),
             // A share of activations reads as a percentage; the JSON keeps the fraction.
@@ -259,7 +254,7 @@ fn from_job(r: &AssessReport, phase: &Phase, label: &str, j: &JobFigures) -> Ben
         ..GroupResult::default()
     };
     BenchResult {
-        schema_version: 1,
+        schema_version: <BenchResult as tame_host::Document>::SCHEMA.version,
         bench: "job".into(),
         tool_version: r.tool_version.clone(),
         command_line: r.command_line.clone(),
@@ -297,7 +292,7 @@ fn from_figures(r: &AssessReport, phase: &Phase, label: &str, f: &CycleFigures) 
         ..GroupResult::default()
     };
     BenchResult {
-        schema_version: 1,
+        schema_version: <BenchResult as tame_host::Document>::SCHEMA.version,
         bench: "cycle".into(),
         tool_version: r.tool_version.clone(),
         command_line: r.command_line.clone(),

@@ -19,9 +19,6 @@ pub mod ipc_ls;
 use serde::Deserialize;
 use serde_json::Value;
 use tame_assess::AssessReport;
-
-/// The assess report before the work ran at every activation: still read.
-const ASSESS_V1: &str = "tame.assess/1";
 use tame_bench::compare::{Compared, Comparison};
 use tame_bench::sweep::Sweep;
 use tame_bench::BenchResult;
@@ -30,6 +27,9 @@ use tame_host::{Document, Schema};
 use tame_partition::status::Status;
 use tame_reserve_study::result::{ReserveResult, ReserveSettings};
 use tame_reserve_study::Report as ReserveReport;
+
+/// The assess report before the work ran at every activation: still read.
+const ASSESS_V1: &str = "tame.assess/1";
 
 /// The benches whose results this tame reads, with the schema versions it reads.
 pub const BENCH_VERSIONS: &[(&str, &[u32])] = &[

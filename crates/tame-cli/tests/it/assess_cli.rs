@@ -43,6 +43,14 @@ fn bad_input_is_refused_before_anything_changes() {
         &["--target-bound", "0.01%"],
         "--target-bound sizes --duration auto",
     );
+    refused(
+        &["--duration", "auto", "--target-bound", "rarely"],
+        "--target-bound \"rarely\" is not a number — give a fraction such as 0.0001",
+    );
+    refused(
+        &["--duration", "auto", "--target-bound", "2"],
+        "--target-bound 2 must be above 0 and below 1",
+    );
     refused(&["--working-set", "lots"], "is not a size");
     // Auto-sized past its cap leaves too little for one round.
     refused(

@@ -6,7 +6,9 @@ mod view;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use tame_assess::requirement::{parse_confidence, parse_miss_rate, Requirement};
+use tame_assess::requirement::{
+    parse_confidence, parse_miss_rate, parse_target_bound, Requirement,
+};
 use tame_assess::run::{Length, Observer, Options};
 use tame_bench::load::LoadKind;
 use tame_bench::units::parse_duration_ns;
@@ -107,8 +109,7 @@ fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
     .with_confidence(parse_confidence(&a.confidence)?)?;
     let length = if a.duration.trim() == "auto" {
         let target_bound = match &a.target_bound {
-            Some(t) => parse_miss_rate(t)
-                .map_err(|_| bad_input(format!("--target-bound {t:?} is not a number — give a fraction such as 0.0001 or a percentage such as 0.01%")))?,
+            Some(t) => parse_target_bound(t)?,
             None if requirement.is_hard() => DEFAULT_HARD_TARGET_BOUND,
             None => requirement.miss_rate,
         };

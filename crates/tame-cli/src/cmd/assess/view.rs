@@ -7,7 +7,7 @@ use std::path::Path;
 use tame_assess::figures::{JobFigures, NoiseFigures};
 use tame_assess::report::{AssessReport, Phase};
 use tame_assess::requirement::{percent, rate};
-use tame_assess::verdict::{self, Holds, Outcome, Status};
+use tame_assess::verdict::{self, Holds, Outcome};
 use tame_check::Severity;
 use tame_rt::duration::{format_ns_as, NsStyle};
 
@@ -108,12 +108,16 @@ fn row(
     part: Option<u64>,
     fmt: fn(u64) -> String,
 ) {
-    let ratio = match (shared, part) {
+    let cell = |v: Option<u64>| v.map_or("—".to_string(), fmt);
+    text_row(s, label, &cell(shared), &cell(part), &ratio(shared, part));
+}
+
+/// Shared over partitioned, where both are known.
+fn ratio(shared: Option<u64>, part: Option<u64>) -> String {
+    match (shared, part) {
         (Some(a), Some(b)) if b > 0 => format!("{:.1}×", a as f64 / b as f64),
         _ => String::new(),
-    };
-    let cell = |v: Option<u64>| v.map_or("—".to_string(), fmt);
-    text_row(s, label, &cell(shared), &cell(part), &ratio);
+    }
 }
 
 fn text_row(s: &mut String, label: &str, shared: &str, part: &str, ratio: &str) {
@@ -140,13 +144,10 @@ fn percentile_row(
     let value = |p: &Phase| {
         p.job
             .as_ref()
-            .filter(|j| j.activations >= tame_bench::stats::samples_needed(q))
+            .filter(|j| tame_bench::stats::supports(j.activations, q))
             .map(pick)
     };
-    let ratio = match (value(&r.shared), value(&r.partitioned)) {
-        (Some(a), Some(b)) if b > 0 => format!("{:.1}×", a as f64 / b as f64),
-        _ => String::new(),
-    };
+    let ratio = ratio(value(&r.shared), value(&r.partitioned));
     text_row(s, label, &cell(&r.shared), &cell(&r.partitioned), &ratio);
 }
 
@@ -236,14 +237,7 @@ fn table(s: &mut String, r: &AssessReport) {
     }
     let holds = |h: Option<&Holds>| {
         h.map_or("—".to_string(), |h| {
-            let word = match h.status {
-                Some(Status::Met) => "met",
-                Some(Status::NotMet) => "not met",
-                Some(Status::Inconclusive) => "undecided",
-                Some(Status::NoMissSeen) => "no miss seen",
-                None if h.holds => "met",
-                None => "not met",
-            };
+            let word = h.status_text();
             let room = if h.margin_ns >= 0 {
                 "to spare"
             } else {
