@@ -62,7 +62,7 @@ impl SchedTimers {
     }
 
     pub fn read(r: &mut Reader, debugfs_mounted: bool) -> Self {
-        let watchdog_cpus = r.cpu_list(WATCHDOG_CPUMASK);
+        let watchdog_cpus = r.knob_cpu_list(WATCHDOG_CPUMASK);
         let mut s = SchedTimers {
             rt_runtime_us: r.knob_number(RT_RUNTIME),
             rt_period_us: r.number(RT_PERIOD),

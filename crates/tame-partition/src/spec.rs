@@ -45,6 +45,9 @@ pub struct PartitionSpec {
     pub idle: Option<String>,
     /// cpufreq governor for these CPUs (e.g. "performance").
     pub governor: Option<String>,
+    /// `false`: the lockup watchdogs (soft and hard/NMI) stop running on these CPUs
+    /// (they leave kernel.watchdog_cpumask); `true`: they run here; absent: unchanged.
+    pub watchdog: Option<bool>,
     /// L3 cache ways reserved for this partition (resctrl).
     pub cache_ways: Option<u32>,
     /// Memory bandwidth limit in percent (resctrl MB).
@@ -76,6 +79,7 @@ impl PartitionSpec {
             irqs: None,
             idle: None,
             governor: None,
+            watchdog: None,
             cache_ways: None,
             mem_bandwidth: None,
             user: None,
@@ -92,6 +96,18 @@ impl PartitionSpec {
     /// Limit its idle states (`"poll"`, `"any"`, `"10us"`).
     pub fn with_idle(mut self, idle: &str) -> Self {
         self.idle = Some(idle.to_string());
+        self
+    }
+
+    /// Set its cpufreq governor (`"performance"`).
+    pub fn with_governor(mut self, governor: &str) -> Self {
+        self.governor = Some(governor.to_string());
+        self
+    }
+
+    /// Keep the lockup watchdogs off (`false`) or on (`true`) its CPUs.
+    pub fn with_watchdog(mut self, on: bool) -> Self {
+        self.watchdog = Some(on);
         self
     }
 

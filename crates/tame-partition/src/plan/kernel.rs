@@ -1,8 +1,9 @@
-//! Kernel knobs: the workqueue cpumask, timer migration, RT throttling.
+//! Kernel knobs: the workqueue cpumask, timer migration, RT throttling, the CPUs the
+//! lockup watchdogs run on.
 
 use tame_host::knobs::WORKQUEUE_CPUMASK;
-use tame_host::sched::{RT_RUNTIME, TIMER_MIGRATION};
-use tame_host::HostModel;
+use tame_host::sched::{RT_RUNTIME, TIMER_MIGRATION, WATCHDOG_CPUMASK};
+use tame_host::{CpuList, HostModel};
 
 use super::{Builder, ValueKind};
 use crate::spec::{Role, Spec};
@@ -29,6 +30,16 @@ pub(super) fn steps(spec: &Spec, host: &HostModel, b: &mut Builder) {
             );
         }
     }
+    if let Some(cpus) = watchdog_cpus(spec, host) {
+        if b.exists(WATCHDOG_CPUMASK) {
+            b.write(
+                WATCHDOG_CPUMASK.into(),
+                cpus.to_string(),
+                ValueKind::CpuList,
+                "the lockup watchdogs (soft and hard/NMI) run only where the spec allows them",
+            );
+        }
+    }
     if let Some(rt) = spec.rt_runtime_us {
         b.write(
             RT_RUNTIME.into(),
@@ -37,4 +48,26 @@ pub(super) fn steps(spec: &Spec, host: &HostModel, b: &mut Builder) {
             "RT throttling as the spec asks",
         );
     }
+}
+
+/// kernel.watchdog_cpumask after the spec: the CPUs it has now, less those of partitions
+/// with `watchdog = false`, plus those with `watchdog = true`; `None` when no partition
+/// says. The watchdog's hrtimer fires every watchdog_thresh × 2/5 s on each CPU in it and
+/// wakes a stop-class thread there: noise an isolated CPU does without.
+fn watchdog_cpus(spec: &Spec, host: &HostModel) -> Option<CpuList> {
+    let mut said = false;
+    let mut cpus = host
+        .sched
+        .watchdog_cpus
+        .clone()
+        .unwrap_or_else(|| host.cpus.online.clone());
+    for p in &spec.partitions {
+        match p.watchdog {
+            Some(false) => cpus = cpus.difference(&p.cpus),
+            Some(true) => cpus = cpus.union(&p.cpus),
+            None => continue,
+        }
+        said = true;
+    }
+    said.then_some(cpus)
 }

@@ -52,6 +52,7 @@ const PARTITION_RULES: &[PartitionRule] = &[
     irqs_fit_the_role,
     idle_limit_can_be_set,
     governor_available,
+    watchdog_can_be_set,
     user_exists,
     group_exists,
     mem_bandwidth_possible,
@@ -265,6 +266,15 @@ fn governor_available(c: &Partition, f: &mut Findings) {
             }
             Some(_) => {}
         }
+    }
+}
+
+fn watchdog_can_be_set(c: &Partition, f: &mut Findings) {
+    if c.p.watchdog.is_some() && !c.host.knobs.exists(tame_host::sched::WATCHDOG_CPUMASK) {
+        f.errors.push(format!(
+            "{}: this kernel has no kernel.watchdog_cpumask (built without the lockup detectors, so none runs here) — remove `watchdog`",
+            c.who
+        ));
     }
 }
 

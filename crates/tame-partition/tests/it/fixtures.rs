@@ -1060,3 +1060,35 @@ fn status_does_not_follow_a_spec_file_swapped_for_a_fifo_a_symlink_or_a_huge_fil
     unread("is larger than 1024 KiB");
     revert(&f.root, &f.journal).unwrap();
 }
+
+#[test]
+fn watchdog_false_takes_the_partitions_cpus_out_of_the_watchdog_and_revert_puts_them_back() {
+    let f = v1_fixture();
+    let before = snapshot(&f.root);
+    let path = "/proc/sys/kernel/watchdog_cpumask";
+    assert_eq!(f.root.read(path).unwrap().trim(), "0-7");
+    let text = format!("{MINIMAL_8}watchdog = false\n");
+    let s = spec(&text);
+    let p = plan(&s, &HostModel::read(&f.root)).unwrap();
+    assert!(write_paths(&p).iter().any(|w| w == path), "{p:#?}");
+    apply(&f.root, &s, &text, &f.journal, None).unwrap();
+    assert_eq!(f.root.read(path).unwrap().trim(), "0-1");
+    // The kernel prints it back as written: no drift, and a second apply writes nothing.
+    let st = status(&f.root, &f.journal).unwrap();
+    assert!(st.drift.is_empty(), "{:?}", st.drift);
+    revert(&f.root, &f.journal).unwrap();
+    assert_eq!(snapshot(&f.root), before);
+}
+
+#[test]
+fn watchdog_on_a_kernel_without_the_lockup_detectors_is_refused() {
+    let f = v1_fixture();
+    std::fs::remove_file(f.root.path("/proc/sys/kernel/watchdog_cpumask")).unwrap();
+    let text = format!("{MINIMAL_8}watchdog = false\n");
+    let e = plan(&spec(&text), &HostModel::read(&f.root)).unwrap_err();
+    assert!(
+        e.to_string().contains("no kernel.watchdog_cpumask")
+            && e.to_string().contains("remove `watchdog`"),
+        "{e}"
+    );
+}

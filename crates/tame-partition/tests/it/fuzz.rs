@@ -25,6 +25,7 @@ const KEYS: &[&str] = &[
     "irqs",
     "idle",
     "governor",
+    "watchdog",
     "cache_ways",
     "mem_bandwidth",
     "user",
@@ -254,6 +255,7 @@ struct Extras {
     irqs: Option<bool>,
     idle: Option<String>,
     governor: Option<String>,
+    watchdog: Option<bool>,
     cache_ways: Option<u32>,
     mem_bandwidth: Option<u32>,
     user: Option<String>,
@@ -265,6 +267,7 @@ type ExtrasTuple = (
     Option<bool>,
     Option<String>,
     Option<String>,
+    Option<bool>,
     Option<u32>,
     Option<u32>,
     Option<String>,
@@ -272,12 +275,13 @@ type ExtrasTuple = (
 );
 
 fn extras_of(t: ExtrasTuple) -> Extras {
-    let (mems, irqs, idle, governor, cache_ways, mem_bandwidth, user, group) = t;
+    let (mems, irqs, idle, governor, watchdog, cache_ways, mem_bandwidth, user, group) = t;
     Extras {
         mems,
         irqs,
         idle,
         governor,
+        watchdog,
         cache_ways,
         mem_bandwidth,
         user,
@@ -297,6 +301,7 @@ fn plausible_extras() -> impl Strategy<Value = Extras> {
         weighted(0.1, any::<bool>()),
         weighted(0.3, one_of(&["poll", "any", "10us", "0", "5us"])),
         weighted(0.1, one_of(&["performance", "powersave"])),
+        weighted(0.2, any::<bool>()),
         weighted(0.05, 1..4u32),
         weighted(0.05, 10..=100u32),
         weighted(0.15, one_of(&["root", "nobody", "me"])),
@@ -327,6 +332,7 @@ fn wild_extras() -> impl Strategy<Value = Extras> {
             ],
         ),
         wild_text(0.3, &["performance", "powersave", "schedutil", "", "nope"]),
+        weighted(0.3, any::<bool>()),
         number(20, u32::MAX),
         number(120, u32::MAX),
         wild_text(
@@ -355,6 +361,7 @@ fn partition(name: String, cpus: CpuList, role: Role, e: Extras) -> PartitionSpe
         irqs: e.irqs,
         idle: e.idle,
         governor: e.governor,
+        watchdog: e.watchdog,
         cache_ways: e.cache_ways,
         mem_bandwidth: e.mem_bandwidth,
         user: e.user,
