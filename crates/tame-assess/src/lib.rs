@@ -8,6 +8,7 @@
 pub mod cost;
 pub mod error;
 pub mod figures;
+pub mod knobs;
 pub mod layout;
 pub mod report;
 pub mod requirement;

@@ -20,6 +20,7 @@ use tame_host::environment::RunEnvironment;
 use tame_bench::job::WorkCalibration;
 
 use crate::figures::{CycleFigures, JobFigures, NoiseFigures, WorkThroughput};
+use crate::knobs::{Knob, RebootOption};
 use crate::layout::Layout;
 use crate::requirement::Requirement;
 use crate::rounds::{Effect, Round};
@@ -139,6 +140,13 @@ pub struct AssessReport {
     /// Figures compared round by round: an effect only beyond the rounds' spread.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub effects: Vec<Effect>,
+    /// The generated partition's knobs beyond CPUs: set or why not, and what the rounds
+    /// saw of what each removes (empty for a user's spec and in older reports).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub knobs: Vec<Knob>,
+    /// Boot parameters the partitioned rounds measured a reason for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reboot_options: Vec<RebootOption>,
     pub shared: Phase,
     pub partitioned: Phase,
     /// What the verdict knew of the machine besides the measurements.

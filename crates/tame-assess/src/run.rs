@@ -25,12 +25,13 @@ use tame_rt::{ClockKind, Policy};
 
 use crate::error::{invalid, io_failed, AssessError};
 use crate::figures::{JobTotals, NoiseFigures, WorkThroughput};
+use crate::knobs::{self, Knob};
 use crate::layout::{self, Layout, MARKER};
 use crate::report::{AssessReport, Phase, PhaseResults, Restoration, RunLength};
 use crate::requirement::Requirement;
 use crate::rounds::{self, Configuration, Round};
 use crate::temporary::{self, TemporaryPartition};
-use crate::verdict::{self, Machine};
+use crate::verdict::{self, Machine, SmiCount};
 use tame_host::Document as _;
 
 /// The working set the settings are validated with before the default is read from the
@@ -56,6 +57,9 @@ pub struct Options {
     pub load: Vec<LoadKind>,
     /// A user's own spec (`--spec FILE`): its name and text.
     pub spec: Option<(String, String)>,
+    /// The generated partition without the knobs beyond CPUs ([`knobs`]): today's
+    /// partition before them, to compare with.
+    pub minimal: bool,
     pub journal_dir: PathBuf,
     /// Where the spec, the raw results and the report go.
     pub out_dir: Option<PathBuf>,
@@ -145,14 +149,14 @@ pub fn assess(
     let run_length = options
         .length
         .resolve(&options.requirement, options.rounds)?;
-    let (mut layout, mut plan) = prepare(root, options, &run_length, may_change)?;
+    let (mut layout, mut knobs, mut plan) = prepare(root, options, &run_length, may_change)?;
     let mut restoration = Restoration::default();
     // Everything is validated: from here on the machine may change.
     if temporary::recover_earlier_run(root, &options.journal_dir, may_change, "tame assess")? {
         restoration.recovered_earlier_run = true;
         observer.note("an earlier tame assess was killed: its partition was reverted first");
         // What was read before described the machine with that partition applied.
-        (layout, plan) = prepare(root, options, &run_length, may_change)?;
+        (layout, knobs, plan) = prepare(root, options, &run_length, may_change)?;
     }
     if options.cost_probe && !plan.cost_probe {
         observer.note("stress-ng not found: ordinary work's throughput is not measured, so the verdict states no measured cost of partitioning (apt-get install stress-ng)");
@@ -167,6 +171,13 @@ pub fn assess(
     observer.phase("check", 0);
     let model = HostModel::read(root);
     let check = tame_check::check(&model, &Target::asked(&model, layout.isolated.clone()));
+    // Bare metal: SMIs are counted over the measurement (a VM's counter is not the host's).
+    let smi_cpu = layout.isolated.first().unwrap_or(0);
+    let smis_before = plan
+        .environment
+        .hypervisor
+        .is_none()
+        .then(|| tame_host::msr::smi_count(root, smi_cpu));
     let mut session = Session { control, observer };
     session.observer.phase("calibrating the work", 0);
     let calibration = plan.calibrate(&model, &layout, control)?;
@@ -240,14 +251,23 @@ pub fn assess(
     if control.stopped() && !partitioned.measured && partitioned.not_measured.is_none() {
         partitioned.not_measured = Some("interrupted before the partitioned phase".into());
     }
-    let machine = machine(
+    let mut machine = machine(
         &plan.environment,
         check_partitioned.as_ref().unwrap_or(&check),
         &layout,
         &model,
         spec_file.clone(),
     );
+    machine.smis =
+        smis_before.map(
+            |before| match (before, tame_host::msr::smi_count(root, smi_cpu)) {
+                (Ok(a), Ok(b)) => SmiCount::Counted(b.wrapping_sub(a) & 0xffff_ffff),
+                (Err(why), _) | (_, Err(why)) => SmiCount::Unavailable(why),
+            },
+        );
     let verdict = verdict::decide(&options.requirement, &shared, &partitioned, &machine);
+    knobs::measure_effects(&mut knobs, &rounds, &layout.isolated);
+    let reboot_options = knobs::reboot_options(&model, &rounds, &layout.isolated);
     let report = AssessReport {
         schema: AssessReport::SCHEMA.tag.to_string(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -262,6 +282,8 @@ pub fn assess(
         run_length,
         calibration: Some(calibration),
         effects: rounds::effects(&rounds),
+        knobs,
+        reboot_options,
         rounds,
         shared,
         partitioned,
@@ -316,14 +338,19 @@ fn prepare(
     options: &Options,
     length: &RunLength,
     may_change: bool,
-) -> Result<(Layout, MeasurementPlan), AssessError> {
+) -> Result<(Layout, Vec<Knob>, MeasurementPlan), AssessError> {
     let model = HostModel::read(root);
-    let layout = match &options.spec {
-        Some((name, text)) => layout::from_spec(&model, name, text)?,
-        None => layout::choose(&model, options.requirement.cpus)?,
+    let (layout, knobs) = match &options.spec {
+        // A user's spec is measured as written.
+        Some((name, text)) => (layout::from_spec(&model, name, text)?, Vec::new()),
+        None => {
+            let mut layout = layout::choose(&model, options.requirement.cpus)?;
+            let knobs = knobs::strengthen(&model, &mut layout, options.minimal)?;
+            (layout, knobs)
+        }
     };
     let plan = MeasurementPlan::new(root, options, length, &layout, may_change)?;
-    Ok((layout, plan))
+    Ok((layout, knobs, plan))
 }
 
 /// What a measurement reports to.
@@ -363,6 +390,7 @@ fn machine(
             .map(|f| format!("{}: {}", f.id, f.found))
             .collect(),
         spec_file,
+        smis: None,
     }
 }
 

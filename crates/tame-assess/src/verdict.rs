@@ -207,6 +207,30 @@ pub struct Machine {
     pub findings: Vec<String>,
     /// Where the spec was written, if it was.
     pub spec_file: Option<String>,
+    /// On bare metal: the SMIs counted on the work's first CPU while it was measured
+    /// (MSR_SMI_COUNT), or why they could not be; `None` in a VM and in older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smis: Option<SmiCount>,
+}
+
+/// System Management Interrupts during the measurement, where they can be counted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SmiCount {
+    Counted(u64),
+    Unavailable(String),
+}
+
+impl SmiCount {
+    /// `12 SMIs were counted while it was measured (MSR_SMI_COUNT)`.
+    fn sentence(&self) -> String {
+        match self {
+            SmiCount::Counted(n) => format!(
+                "{n} SMI(s) were counted on the work's CPU while it was measured (MSR_SMI_COUNT)"
+            ),
+            SmiCount::Unavailable(why) => format!("SMIs could not be counted: {why}"),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -534,6 +558,24 @@ impl Advice<'_> {
             if stall > room {
                 return format!(
                     "this machine cannot meet it: the hypervisor ({hv}) alone stalls the CPU for up to {} (gaps no guest event explains), more than the {} the work can wait — run it on bare metal or on a host that dedicates and pins this vCPU",
+                    human(stall),
+                    human(room)
+                );
+            }
+        }
+        // On bare metal, what no kernel event explains is firmware (SMIs) or hardware:
+        // neither a reboot nor another kernel removes it.
+        if let (None, Some(stall)) = (
+            &m.hypervisor,
+            self.best_noise.and_then(|n| n.unexplained_max_ns),
+        ) {
+            if stall > room {
+                let smis = m
+                    .smis
+                    .as_ref()
+                    .map_or(String::new(), |s| format!("; {}", s.sentence()));
+                return format!(
+                    "this machine cannot meet it: SMIs or firmware stall the CPU for up to {} (gaps no kernel event explains{smis}), more than the {} the work can wait — no reboot, boot parameter or PREEMPT_RT removes them: look for firmware settings that raise SMIs (power and thermal management, USB legacy emulation, error reporting), update the firmware, or use another machine",
                     human(stall),
                     human(room)
                 );

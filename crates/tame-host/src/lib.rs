@@ -23,6 +23,7 @@ pub mod load;
 pub mod memory;
 pub mod model;
 pub mod mounts;
+pub mod msr;
 pub mod placement;
 pub mod power;
 pub mod privilege;

@@ -9,7 +9,7 @@
 //! to 1.94 ms.
 
 use tame_assess::report::Phase;
-use tame_assess::verdict::{Outcome, Status};
+use tame_assess::verdict::{Outcome, SmiCount, Status};
 use tame_assess::{AssessReport, Requirement};
 
 fn recorded() -> AssessReport {
@@ -98,8 +98,30 @@ fn a_deadline_below_what_the_machine_can_do_is_not_met_with_the_most_fundamental
         "{}",
         v.next_step
     );
-    // On bare metal, the next cause: the boot line, then the kernel, then the requirement.
+    // On bare metal the same gaps are firmware: SMIs, which no reboot removes.
     r.machine.hypervisor = None;
+    r.machine.smis = Some(SmiCount::Counted(42));
+    let v = r.decide_for(&requirement(100 * US, MS, 0.0));
+    assert!(
+        v.next_step.contains("this machine cannot meet it: SMIs or firmware stall the CPU for up to 1.937ms (gaps no kernel event explains; 42 SMI(s) were counted"),
+        "{}",
+        v.next_step
+    );
+    assert!(!v.next_step.contains("need a reboot"), "{}", v.next_step);
+    r.machine.smis = Some(SmiCount::Unavailable("no MSR_SMI_COUNT".into()));
+    let v = r.decide_for(&requirement(100 * US, MS, 0.0));
+    assert!(
+        v.next_step
+            .contains("; SMIs could not be counted: no MSR_SMI_COUNT)"),
+        "{}",
+        v.next_step
+    );
+    // Without such gaps, the next cause: the boot line, then the kernel, then the requirement.
+    for phase in [&mut r.shared, &mut r.partitioned] {
+        if let Some(n) = phase.noise.as_mut() {
+            n.unexplained_max_ns = Some(10 * US);
+        }
+    }
     let v = r.decide_for(&requirement(100 * US, MS, 0.0));
     assert!(
         v.next_step

@@ -499,6 +499,7 @@ fn child_assess_killed_at_a_phase() {
         working_set_bytes: None,
         load: vec![LoadKind::Cpu],
         spec: None,
+        minimal: false,
         journal_dir: journal.into(),
         out_dir: None,
         attribute: true,

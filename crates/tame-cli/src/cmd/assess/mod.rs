@@ -63,6 +63,11 @@ pub struct AssessArgs {
     /// Assess your own partition spec instead of the generated one (its first isolated partition holds the work).
     #[arg(long, value_name = "FILE")]
     spec: Option<PathBuf>,
+    /// Measure in today's minimal partition (CPUs, idle limit, memory node) without the
+    /// knobs beyond them (performance governor, watchdogs off, an idle SMT sibling), to
+    /// compare with.
+    #[arg(long, conflicts_with = "spec")]
+    minimal: bool,
     /// Where the spec, every raw result and the report (assess.json) are written.
     #[arg(long, value_name = "DIR", default_value = "tame-assess")]
     out: PathBuf,
@@ -162,6 +167,7 @@ fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
         working_set_bytes,
         load,
         spec,
+        minimal: a.minimal,
         journal_dir: ctx.journal_dir(a.journal_dir.as_deref()),
         out_dir: Some(a.out.clone()),
         attribute: !a.no_trace,

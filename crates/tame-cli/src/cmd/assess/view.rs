@@ -26,6 +26,7 @@ pub fn summary(r: &AssessReport, out_dir: &Path, page: Option<&Path>) -> String 
     for warning in &r.layout.warnings {
         let _ = writeln!(s, "  plan warns: {warning}");
     }
+    knobs(&mut s, r);
     if let Some(c) = &r.calibration {
         let _ = writeln!(
             s,
@@ -74,6 +75,20 @@ pub fn summary(r: &AssessReport, out_dir: &Path, page: Option<&Path>) -> String 
         );
     }
     s
+}
+
+/// The partition's knobs beyond CPUs: set or why not, and what the rounds saw.
+fn knobs(s: &mut String, r: &AssessReport) {
+    for k in &r.knobs {
+        let mark = if k.applied { "set" } else { "not set" };
+        let _ = writeln!(s, "  {} ({mark}): {} — {}", k.name, k.setting, k.why);
+        if let Some(effect) = &k.effect {
+            let _ = writeln!(s, "    measured: {effect}");
+        }
+    }
+    for o in &r.reboot_options {
+        let _ = writeln!(s, "  needs a reboot: {} — {}", o.parameter, o.reason);
+    }
 }
 
 fn machine(s: &mut String, r: &AssessReport) {
