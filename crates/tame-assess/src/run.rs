@@ -30,6 +30,7 @@ use crate::layout::{self, Layout, MARKER};
 use crate::report::{AssessReport, Phase, PhaseResults, Restoration, RunLength};
 use crate::requirement::Requirement;
 use crate::rounds::{self, Configuration, Round};
+use crate::stretch::kernel_priority;
 use crate::temporary::{self, TemporaryPartition};
 use crate::verdict::{self, Machine, SmiCount};
 use tame_host::Document as _;
@@ -793,7 +794,13 @@ impl MeasurementPlan {
                 },
                 self.command(&raw_name, "noise"),
             )?;
-            round.noise = Some(NoiseFigures::from_run(&run, self.requirement.budget_ns));
+            // The stretch is what the work, at its own priority, would lose.
+            let work_prio = kernel_priority(self.threads.policy, self.threads.priority);
+            round.noise = Some(NoiseFigures::from_run(
+                &run,
+                self.requirement.budget_ns,
+                work_prio,
+            ));
             round.results.noise = Some(run.result);
         }
         round.ended_unix_ns = tame_bench::result::unix_now_ns();

@@ -9,6 +9,17 @@
 //! is **unexplained** — hypervisor, SMI or hardware. Because the segments
 //! partition the whole time line, attributed + unexplained == gap, exactly.
 //!
+//! A hypervisor stall can also strike while the guest is inside a handler: the
+//! guest then sees a tick or an RCU softirq that took milliseconds. So each
+//! handler occurrence (not a task or work item, whose length is theirs) is
+//! judged against its source's typical duration over the whole time line
+//! ([`typical_of`], [`excess_of`]); what it took far beyond that is moved from
+//! its share to the gap's unexplained time, named "within SOURCE" in
+//! [`AttributedGap::unexplained_within`]. The sum above stays exact.
+//!
+//! Threads carry their kernel priority, so a consumer can ask which shares
+//! would preempt a task of a given priority ([`Share::can_preempt`]).
+//!
 //! All times here are nanoseconds on one time line; the caller converts event
 //! timestamps and gaps with the same function.
 
@@ -40,6 +51,20 @@ pub enum NoiseClass {
 }
 
 impl NoiseClass {
+    /// Interrupt context, whose length is the handler's, not a task's choice: the
+    /// classes whose far-too-long occurrences are judged a stall.
+    pub fn is_handler(self) -> bool {
+        matches!(
+            self,
+            NoiseClass::Nmi
+                | NoiseClass::Irq
+                | NoiseClass::Ipi
+                | NoiseClass::Tick
+                | NoiseClass::Timer
+                | NoiseClass::Softirq
+        )
+    }
+
     pub fn as_str(&self) -> &'static str {
         match self {
             NoiseClass::Nmi => "nmi",
@@ -72,8 +97,45 @@ pub struct Gap {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Share {
     pub class: NoiseClass,
+    /// A thread's is `comm/pid`.
     pub source: String,
     pub net_ns: u64,
+    /// A thread's kernel priority when the trace gave it (lower preempts: -1
+    /// deadline, 0..=98 real-time, 100..=139 normal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prio: Option<i32>,
+}
+
+/// Kernel priorities from here on are normal (CFS/EEVDF) tasks: `MAX_RT_PRIO`.
+pub const NORMAL_PRIO: i32 = 100;
+
+impl Share {
+    /// Whether this activity would take its time from a task of kernel priority
+    /// `work_prio` too, rather than wait for it. Interrupt context (and what the guest
+    /// cannot see) preempts any task. Work items run in normal kworkers. A thread
+    /// preempts with a lower priority number, as a deadline task or in the stop
+    /// class (`migration/N`, printed with any priority); normal tasks share the CPU
+    /// with each other. A thread of unknown priority is assumed normal.
+    pub fn can_preempt(&self, work_prio: i32) -> bool {
+        let work_is_normal = work_prio >= NORMAL_PRIO;
+        match self.class {
+            NoiseClass::Thread => thread_preempts(&self.source, self.prio, work_prio),
+            NoiseClass::Workqueue => work_is_normal,
+            _ => true,
+        }
+    }
+}
+
+fn thread_preempts(source: &str, prio: Option<i32>, work_prio: i32) -> bool {
+    // The idle task only runs when nothing else can.
+    if source.starts_with("swapper/") && source.ends_with("/0") {
+        return false;
+    }
+    if source.starts_with("migration/") {
+        return true;
+    }
+    let prio = prio.unwrap_or(NORMAL_PRIO + 20);
+    prio == -1 || prio < work_prio || (prio >= NORMAL_PRIO && work_prio >= NORMAL_PRIO)
 }
 
 /// A gap and what filled it.
@@ -84,6 +146,11 @@ pub struct AttributedGap {
     /// In order of first appearance in the gap.
     pub shares: Vec<Share>,
     pub unexplained_ns: u64,
+    /// Of `unexplained_ns`, what passed inside a handler far beyond its typical
+    /// duration: class `unexplained`, source `within HANDLER`. The rest passed with
+    /// the detector believed running.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unexplained_within: Vec<Share>,
 }
 
 impl AttributedGap {
@@ -93,8 +160,23 @@ impl AttributedGap {
         let top = self.shares.iter().max_by_key(|s| s.net_ns);
         match top {
             Some(s) if s.net_ns >= self.unexplained_ns => (s.class, s.source.as_str()),
-            _ => (NoiseClass::Unexplained, "unexplained"),
+            _ => (NoiseClass::Unexplained, self.main_unexplained()),
         }
+    }
+
+    /// The largest part of the unexplained time: `within HANDLER`, or `unexplained`.
+    fn main_unexplained(&self) -> &str {
+        let within = self.unexplained_within.iter().max_by_key(|s| s.net_ns);
+        match within {
+            Some(w) if w.net_ns > self.unexplained_plain_ns() => w.source.as_str(),
+            _ => "unexplained",
+        }
+    }
+
+    /// The unexplained time that passed with the detector believed running.
+    pub fn unexplained_plain_ns(&self) -> u64 {
+        let within: u64 = self.unexplained_within.iter().map(|s| s.net_ns).sum();
+        self.unexplained_ns.saturating_sub(within)
     }
 }
 
@@ -110,6 +192,12 @@ enum Owner {
 struct Occurrence {
     class: NoiseClass,
     source: String,
+    /// A thread's kernel priority.
+    prio: Option<i32>,
+    /// The time it owned the time line; `None` while it still owns it at the end.
+    net_ns: Option<u64>,
+    /// Of `net_ns`, what is beyond its source's typical duration by far (else 0).
+    excess_ns: u64,
 }
 
 /// What closes an open activity.
@@ -126,7 +214,11 @@ enum Key {
 enum Action {
     Push(Key, NoiseClass, String),
     Pop(Key),
-    Switch { next_pid: u32, next_comm: String },
+    Switch {
+        next_pid: u32,
+        next_comm: String,
+        next_prio: Option<i32>,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -203,22 +295,28 @@ fn push_actions(e: &Event, actions: &mut Vec<(u64, Action)>) {
         EventKind::Switch {
             next_pid,
             next_comm,
+            next_prio,
             ..
         } => Action::Switch {
             next_pid: *next_pid,
             next_comm: next_comm.clone(),
+            next_prio: *next_prio,
         },
         EventKind::Wakeup { .. } => return,
     };
     actions.push((e.ts, action));
 }
 
-/// The task running before the first switch: that switch's `prev`.
-fn first_prev(events: &[Event]) -> Option<u32> {
+/// The task running before the first switch: that switch's `prev` (pid, priority).
+fn first_prev(events: &[Event]) -> Option<(u32, Option<i32>)> {
     events
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::Switch { prev_pid, .. } => Some((e.ts, *prev_pid)),
+            EventKind::Switch {
+                prev_pid,
+                prev_prio,
+                ..
+            } => Some((e.ts, (*prev_pid, *prev_prio))),
             _ => None,
         })
         .min_by_key(|(ts, _)| *ts)
@@ -237,7 +335,7 @@ struct Builder {
 
 impl Builder {
     /// From time 0, `first_prev` runs (the detector when it is unknown).
-    fn new(first_prev: Option<u32>, detector_pid: u32) -> Self {
+    fn new(first_prev: Option<(u32, Option<i32>)>, detector_pid: u32) -> Self {
         let mut builder = Builder {
             detector_pid,
             occurrences: Vec::new(),
@@ -245,9 +343,10 @@ impl Builder {
             task: Owner::Detector,
             segments: Vec::new(),
         };
-        if let Some(pid) = first_prev.filter(|&pid| pid != detector_pid) {
+        if let Some((pid, prio)) = first_prev.filter(|&(pid, _)| pid != detector_pid) {
             let comm = if pid == 0 { "swapper" } else { "?" };
             let thread = builder.occur(NoiseClass::Thread, thread_name(comm, pid));
+            builder.occurrences[thread].prio = prio;
             builder.task = Owner::Occurrence(thread);
         }
         builder.segments.push(Segment {
@@ -259,7 +358,13 @@ impl Builder {
 
     /// A new occurrence of activity; returns its index.
     fn occur(&mut self, class: NoiseClass, source: String) -> usize {
-        self.occurrences.push(Occurrence { class, source });
+        self.occurrences.push(Occurrence {
+            class,
+            source,
+            prio: None,
+            net_ns: None,
+            excess_ns: 0,
+        });
         self.occurrences.len() - 1
     }
 
@@ -278,15 +383,16 @@ impl Builder {
             Action::Switch {
                 next_pid,
                 next_comm,
+                next_prio,
             } => {
                 // Work items run in task context: a switch ends what the old task was doing.
                 self.stack.retain(|(k, _)| *k != Key::Work);
                 self.task = if next_pid == self.detector_pid {
                     Owner::Detector
                 } else {
-                    Owner::Occurrence(
-                        self.occur(NoiseClass::Thread, thread_name(&next_comm, next_pid)),
-                    )
+                    let thread = self.occur(NoiseClass::Thread, thread_name(&next_comm, next_pid));
+                    self.occurrences[thread].prio = next_prio;
+                    Owner::Occurrence(thread)
                 };
             }
         }
@@ -305,10 +411,103 @@ impl Builder {
         }
     }
 
-    fn finish(self) -> Timeline {
+    fn finish(mut self) -> Timeline {
+        own_times(&self.segments, &mut self.occurrences);
+        judge_handlers(&mut self.occurrences);
         Timeline {
             segments: self.segments,
             occurrences: self.occurrences,
+        }
+    }
+}
+
+/// Each occurrence's net time: the segments it owns. One that owns the last
+/// segment (open when the trace ended) has no known length.
+fn own_times(segments: &[Segment], occurrences: &mut [Occurrence]) {
+    for (i, seg) in segments.iter().enumerate() {
+        let Owner::Occurrence(o) = seg.owner else {
+            continue;
+        };
+        let occurrence = &mut occurrences[o];
+        occurrence.net_ns = match segments.get(i + 1) {
+            Some(next) => Some(occurrence.net_ns.unwrap_or(0) + (next.start - seg.start)),
+            None => None,
+        };
+    }
+}
+
+/// With fewer occurrences of a source than this, its median says little.
+pub const MIN_OCCURRENCES: usize = 8;
+/// A handler that owns the CPU this much longer than its median did not run all that
+/// time: the tick and most IRQs take µs; ten times is beyond their cache-cold or
+/// batch-heavy runs, while a stall of the whole guest takes hundreds of µs or ms.
+pub const EXCESS_FACTOR: u64 = 10;
+/// … and at least this much beyond it, so that µs jitter of a very short handler
+/// (median 1 µs, one run 12 µs) is not called a stall.
+pub const EXCESS_MARGIN_NS: u64 = 50_000;
+/// For a source seen too rarely to have a distribution: what no handler should take
+/// (interrupt context holding a CPU for a millisecond is already a bug report). It is
+/// conceded to the handler; only the time beyond counts as a stall.
+pub const HANDLER_CEILING_NS: u64 = 1_000_000;
+
+/// What a source's occurrences are judged against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Typical {
+    /// The median of its occurrences' net times (enough of them were seen; of an even
+    /// count the upper middle one, which leaves the handler the more).
+    Median(u64),
+    /// Too few occurrences: the fixed ceiling [`HANDLER_CEILING_NS`].
+    Ceiling,
+}
+
+/// The typical duration of a source from its occurrences' net times.
+pub fn typical_of(nets: &mut [u64]) -> Typical {
+    if nets.len() < MIN_OCCURRENCES {
+        return Typical::Ceiling;
+    }
+    nets.sort_unstable();
+    Typical::Median(nets[nets.len() / 2])
+}
+
+/// The part of a handler occurrence of `net_ns` that is far beyond `typical` (else 0):
+/// with a median, more than [`EXCESS_FACTOR`] times it and [`EXCESS_MARGIN_NS`] beyond
+/// it, the time beyond the median; without, the time beyond [`HANDLER_CEILING_NS`].
+pub fn excess_of(net_ns: u64, typical: Typical) -> u64 {
+    match typical {
+        Typical::Median(m) => {
+            // net > 10 m >= m: the subtraction cannot wrap.
+            let far = net_ns > m.saturating_mul(EXCESS_FACTOR) && net_ns - m > EXCESS_MARGIN_NS;
+            if far {
+                net_ns - m
+            } else {
+                0
+            }
+        }
+        Typical::Ceiling => net_ns.saturating_sub(HANDLER_CEILING_NS),
+    }
+}
+
+/// Set each handler occurrence's excess against its source's typical duration.
+fn judge_handlers(occurrences: &mut [Occurrence]) {
+    let mut by_source: BTreeMap<(NoiseClass, &str), Vec<usize>> = BTreeMap::new();
+    for (i, o) in occurrences.iter().enumerate() {
+        if o.class.is_handler() && o.net_ns.is_some() {
+            by_source
+                .entry((o.class, o.source.as_str()))
+                .or_default()
+                .push(i);
+        }
+    }
+    let groups: Vec<Vec<usize>> = by_source.into_values().collect();
+    for group in groups {
+        let mut nets: Vec<u64> = group
+            .iter()
+            .filter_map(|&i| occurrences[i].net_ns)
+            .collect();
+        let typical = typical_of(&mut nets);
+        for i in group {
+            let o = &mut occurrences[i];
+            o.excess_ns = o.net_ns.map_or(0, |net| excess_of(net, typical));
         }
     }
 }
@@ -355,20 +554,65 @@ impl Timeline {
             }
             i += 1;
         }
-        AttributedGap {
+        self.gap_of(gap, &shares, unexplained)
+    }
+
+    /// The gap from its occurrences' time in it and the detector's, each handler's
+    /// excess moved to the unexplained time.
+    fn gap_of(&self, gap: Gap, times: &[(usize, u64)], unexplained: u64) -> AttributedGap {
+        let mut g = AttributedGap {
             start_ns: gap.start_ns,
             duration_ns: gap.duration_ns,
-            shares: shares
-                .into_iter()
-                .filter(|(_, t)| *t > 0)
-                .map(|(o, t)| Share {
-                    class: self.occurrences[o].class,
-                    source: self.occurrences[o].source.clone(),
-                    net_ns: t,
-                })
-                .collect(),
+            shares: Vec::with_capacity(times.len()),
             unexplained_ns: unexplained,
+            unexplained_within: Vec::new(),
+        };
+        for &(o, t) in times {
+            let occurrence = &self.occurrences[o];
+            let excess = self.excess_within(o, t);
+            if excess > 0 {
+                g.unexplained_ns += excess;
+                add_within(&mut g.unexplained_within, &occurrence.source, excess);
+            }
+            if t > excess {
+                g.shares.push(Share {
+                    class: occurrence.class,
+                    source: occurrence.source.clone(),
+                    net_ns: t - excess,
+                    prio: occurrence.prio,
+                });
+            }
         }
+        g
+    }
+
+    /// Of `t`, occurrence `o`'s time in one gap, its excess. Where in the handler the
+    /// stall fell is unknown, so a handler that spans gaps has its excess spread in
+    /// proportion to its time in each (all of it in the usual one gap).
+    fn excess_within(&self, o: usize, t: u64) -> u64 {
+        let occurrence = &self.occurrences[o];
+        match occurrence.net_ns {
+            Some(net) if occurrence.excess_ns > 0 && net > 0 => {
+                let part = u128::from(t) * u128::from(occurrence.excess_ns) / u128::from(net);
+                // t <= net, so part <= excess <= t; min() only guards the arithmetic.
+                u64::try_from(part).unwrap_or(t).min(t)
+            }
+            _ => 0,
+        }
+    }
+}
+
+/// Add `ns` unexplained within `handler` to a gap's list, one entry per handler.
+fn add_within(within: &mut Vec<Share>, handler: &str, ns: u64) {
+    let source = format!("within {handler}");
+    match within.iter_mut().find(|s| s.source == source) {
+        Some(s) => s.net_ns += ns,
+        None => within.push(Share {
+            class: NoiseClass::Unexplained,
+            source,
+            net_ns: ns,
+            prio: None,
+        }),
     }
 }
 
@@ -405,7 +649,8 @@ pub struct SourceTally {
 
 /// Per-class and per-source totals over all gaps of one CPU, top offenders
 /// (largest total) first. Each occurrence counts once; unexplained counts
-/// once per gap that has some.
+/// once per gap that has some (its class with the gap's whole unexplained time,
+/// its sources each part: `unexplained`, `within HANDLER`).
 pub fn tally(gaps: &[AttributedGap]) -> (Vec<ClassTally>, Vec<SourceTally>) {
     let mut classes: BTreeMap<NoiseClass, Tally> = BTreeMap::new();
     let mut sources: BTreeMap<(NoiseClass, String), Tally> = BTreeMap::new();
@@ -422,10 +667,20 @@ pub fn tally(gaps: &[AttributedGap]) -> (Vec<ClassTally>, Vec<SourceTally>) {
                 .entry(NoiseClass::Unexplained)
                 .or_default()
                 .add(g.unexplained_ns);
+        }
+        // The unexplained sources split the class's time: inside which handler, or not.
+        let plain = g.unexplained_plain_ns();
+        if plain > 0 {
             sources
                 .entry((NoiseClass::Unexplained, "unexplained".into()))
                 .or_default()
-                .add(g.unexplained_ns);
+                .add(plain);
+        }
+        for w in g.unexplained_within.iter().filter(|w| w.net_ns > 0) {
+            sources
+                .entry((NoiseClass::Unexplained, w.source.clone()))
+                .or_default()
+                .add(w.net_ns);
         }
     }
     let mut classes: Vec<ClassTally> = classes
@@ -469,8 +724,10 @@ mod tests {
             ts,
             EventKind::Switch {
                 prev_pid: prev,
+                prev_prio: None,
                 next_comm: comm.into(),
                 next_pid: next,
+                next_prio: None,
             },
         )
     }
@@ -766,6 +1023,233 @@ mod tests {
         assert_eq!(got, expected);
     }
 
+    use crate::event::{parse_text, Timestamp};
+
+    /// The measuring thread of the recorded traces below.
+    const NOISE: u32 = 4242;
+
+    fn parsed(text: &str) -> Vec<Event> {
+        let mut events = Vec::new();
+        parse_text(text, Timestamp::SecsUsecs, &mut events);
+        events
+    }
+
+    /// `812.000000 + at_us` as the trace writes it, and in ns.
+    fn stamp(at_us: u64) -> (String, u64) {
+        let s = format!("812.{at_us:06}");
+        (s, 812_000_000_000 + at_us * 1_000)
+    }
+
+    /// A local timer interrupt on the detector's CPU, as captured: entry and exit lines.
+    fn tick_lines(at_us: u64, lasts_us: u64) -> String {
+        let (entry, _) = stamp(at_us);
+        let (exit, _) = stamp(at_us + lasts_us);
+        format!(
+            "      tame-noise-4242    [002] d.h1.   {entry}: local_timer_entry: vector=236\n      \
+             tame-noise-4242    [002] d.h1.   {exit}: local_timer_exit: vector=236\n"
+        )
+    }
+
+    /// Twelve ticks 4 ms apart, 5 µs each but the one at 20 ms: 3 ms (a stall of the
+    /// whole guest while it was inside the tick).
+    fn ticks_with_a_stall() -> String {
+        (0..12)
+            .map(|k| tick_lines(k * 4_000, if k == 5 { 3_000 } else { 5 }))
+            .collect()
+    }
+
+    #[test]
+    fn a_tick_far_beyond_its_median_has_the_excess_unexplained_within_it() {
+        let tl = Timeline::build(&parsed(&ticks_with_a_stall()), NOISE);
+        // The detector saw a gap around a normal tick and one around the long tick.
+        let gaps = tl.attribute(&[
+            gap(stamp(4_000).1, 5_000),
+            gap(stamp(20_000).1 - 2_000, 3_003_000),
+        ]);
+        let tick = |ns| Share {
+            class: NoiseClass::Tick,
+            source: "local_timer".into(),
+            net_ns: ns,
+            prio: None,
+        };
+        assert_eq!(gaps[0].shares, vec![tick(5_000)]);
+        assert_eq!(gaps[0].unexplained_ns, 0);
+        assert!(gaps[0].unexplained_within.is_empty());
+        // The median tick (5 µs) stays the tick's; the 2 995 µs beyond it are a stall.
+        assert_eq!(gaps[1].shares, vec![tick(5_000)]);
+        assert_eq!(
+            gaps[1].unexplained_within,
+            vec![Share {
+                class: NoiseClass::Unexplained,
+                source: "within local_timer".into(),
+                net_ns: 2_995_000,
+                prio: None,
+            }]
+        );
+        assert_eq!(gaps[1].unexplained_ns, 2_000 + 2_995_000 + 1_000);
+        assert_eq!(gaps[1].unexplained_plain_ns(), 3_000);
+        assert_eq!(
+            gaps[1].main_cause(),
+            (NoiseClass::Unexplained, "within local_timer")
+        );
+        let (classes, sources) = tally(&gaps);
+        assert_eq!(classes[0].class, NoiseClass::Unexplained);
+        assert_eq!(
+            classes[0].tally,
+            Tally {
+                count: 1,
+                total_ns: 2_998_000,
+                max_ns: 2_998_000
+            }
+        );
+        let named: Vec<(&str, u64)> = sources
+            .iter()
+            .map(|s| (s.source.as_str(), s.tally.total_ns))
+            .collect();
+        assert_eq!(
+            named,
+            vec![
+                ("within local_timer", 2_995_000),
+                ("local_timer", 10_000),
+                ("unexplained", 3_000)
+            ]
+        );
+    }
+
+    /// A recorded VM's worst gap: an RCU softirq of 9 ms, seen only three times, so it
+    /// is judged against the fixed ceiling: 1 ms stays RCU's, 8 ms are unexplained.
+    #[test]
+    fn a_rare_handler_is_judged_against_the_ceiling() {
+        let mut text = String::new();
+        for (at, lasts) in [(1_000, 12), (30_000, 9_000), (60_000, 700)] {
+            let (entry, _) = stamp(at);
+            let (exit, _) = stamp(at + lasts);
+            text += &format!(
+                "      tame-noise-4242    [002] ..s1.   {entry}: softirq_entry: vec=9 [action=RCU]\n      \
+                 tame-noise-4242    [002] ..s1.   {exit}: softirq_exit: vec=9 [action=RCU]\n"
+            );
+        }
+        let tl = Timeline::build(&parsed(&text), NOISE);
+        let gaps = tl.attribute(&[
+            gap(stamp(30_000).1, 9_000_000),
+            gap(stamp(60_000).1, 700_000),
+        ]);
+        assert_eq!(gaps[0].shares[0].net_ns, 1_000_000);
+        assert_eq!(gaps[0].unexplained_ns, 8_000_000);
+        assert_eq!(gaps[0].unexplained_within[0].source, "within RCU");
+        // 700 µs is long for RCU, but within what a handler may take.
+        assert_eq!(gaps[1].shares[0].net_ns, 700_000);
+        assert_eq!(gaps[1].unexplained_ns, 0);
+    }
+
+    #[test]
+    fn the_typical_duration_and_the_excess_rule() {
+        assert_eq!(typical_of(&mut [5; 7]), Typical::Ceiling);
+        // Of an even count, the upper middle one: the handler keeps the more.
+        assert_eq!(
+            typical_of(&mut [9, 1, 8, 2, 7, 3, 6, 4]),
+            Typical::Median(6)
+        );
+        // Ten times the median is not enough without 50 µs beyond it, nor the reverse.
+        assert_eq!(excess_of(60_000, Typical::Median(1_000)), 59_000);
+        assert_eq!(excess_of(50_000, Typical::Median(1_000)), 0);
+        assert_eq!(excess_of(90_000, Typical::Median(10_000)), 0);
+        assert_eq!(excess_of(5, Typical::Median(0)), 0);
+        assert_eq!(excess_of(u64::MAX, Typical::Median(u64::MAX / 2)), 0);
+        assert_eq!(excess_of(1_000_000, Typical::Ceiling), 0);
+        assert_eq!(excess_of(1_000_001, Typical::Ceiling), 1);
+    }
+
+    /// A handler still open when the trace ends has no known length: it is not judged.
+    #[test]
+    fn an_unfinished_handler_is_not_judged() {
+        let (entry, at) = stamp(100);
+        let text = format!(
+            "      tame-noise-4242    [002] d.h1.   {entry}: local_timer_entry: vector=236\n"
+        );
+        let tl = Timeline::build(&parsed(&text), NOISE);
+        let g = &tl.attribute(&[gap(at, 5_000_000)])[0];
+        assert_eq!(g.shares[0].net_ns, 5_000_000);
+        assert_eq!(g.unexplained_ns, 0);
+    }
+
+    /// Priorities from recorded switches: which threads would preempt the work running
+    /// SCHED_FIFO 95 (kernel priority 4), and which a normal one (120).
+    #[test]
+    fn threads_carry_their_priority_and_say_whom_they_preempt() {
+        let text = "\
+      tame-noise-4242    [002] d..2.   812.000100: sched_switch: prev_comm=tame-noise prev_pid=4242 prev_prio=98 prev_state=R+ ==> next_comm=watchdog-rt next_pid=500 next_prio=0
+     watchdog-rt-500     [002] d..2.   812.000200: sched_switch: prev_comm=watchdog-rt prev_pid=500 prev_prio=0 prev_state=S ==> next_comm=irq/36-virtio1 next_pid=311 next_prio=49
+  irq/36-virtio1-311     [002] d..2.   812.000500: sched_switch: prev_comm=irq/36-virtio1 prev_pid=311 prev_prio=49 prev_state=S ==> next_comm=migration/2 next_pid=27 next_prio=0
+     migration/2-27      [002] d..2.   812.000550: sched_switch: prev_comm=migration/2 prev_pid=27 prev_prio=0 prev_state=S ==> next_comm=stress-ng-cpu next_pid=900 next_prio=120
+   stress-ng-cpu-900     [002] d..2.   812.000800: sched_switch: prev_comm=stress-ng-cpu prev_pid=900 prev_prio=120 prev_state=R ==> next_comm=tame-noise next_pid=4242 next_prio=98
+";
+        let tl = Timeline::build(&parsed(text), NOISE);
+        let g = &tl.attribute(&[gap(stamp(100).1, 700_000)])[0];
+        let got: Vec<(&str, u64, Option<i32>, bool, bool)> = g
+            .shares
+            .iter()
+            .map(|s| {
+                (
+                    s.source.as_str(),
+                    s.net_ns,
+                    s.prio,
+                    s.can_preempt(4),
+                    s.can_preempt(120),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("watchdog-rt/500", 100_000, Some(0), true, true),
+                ("irq/36-virtio1/311", 300_000, Some(49), false, true),
+                ("migration/2/27", 50_000, Some(0), true, true),
+                ("stress-ng-cpu/900", 250_000, Some(120), false, true),
+            ]
+        );
+    }
+
+    #[test]
+    fn what_preempts_a_real_time_task_by_class() {
+        let share = |class, source: &str, prio| Share {
+            class,
+            source: source.into(),
+            net_ns: 1,
+            prio,
+        };
+        use NoiseClass::*;
+        // Interrupt context and what the guest cannot see preempt anyone.
+        for class in [Nmi, Irq, Ipi, Tick, Timer, Softirq, Unexplained] {
+            assert!(share(class, "x", None).can_preempt(0), "{class}");
+        }
+        // Work items run in normal kworkers.
+        assert!(!share(Workqueue, "vmstat_update", None).can_preempt(4));
+        assert!(share(Workqueue, "vmstat_update", None).can_preempt(120));
+        // Deadline tasks preempt real-time ones; the stop class prints any priority.
+        assert!(share(Thread, "dl/9", Some(-1)).can_preempt(4));
+        assert!(share(Thread, "migration/1/21", Some(99)).can_preempt(0));
+        // Equal priority waits (FIFO); unknown priority is assumed normal.
+        assert!(!share(Thread, "peer/8", Some(4)).can_preempt(4));
+        assert!(!share(Thread, "old/7", None).can_preempt(4));
+        // The idle task takes nobody's time.
+        assert!(!share(Thread, "swapper/2/0", Some(120)).can_preempt(120));
+    }
+
+    #[test]
+    fn old_json_without_the_new_fields_still_reads() {
+        let g: AttributedGap = serde_json::from_str(
+            r#"{"start_ns":1,"duration_ns":10,"shares":[{"class":"tick","source":"local_timer","net_ns":4}],"unexplained_ns":6}"#,
+        )
+        .unwrap();
+        assert_eq!(g.shares[0].prio, None);
+        assert!(g.unexplained_within.is_empty());
+        assert_eq!(g.unexplained_plain_ns(), 6);
+        // And without them, the new writes as the old did.
+        let json = serde_json::to_string(&g).unwrap();
+        assert!(!json.contains("prio") && !json.contains("unexplained_within"));
+    }
+
     fn arb_event() -> impl Strategy<Value = Event> {
         let kind = prop_oneof![
             (0u32..4).prop_map(|i| EventKind::IrqEntry {
@@ -802,25 +1286,36 @@ mod tests {
             )
                 .prop_map(|(p, n)| EventKind::Switch {
                     prev_pid: p,
+                    prev_prio: None,
                     next_comm: "t".into(),
-                    next_pid: n
+                    next_pid: n,
+                    next_prio: None,
                 }),
         ];
         (0u64..10_000, kind).prop_map(|(ts, kind)| Event { cpu: 0, ts, kind })
     }
 
     proptest! {
+        /// At ns scale nothing is judged a stall; at µs scale (handlers of up to ms among
+        /// short ones) many are, and the sum must still be exact.
         #[test]
         fn attributed_plus_unexplained_is_the_gap_exactly(
             events in proptest::collection::vec(arb_event(), 0..80),
             gaps in proptest::collection::vec((0u64..12_000, 0u64..3_000), 0..20),
+            scale in prop_oneof![Just(1u64), Just(1_000u64)],
         ) {
+            let events: Vec<Event> = events
+                .into_iter()
+                .map(|e| Event { ts: e.ts * scale, ..e })
+                .collect();
             let tl = Timeline::build(&events, DET);
-            let gaps: Vec<Gap> = gaps.into_iter().map(|(s, d)| gap(s, d)).collect();
+            let gaps: Vec<Gap> = gaps.into_iter().map(|(s, d)| gap(s * scale, d * scale)).collect();
             for g in tl.attribute(&gaps) {
                 let attributed: u64 = g.shares.iter().map(|s| s.net_ns).sum();
                 prop_assert_eq!(attributed + g.unexplained_ns, g.duration_ns);
                 prop_assert!(g.shares.iter().all(|s| s.net_ns > 0));
+                let within: u64 = g.unexplained_within.iter().map(|s| s.net_ns).sum();
+                prop_assert!(within <= g.unexplained_ns);
             }
         }
     }

@@ -33,10 +33,14 @@ pub enum EventKind {
     VectorExit {
         name: String,
     },
+    /// Priorities are the kernel's numbers (lower preempts: -1 deadline, 0..=98
+    /// real-time, 100..=139 normal); `None` where the format has no such field.
     Switch {
         prev_pid: u32,
+        prev_prio: Option<i32>,
         next_comm: String,
         next_pid: u32,
+        next_prio: Option<i32>,
     },
     Wakeup {
         comm: String,
@@ -215,8 +219,11 @@ fn parse_kind(name: &str, f: &str) -> Option<EventKind> {
         },
         "sched_switch" => EventKind::Switch {
             prev_pid: num(f, "prev_pid")?,
+            // Optional: attribution works without them, only fairness needs them.
+            prev_prio: num(f, "prev_prio"),
             next_comm: field(f, "next_comm")?.to_string(),
             next_pid: num(f, "next_pid")?,
+            next_prio: num(f, "next_prio"),
         },
         "sched_wakeup" => EventKind::Wakeup {
             comm: field(f, "comm")?.to_string(),
@@ -321,8 +328,10 @@ mod tests {
             ev[8].kind,
             EventKind::Switch {
                 prev_pid: 25997,
+                prev_prio: Some(120),
                 next_comm: "bash".into(),
-                next_pid: 26005
+                next_pid: 26005,
+                next_prio: Some(120)
             }
         );
         // A comm with a space is kept whole.
@@ -330,8 +339,10 @@ mod tests {
             ev[9].kind,
             EventKind::Switch {
                 prev_pid: 15,
+                prev_prio: Some(120),
                 next_comm: "opt cgu.06".into(),
-                next_pid: 25997
+                next_pid: 25997,
+                next_prio: Some(120)
             }
         );
     }
@@ -378,6 +389,43 @@ CPU:1 [LOST 17 EVENTS]
                 handler: "perf_event_nmi_handler".into(),
                 delta_ns: 2345
             }
+        );
+    }
+
+    /// Priorities as the kernel prints them: a real-time thread, the stop class (which
+    /// prints 0), a deadline task, an old format without them and a garbled value.
+    #[test]
+    fn switch_priorities_parse_and_are_optional() {
+        let text = "\
+          <idle>-0       [003] d..2.   900.000001: sched_switch: prev_comm=swapper/3 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=irq/36-virtio1 next_pid=311 next_prio=49
+  irq/36-virtio1-311     [003] d..2.   900.000009: sched_switch: prev_comm=irq/36-virtio1 prev_pid=311 prev_prio=49 prev_state=S ==> next_comm=migration/3 next_pid=27 next_prio=0
+     migration/3-27      [003] d..2.   900.000012: sched_switch: prev_comm=migration/3 prev_pid=27 prev_prio=0 prev_state=S ==> next_comm=dl-task next_pid=900 next_prio=-1
+         dl-task-900     [003] d..2.   900.000020: sched_switch: prev_comm=dl-task prev_pid=900 prev_state=S ==> next_comm=old next_pid=901
+             old-901     [003] d..2.   900.000030: sched_switch: prev_comm=old prev_pid=901 prev_prio=x7 prev_state=S ==> next_comm=big next_pid=902 next_prio=99999999999
+";
+        let mut ev = Vec::new();
+        parse_text(text, Timestamp::SecsUsecs, &mut ev);
+        let prios: Vec<(Option<i32>, &str, Option<i32>)> = ev
+            .iter()
+            .map(|e| match &e.kind {
+                EventKind::Switch {
+                    prev_prio,
+                    next_comm,
+                    next_prio,
+                    ..
+                } => (*prev_prio, next_comm.as_str(), *next_prio),
+                other => panic!("not a switch: {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            prios,
+            vec![
+                (Some(120), "irq/36-virtio1", Some(49)),
+                (Some(49), "migration/3", Some(0)),
+                (Some(0), "dl-task", Some(-1)),
+                (None, "old", None),
+                (None, "big", None),
+            ]
         );
     }
 

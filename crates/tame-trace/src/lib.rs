@@ -5,7 +5,8 @@
 //! - [`capture`]: reading the per-CPU pipes while a detector runs;
 //! - [`event`]: parsing tracefs' text into events;
 //! - [`attribute`]: charging each gap's time to the innermost OS activity, the
-//!   rest to "unexplained" (hypervisor, SMI, hardware).
+//!   rest to "unexplained" (hypervisor, SMI, hardware), with a handler's time far
+//!   beyond its typical duration ("unexplained within local_timer").
 
 pub mod attribute;
 pub mod capture;

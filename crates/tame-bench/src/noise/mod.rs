@@ -370,6 +370,7 @@ fn cpu_findings(
                 duration_ns: g.duration_ns,
                 shares: Vec::new(),
                 unexplained_ns: 0,
+                unexplained_within: Vec::new(),
             })
             .collect()
     });

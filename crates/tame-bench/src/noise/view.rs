@@ -209,14 +209,17 @@ mod tests {
                         class: NoiseClass::Thread,
                         source: "odd,name/7".into(),
                         net_ns: 50,
+                        prio: Some(120),
                     }],
                     unexplained_ns: 10,
+                    unexplained_within: Vec::new(),
                 },
                 AttributedGap {
                     start_ns: 900,
                     duration_ns: 5,
                     shares: vec![],
                     unexplained_ns: 5,
+                    unexplained_within: Vec::new(),
                 },
             ],
         )];
