@@ -320,7 +320,14 @@ fn prepare(
     let model = HostModel::read(root);
     let layout = match &options.spec {
         Some((name, text)) => layout::from_spec(&model, name, text)?,
-        None => layout::choose(&model, options.requirement.cpus)?,
+        None => layout::choose(
+            &model,
+            &layout::Choice {
+                count: options.requirement.cpus,
+                share_core: false,
+                activity: None,
+            },
+        )?,
     };
     let plan = MeasurementPlan::new(root, options, length, &layout, may_change)?;
     Ok((layout, plan))
