@@ -221,7 +221,14 @@ pub fn bench_cost(
 fn layout_of(model: &HostModel, partition: &CostPartition) -> Result<Layout, AssessError> {
     match partition {
         CostPartition::Spec(name, text) => layout::from_spec(model, name, text),
-        CostPartition::Isolate(n) => layout::choose(model, *n),
+        CostPartition::Isolate(n) => layout::choose(
+            model,
+            &layout::Choice {
+                count: *n,
+                share_core: false,
+                activity: None,
+            },
+        ),
         _ => Err(invalid("no partition to apply")),
     }
 }

@@ -52,10 +52,15 @@ pub fn strengthen(
     minimal: bool,
 ) -> Result<Vec<Knob>, AssessError> {
     let cpus = layout.isolated.clone();
-    let mut knobs = vec![governor(model, &cpus), watchdog(model, &cpus), idle(layout)];
+    let mut knobs = vec![
+        governor(model, &cpus),
+        watchdog(model, &cpus),
+        idle(layout),
+        smt(model, layout),
+    ];
     if minimal {
         for k in &mut knobs {
-            if k.name != "idle" && k.applied {
+            if (k.name == "governor" || k.name == "watchdog") && k.applied {
                 k.applied = false;
                 k.why = format!("--minimal: left out ({})", k.why);
             }
@@ -177,6 +182,43 @@ fn idle(layout: &Layout) -> Knob {
             "idle = \"{}\" on CPU {}",
             set.as_deref().unwrap_or("poll"),
             layout.isolated
+        ),
+        applied,
+        why,
+        effect: None,
+    }
+}
+
+/// The SMT siblings of the work's CPUs: idle in the partition (the layout's choice), or
+/// shared.
+fn smt(model: &HostModel, layout: &Layout) -> Knob {
+    let work = layout.work();
+    let siblings = CpuList::from_cpus(
+        work.iter()
+            .flat_map(|c| model.cpus.online_siblings(c).iter().collect::<Vec<_>>()),
+    )
+    .difference(work);
+    let idle = layout.isolated.difference(work);
+    let (applied, why) = if siblings.is_empty() {
+        (
+            false,
+            "no SMT sibling shares a core with the work's CPUs here (one thread per core)"
+                .to_string(),
+        )
+    } else if idle == siblings {
+        (true, "no load shares the work's cores: their execution units and L1/L2 caches are the work's alone".to_string())
+    } else {
+        (false, format!("sibling(s) {siblings} are not left idle: system work may share the core (--share-core, --minimal, or no whole core to spare)"))
+    };
+    Knob {
+        name: "smt".into(),
+        setting: format!(
+            "SMT sibling(s) {} of CPU {work} idle in the partition",
+            if siblings.is_empty() {
+                "-".to_string()
+            } else {
+                siblings.to_string()
+            }
         ),
         applied,
         why,
@@ -348,10 +390,17 @@ mod tests {
         )))
     }
 
+    fn choice(count: u32) -> crate::layout::Choice<'static> {
+        crate::layout::Choice {
+            count,
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn the_watchdog_is_taken_off_and_the_governor_needs_cpufreq() {
         let m = model("dev-vm");
-        let mut l = crate::layout::choose(&m, 1).unwrap();
+        let mut l = crate::layout::choose(&m, &choice(1)).unwrap();
         let knobs = strengthen(&m, &mut l, false).unwrap();
         let k = |n: &str| knobs.iter().find(|k| k.name == n).unwrap();
         assert!(!k("governor").applied, "{:?}", k("governor"));
@@ -378,7 +427,7 @@ mod tests {
     #[test]
     fn minimal_keeps_todays_partition_and_says_what_it_left_out() {
         let m = model("dev-vm");
-        let mut l = crate::layout::choose(&m, 1).unwrap();
+        let mut l = crate::layout::choose(&m, &choice(1)).unwrap();
         let before = l.clone();
         let knobs = strengthen(&m, &mut l, true).unwrap();
         assert_eq!(l, before);
@@ -398,7 +447,7 @@ mod tests {
         };
         h.write(dir.path()).unwrap();
         let m = HostModel::read(&tame_host::Root::new(dir.path()));
-        let mut l = crate::layout::choose(&m, 2).unwrap();
+        let mut l = crate::layout::choose(&m, &choice(2)).unwrap();
         let knobs = strengthen(&m, &mut l, false).unwrap();
         let g = knobs.iter().find(|k| k.name == "governor").unwrap();
         assert!(g.applied, "{g:?}");
@@ -407,5 +456,29 @@ mod tests {
             "{}",
             l.spec_text
         );
+    }
+
+    #[test]
+    fn an_smt_sibling_is_left_idle_unless_the_core_is_shared() {
+        let dir = tame_testing::scratch_dir("knobs-smt-");
+        let mut h = tame_testing::synthetic::SyntheticHost::two_socket_smt();
+        h.cgroups = tame_testing::synthetic::CgroupLayout::V2 {
+            partitions: Vec::new(),
+        };
+        h.write(dir.path()).unwrap();
+        let m = HostModel::read(&tame_host::Root::new(dir.path()));
+        let mut l = crate::layout::choose(&m, &choice(1)).unwrap();
+        let knobs = strengthen(&m, &mut l, false).unwrap();
+        let smt = knobs.iter().find(|k| k.name == "smt").unwrap();
+        assert!(smt.applied, "{smt:?}");
+        assert_eq!(smt.setting, "SMT sibling(s) 23 of CPU 47 idle in the partition");
+        let shared = crate::layout::Choice {
+            share_core: true,
+            ..choice(1)
+        };
+        let mut l = crate::layout::choose(&m, &shared).unwrap();
+        let knobs = strengthen(&m, &mut l, false).unwrap();
+        let smt = knobs.iter().find(|k| k.name == "smt").unwrap();
+        assert!(!smt.applied && smt.why.contains("not left idle"), "{smt:?}");
     }
 }

@@ -58,9 +58,12 @@ pub struct Options {
     pub load: Vec<LoadKind>,
     /// A user's own spec (`--spec FILE`): its name and text.
     pub spec: Option<(String, String)>,
-    /// The generated partition without the knobs beyond CPUs ([`knobs`]): today's
-    /// partition before them, to compare with.
+    /// The generated partition without the knobs beyond CPUs ([`knobs`]) and with SMT
+    /// siblings shared: the partition before them, to compare with.
     pub minimal: bool,
+    /// Give the SMT siblings of the work's CPUs to the system instead of leaving them
+    /// idle in the partition.
+    pub share_core: bool,
     pub journal_dir: PathBuf,
     /// Where the spec, the raw results and the report go.
     pub out_dir: Option<PathBuf>,
@@ -84,6 +87,9 @@ pub enum Length {
         max_ns: u64,
     },
 }
+
+/// How long each CPU's interrupt, timer and steal rates are sampled before choosing.
+pub const ACTIVITY_SAMPLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `--rounds` unless given.
 pub const DEFAULT_ROUNDS: u32 = 3;
@@ -173,7 +179,7 @@ pub fn assess(
     let model = HostModel::read(root);
     let check = tame_check::check(&model, &Target::asked(&model, layout.isolated.clone()));
     // Bare metal: SMIs are counted over the measurement (a VM's counter is not the host's).
-    let smi_cpu = layout.isolated.first().unwrap_or(0);
+    let smi_cpu = layout.work().first().unwrap_or(0);
     let smis_before = plan
         .environment
         .hypervisor
@@ -267,8 +273,8 @@ pub fn assess(
             },
         );
     let verdict = verdict::decide(&options.requirement, &shared, &partitioned, &machine);
-    knobs::measure_effects(&mut knobs, &rounds, &layout.isolated);
-    let reboot_options = knobs::reboot_options(&model, &rounds, &layout.isolated);
+    knobs::measure_effects(&mut knobs, &rounds, layout.work());
+    let reboot_options = knobs::reboot_options(&model, &rounds, layout.work());
     let report = AssessReport {
         schema: AssessReport::SCHEMA.tag.to_string(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -345,7 +351,15 @@ fn prepare(
         // A user's spec is measured as written.
         Some((name, text)) => (layout::from_spec(&model, name, text)?, Vec::new()),
         None => {
-            let mut layout = layout::choose(&model, options.requirement.cpus)?;
+            // A second of each CPU's interrupts, timers and steal, to choose the quietest.
+            let activity = root.sample_activity(ACTIVITY_SAMPLE);
+            let choice = layout::Choice {
+                count: options.requirement.cpus,
+                // Today's partition shares the core; the best leaves the sibling idle.
+                share_core: options.share_core || options.minimal,
+                activity: Some(&activity),
+            };
+            let mut layout = layout::choose(&model, &choice)?;
             let knobs = knobs::strengthen(&model, &mut layout, options.minimal)?;
             (layout, knobs)
         }
@@ -491,7 +505,7 @@ impl MeasurementPlan {
         };
         let r = &o.requirement;
         let job = JobSettings::new(
-            layout.isolated.clone(),
+            layout.work().clone(),
             r.period_ns,
             r.deadline_ns,
             Some(job_ns),
@@ -511,7 +525,7 @@ impl MeasurementPlan {
             ClockKind::Monotonic,
         );
         let noise = NoiseSettings::new(
-            layout.isolated.clone(),
+            layout.work().clone(),
             per_round - job_ns,
             None,
             detector,
@@ -549,7 +563,7 @@ impl MeasurementPlan {
         layout: &Layout,
         control: &RunControl,
     ) -> Result<WorkCalibration, AssessError> {
-        let cpu = layout.isolated.first().unwrap_or(0);
+        let cpu = layout.work().first().unwrap_or(0);
         let working_set = self
             .working_set_bytes
             .unwrap_or_else(|| job::default_working_set(model, cpu));

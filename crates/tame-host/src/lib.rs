@@ -7,6 +7,7 @@
 //! Test tooling (fixture backend, synthetic hosts) lives in the `tame-testing` crate.
 
 pub mod accounts;
+pub mod activity;
 pub mod backend;
 pub mod capture;
 pub mod cgroup;

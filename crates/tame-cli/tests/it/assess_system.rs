@@ -500,6 +500,7 @@ fn child_assess_killed_at_a_phase() {
         load: vec![LoadKind::Cpu],
         spec: None,
         minimal: false,
+        share_core: false,
         journal_dir: journal.into(),
         out_dir: None,
         attribute: true,

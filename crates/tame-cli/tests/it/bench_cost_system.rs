@@ -105,7 +105,14 @@ fn both_configurations_are_measured_and_the_machine_is_left_as_found() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["bench"], "cost");
     let host = HostModel::read(&Root::system());
-    let layout = tame_assess::layout::choose(&host, 1).unwrap();
+    let layout = tame_assess::layout::choose(
+        &host,
+        &tame_assess::layout::Choice {
+            count: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let configs = &v["settings"]["configurations"];
     assert_eq!(configs[0]["cpus"], host.cpus.online.to_string());
     assert_eq!(configs[1]["kind"], "partitioned");

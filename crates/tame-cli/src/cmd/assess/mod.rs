@@ -68,6 +68,10 @@ pub struct AssessArgs {
     /// compare with.
     #[arg(long, conflicts_with = "spec")]
     minimal: bool,
+    /// Give the SMT siblings of the work's CPUs to the system (and its load) instead of
+    /// leaving them idle in the partition.
+    #[arg(long, conflicts_with = "spec")]
+    share_core: bool,
     /// Where the spec, every raw result and the report (assess.json) are written.
     #[arg(long, value_name = "DIR", default_value = "tame-assess")]
     out: PathBuf,
@@ -168,6 +172,7 @@ fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
         load,
         spec,
         minimal: a.minimal,
+        share_core: a.share_core,
         journal_dir: ctx.journal_dir(a.journal_dir.as_deref()),
         out_dir: Some(a.out.clone()),
         attribute: !a.no_trace,

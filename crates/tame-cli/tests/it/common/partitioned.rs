@@ -28,7 +28,14 @@ pub fn machine_fits() -> bool {
 pub fn state() -> BTreeMap<String, Vec<u8>> {
     let root = Root::system();
     let host = HostModel::read(&root);
-    let layout = tame_assess::layout::choose(&host, 1).unwrap();
+    let layout = tame_assess::layout::choose(
+        &host,
+        &tame_assess::layout::Choice {
+            count: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let spec = Spec::parse("assess", &layout.spec_text).unwrap();
     let touched: Vec<String> = plan(&spec, &host)
         .unwrap()
