@@ -327,8 +327,12 @@ pub fn reboot_options(model: &HostModel, rounds: &[Round], cpus: &CpuList) -> Ve
         out.push(RebootOption {
             parameter: format!("nohz_full={cpus}"),
             reason: format!(
-                "the scheduler tick still interrupted the work in the partition: {} — with one task on the CPU, nohz_full stops it",
-                rate(n, t, run_ns)
+                "the scheduler tick still interrupted the work in the partition: {} — with one task on the CPU, nohz_full stops it{}",
+                rate(n, t, run_ns),
+                match model.kernel.supports_nohz_full() {
+                    Some(false) => " (this kernel is built without CONFIG_NO_HZ_FULL: it takes another kernel too)",
+                    _ => "",
+                }
             ),
         });
     }
