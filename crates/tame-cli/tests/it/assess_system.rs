@@ -86,12 +86,35 @@ fn assess_measures_both_phases_and_leaves_the_machine_as_found() {
     let (journal, out) = (dir.path().join("j"), dir.path().join("out"));
     let _revert = RevertOnDrop(&journal);
     let before = state();
-    let o = assess(&journal, &out, "1500ms", "cpu,io")
+    let child = assess(&journal, &out, "1500ms", "cpu,io")
         .args(["--json", "-"])
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    let mut child = child;
+    // Drained beside the sampling: a full pipe would stop the assessment.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let samples = sample_threads(&mut child);
+    let o = std::process::Output {
+        status: child.wait().unwrap(),
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    };
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let work = r["layout"]["work_cpus"].as_str().unwrap();
+    assert_off_the_measured_cpus(&samples, &tame_host::CpuList::parse(work).unwrap());
     assert_eq!(r["schema"], "tame.assess/2");
     // Three interleaved rounds: shared 1, partitioned 1, shared 2, … each after the last.
     let rounds = r["rounds"].as_array().unwrap();
@@ -212,6 +235,94 @@ fn assess_measures_both_phases_and_leaves_the_machine_as_found() {
     assert!(summary.contains("verdict: "), "{summary}");
     assert!(summary.contains("the partition was reverted"), "{summary}");
     assert_as_found(&before, &journal);
+}
+
+/// One of tame's threads in one sample: comm, state, the CPU it was last on, its allowed CPUs.
+type Thread = (String, char, u32, tame_host::CpuList);
+
+/// `(comm, state, processor, allowed CPUs)` from /proc/PID/task/TID.
+fn thread_of(pid: u32, tid: &str) -> Option<Thread> {
+    let dir = format!("/proc/{pid}/task/{tid}");
+    let stat = std::fs::read_to_string(format!("{dir}/stat")).ok()?;
+    let (head, rest) = stat.rsplit_once(')')?;
+    let comm = head.split_once('(')?.1.to_string();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let state = fields.first()?.chars().next()?;
+    // Field 39 (processor); `rest` starts at field 3.
+    let cpu = fields.get(36)?.parse().ok()?;
+    let status = std::fs::read_to_string(format!("{dir}/status")).ok()?;
+    let allowed = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .and_then(|l| tame_host::CpuList::parse(l.trim()).ok())?;
+    Some((comm, state, cpu, allowed))
+}
+
+/// Every thread of `child`, sampled every 10 ms until it exits (it is not reaped here),
+/// each sample with whether the partition was applied then.
+fn sample_threads(child: &mut std::process::Child) -> Vec<(bool, Vec<Thread>)> {
+    let pid = child.id();
+    let mut samples = Vec::new();
+    while matches!(child.try_wait(), Ok(None)) {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            break;
+        };
+        let partitioned = Path::new("/sys/fs/cgroup/cpuset/tame-rt").exists();
+        let threads: Vec<Thread> = tasks
+            .flatten()
+            .filter_map(|t| thread_of(pid, &t.file_name().to_string_lossy()))
+            .collect();
+        samples.push((partitioned, threads));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    samples
+}
+
+/// While a measuring thread was pinned to the work's CPUs (`measured`), shared and
+/// partitioned, tame's own threads (the waiting thread, the trace reader) were never
+/// allowed there, nor seen running there.
+fn assert_off_the_measured_cpus(samples: &[(bool, Vec<Thread>)], measured: &tame_host::CpuList) {
+    let measuring = |threads: &[Thread]| {
+        threads.iter().any(|(comm, _, _, allowed)| {
+            comm.starts_with("tame-measure") && allowed.is_subset(measured)
+        })
+    };
+    let mut wrong = Vec::new();
+    for partitioned in [false, true] {
+        let during: Vec<&Vec<Thread>> = samples
+            .iter()
+            .filter(|(p, threads)| *p == partitioned && measuring(threads))
+            .map(|(_, t)| t)
+            .collect();
+        assert!(
+            during.len() > 10,
+            "{} samples while measuring (partitioned: {partitioned})",
+            during.len()
+        );
+        let own = during
+            .iter()
+            .flat_map(|t| t.iter())
+            .filter(|(comm, ..)| !comm.starts_with("tame-measure"));
+        let mut reader_seen = false;
+        for (comm, state, cpu, allowed) in own {
+            reader_seen |= comm == "tame-trace-read";
+            // A sleeping thread's last CPU may predate its placement: only a running one's counts.
+            if !allowed.intersection(measured).is_empty()
+                || (*state == 'R' && measured.contains(*cpu))
+            {
+                wrong.push(format!("{comm} (partitioned: {partitioned}): allowed {allowed}, state {state} on CPU {cpu}"));
+            }
+        }
+        assert!(
+            reader_seen,
+            "no trace reader seen while measuring (partitioned: {partitioned})"
+        );
+    }
+    wrong.dedup();
+    assert!(
+        wrong.is_empty(),
+        "tame's own threads on measured CPU {measured}: {wrong:#?}"
+    );
 }
 
 /// The verdict is drawn from the activations and never claims more than they show: a

@@ -28,7 +28,7 @@ pub fn machine_fits() -> bool {
 pub fn state() -> BTreeMap<String, Vec<u8>> {
     let root = Root::system();
     let host = HostModel::read(&root);
-    let layout = tame_assess::layout::choose(
+    let mut layout = tame_assess::layout::choose(
         &host,
         &tame_assess::layout::Choice {
             count: 1,
@@ -36,6 +36,8 @@ pub fn state() -> BTreeMap<String, Vec<u8>> {
         },
     )
     .unwrap();
+    // With the knobs assess adds (the watchdog mask among them).
+    tame_assess::knobs::strengthen(&host, &mut layout, false).unwrap();
     let spec = Spec::parse("assess", &layout.spec_text).unwrap();
     let touched: Vec<String> = plan(&spec, &host)
         .unwrap()
