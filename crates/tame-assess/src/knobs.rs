@@ -475,7 +475,10 @@ mod tests {
         let knobs = strengthen(&m, &mut l, false).unwrap();
         let smt = knobs.iter().find(|k| k.name == "smt").unwrap();
         assert!(smt.applied, "{smt:?}");
-        assert_eq!(smt.setting, "SMT sibling(s) 23 of CPU 47 idle in the partition");
+        assert_eq!(
+            smt.setting,
+            "SMT sibling(s) 23 of CPU 47 idle in the partition"
+        );
         let shared = crate::layout::Choice {
             share_core: true,
             ..choice(1)
