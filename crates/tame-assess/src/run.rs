@@ -56,6 +56,9 @@ pub struct Options {
     pub working_set_bytes: Option<u64>,
     /// Background load; empty for none.
     pub load: Vec<LoadKind>,
+    /// The user's own load (`--load-cmd`), run with `sh -c` instead of [`Options::load`]
+    /// (which must then be empty).
+    pub load_cmd: Option<String>,
     /// A user's own spec (`--spec FILE`): its name and text.
     pub spec: Option<(String, String)>,
     /// The generated partition without the knobs beyond CPUs ([`knobs`]) and with SMT
@@ -461,6 +464,7 @@ struct MeasurementPlan {
     noise: NoiseSettings,
     online: CpuList,
     load: Vec<LoadKind>,
+    load_cmd: Option<String>,
     requirement: Requirement,
     working_set_bytes: Option<u64>,
     rounds_total: u32,
@@ -532,27 +536,25 @@ impl MeasurementPlan {
             o.attribute,
         )
         .map_err(|e| too_short(&e))?;
-        if !o.load.is_empty() {
-            LoadSpec {
-                kinds: o.load.clone(),
-                cpus: online.clone(),
-            }
-            .check_tools()?;
-        }
-        Ok(MeasurementPlan {
+        let plan = MeasurementPlan {
             environment,
             threads,
             job,
             noise,
             online,
             load: o.load.clone(),
+            load_cmd: o.load_cmd.clone(),
             requirement: r.clone(),
             working_set_bytes: o.working_set_bytes,
             rounds_total: length.rounds,
             cost_probe: o.cost_probe
                 && tame_bench::cost::check_tools(&[tame_bench::cost::Workload::Cpu]).is_ok(),
             command_line: o.command_line.clone(),
-        })
+        };
+        if let Some(load) = plan.load_on(&plan.online) {
+            load.check_tools()?;
+        }
+        Ok(plan)
     }
 
     /// Calibrate the work on the first CPU it runs on, undisturbed (no load, nothing
@@ -586,9 +588,10 @@ impl MeasurementPlan {
     }
 
     fn load_on(&self, cpus: &CpuList) -> Option<LoadSpec> {
-        (!self.load.is_empty()).then(|| LoadSpec {
+        (!self.load.is_empty() || self.load_cmd.is_some()).then(|| LoadSpec {
             kinds: self.load.clone(),
             cpus: cpus.clone(),
+            command: self.load_cmd.clone(),
         })
     }
 

@@ -44,7 +44,11 @@ pub fn load(root: &Root, kinds: Option<&str>, load_cpus: Option<&str>) -> Result
         Some(list) => cpus(root, list, "--load-cpus")?,
         None => online_cpus(root)?,
     };
-    Ok(Some(LoadSpec { kinds, cpus }))
+    Ok(Some(LoadSpec {
+        kinds,
+        cpus,
+        command: None,
+    }))
 }
 
 #[cfg(test)]

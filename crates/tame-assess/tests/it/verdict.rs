@@ -225,6 +225,7 @@ fn the_load_throughput_ratio_is_a_geometric_mean_over_shared_stressors() {
         kinds: vec![],
         cpus: tame_host::CpuList::new(),
         commands: vec![],
+        command: None,
         throughput: rates
             .iter()
             .map(|(s, r)| Throughput {

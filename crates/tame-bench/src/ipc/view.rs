@@ -388,6 +388,7 @@ mod tests {
             kinds: vec![crate::load::LoadKind::Cpu],
             cpus: tame_host::CpuList::parse("1-2").unwrap(),
             commands: Vec::new(),
+            command: None,
             throughput: vec![crate::load::Throughput {
                 stressor: "cpu".into(),
                 bogo_ops_per_s: 1287.7,

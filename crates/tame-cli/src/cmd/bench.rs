@@ -69,7 +69,7 @@ pub struct CommonArgs {
     /// Write per-thread histograms in cyclictest's `-h` text layout (1 µs rows).
     #[arg(long, value_name = "FILE")]
     histogram: Option<PathBuf>,
-    /// Background load during the run: any of cpu,io,hdd,vm,sock,build,cache,stream.
+    /// Background load during the run: any of cpu,io,hdd,vm,sock,build,cache,stream,rt.
     #[arg(long, value_name = "LIST")]
     load: Option<String>,
     /// CPUs the load runs on (default: all online CPUs; with -p, the system partition's).

@@ -55,7 +55,7 @@ pub struct IpcBenchArgs {
     /// Every measured round trip as CSV (timestamp_ns,cpu,value_ns,group; value = round trip).
     #[arg(long, visible_alias = "raw", value_name = "FILE", value_parser = super::bench::samples_file)]
     pub samples: Option<PathBuf>,
-    /// Background load during the run: any of cpu,io,hdd,vm,sock,build,cache,stream.
+    /// Background load during the run: any of cpu,io,hdd,vm,sock,build,cache,stream,rt.
     #[arg(long, value_name = "LIST")]
     pub load: Option<String>,
     /// CPUs the load runs on (default: all online CPUs; with -p, the system partition's

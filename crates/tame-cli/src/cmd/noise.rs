@@ -49,7 +49,7 @@ pub struct NoiseArgs {
     /// Write every gap as CSV: cpu,start_ns,duration_ns,class,source.
     #[arg(long, value_name = "FILE")]
     gaps: Option<PathBuf>,
-    /// Background load during the run: any of cpu,io,hdd,vm,sock,build,cache,stream.
+    /// Background load during the run: any of cpu,io,hdd,vm,sock,build,cache,stream,rt.
     #[arg(long, value_name = "LIST")]
     load: Option<String>,
     /// CPUs the load runs on (default: all online CPUs; with -p, the system partition's).

@@ -52,6 +52,11 @@ fn bad_input_is_refused_before_anything_changes() {
         "--target-bound 2 must be above 0 and below 1",
     );
     refused(&["--working-set", "lots"], "is not a size");
+    refused(&["--load-cmd", " "], "--load-cmd is empty");
+    refused(
+        &["--load", "cpu", "--load-cmd", "sleep 1"],
+        "cannot be used with '--load-cmd",
+    );
     // Auto-sized past its cap leaves too little for one round.
     refused(
         &["--duration", "auto", "--max-duration", "10ms"],

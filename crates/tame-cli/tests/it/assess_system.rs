@@ -609,6 +609,7 @@ fn child_assess_killed_at_a_phase() {
         rounds: 1,
         working_set_bytes: None,
         load: vec![LoadKind::Cpu],
+        load_cmd: None,
         spec: None,
         minimal: false,
         share_core: false,

@@ -57,9 +57,17 @@ pub struct AssessArgs {
     /// The working set each activation's work touches (default: half the CPU's L2 cache).
     #[arg(long, value_name = "SIZE")]
     working_set: Option<String>,
-    /// Background load beside the work: any of cpu,io,hdd,vm,sock,build,cache,stream, or `none`.
-    #[arg(long, default_value = "cpu,io,hdd,vm,sock")]
+    /// Background load beside the work: any of cpu,io,hdd,vm,sock,build,cache,stream,rt, or
+    /// `none`. The default adds last-level-cache (cache) and memory-bandwidth (stream)
+    /// pressure, which a partition cannot remove; rt adds a competing SCHED_FIFO 80 thread
+    /// per load CPU (root).
+    #[arg(long, default_value = DEFAULT_LOAD)]
     load: String,
+    /// Run your own load instead of --load: `sh -c CMD` in a process group of its own on
+    /// the load CPUs, ended (SIGTERM, then SIGKILL) when each phase ends; its throughput is
+    /// not measured.
+    #[arg(long, value_name = "CMD", conflicts_with = "load")]
+    load_cmd: Option<String>,
     /// Assess your own partition spec instead of the generated one (its first isolated partition holds the work).
     #[arg(long, value_name = "FILE")]
     spec: Option<PathBuf>,
@@ -89,6 +97,10 @@ pub struct AssessArgs {
     #[arg(long, value_name = "DIR")]
     journal_dir: Option<PathBuf>,
 }
+
+/// `--load` unless given: the ordinary disturbances, and the two a partition cannot remove
+/// (shared last-level cache, memory bandwidth).
+pub const DEFAULT_LOAD: &str = "cpu,io,hdd,vm,sock,cache,stream";
 
 /// `--duration auto` for a hard requirement: size the run to show a miss rate below 0.01 %.
 const DEFAULT_HARD_TARGET_BOUND: f64 = 0.0001;
@@ -145,11 +157,15 @@ fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
             })
         })
         .transpose()?;
-    let load = if a.load.trim() == "none" {
+    // The user's command replaces the default load (clap refuses it beside an explicit --load).
+    let load = if a.load_cmd.is_some() || a.load.trim() == "none" {
         Vec::new()
     } else {
         LoadKind::parse_list(&a.load)?
     };
+    if let Some(cmd) = &a.load_cmd {
+        tame_bench::load::validate_command(cmd)?;
+    }
     let spec = a
         .spec
         .as_ref()
@@ -170,6 +186,7 @@ fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
         rounds: a.rounds,
         working_set_bytes,
         load,
+        load_cmd: a.load_cmd.clone(),
         spec,
         minimal: a.minimal,
         share_core: a.share_core,

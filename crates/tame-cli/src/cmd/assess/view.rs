@@ -244,6 +244,9 @@ fn table(s: &mut String, r: &AssessReport) {
             &format!("{:.0}%", ratio * 100.0),
             "",
         );
+    } else if sh.load.as_ref().is_some_and(|l| l.command.is_some()) {
+        // The user's own load (--load-cmd) reports no rate tame can read.
+        text_row(s, "load throughput", "not measured", "not measured", "");
     }
     for (name, p) in [("shared", sh), ("partitioned", pa)] {
         if let Some(why) = &p.not_measured {
