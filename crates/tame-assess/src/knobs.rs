@@ -212,14 +212,11 @@ fn smt(model: &HostModel, layout: &Layout) -> Knob {
     };
     Knob {
         name: "smt".into(),
-        setting: format!(
-            "SMT sibling(s) {} of CPU {work} idle in the partition",
-            if siblings.is_empty() {
-                "-".to_string()
-            } else {
-                siblings.to_string()
-            }
-        ),
+        setting: if siblings.is_empty() {
+            format!("the SMT siblings of CPU {work} idle in the partition")
+        } else {
+            format!("SMT sibling(s) {siblings} of CPU {work} idle in the partition")
+        },
         applied,
         why,
         effect: None,
@@ -302,7 +299,6 @@ pub fn measure_effects(knobs: &mut [Knob], rounds: &[Round], cpus: &CpuList) {
                     rate(pn, pt, part_ns)
                 ))
             }
-            "governor" if !k.applied => Some("nothing set, nothing to measure".to_string()),
             _ => None,
         };
     }
