@@ -190,7 +190,12 @@ pub fn assess(
         .then(|| tame_host::msr::smi_count(root, smi_cpu));
     let mut session = Session { control, observer };
     session.observer.phase("calibrating the work", 0);
-    let calibration = plan.calibrate(&model, &layout, control)?;
+    // Ctrl-C before the work is calibrated: nothing is measured, and that is the report.
+    let calibration = match plan.calibrate(&model, &layout, control) {
+        Ok(c) => Some(c),
+        Err(_) if control.stopped() => None,
+        Err(e) => return Err(e),
+    };
     let mut rounds: Vec<Round> = Vec::new();
     let mut totals = [JobTotals::default(), JobTotals::default()];
     let mut throughput: [Option<WorkThroughput>; 2] = [None, None];
@@ -290,7 +295,7 @@ pub fn assess(
         layout,
         spec_file,
         run_length,
-        calibration: Some(calibration),
+        calibration,
         effects: rounds::effects(&rounds),
         knobs,
         reboot_options,

@@ -526,8 +526,15 @@ fn ctrl_c_ends_the_assessment_early_and_reverts() {
     let _revert = RevertOnDrop(&journal);
     let before = state();
 
-    // In the shared phase: nothing applied, the partitioned phase is not measured.
-    let r = interrupt(&journal, &out, || true, Duration::from_millis(1000));
+    // Before anything is measured (the CPU sample takes the first second): exit 130 too.
+    let r = interrupt(&journal, &out, || true, Duration::from_millis(300));
+    assert_eq!(r["shared"]["measured"], false);
+    assert_eq!(r["verdict"]["outcome"], "unknown");
+    assert_as_found(&before, &journal);
+
+    // In the shared phase (its work from about 1.1 s to 2.4 s): nothing applied, the
+    // partitioned phase is not measured.
+    let r = interrupt(&journal, &out, || true, Duration::from_millis(1700));
     assert_eq!(r["shared"]["measured"], true);
     assert_eq!(r["partitioned"]["measured"], false);
     assert_eq!(r["verdict"]["outcome"], "unknown");
