@@ -16,6 +16,9 @@ pub const SYS_PCI: &str = "/sys/bus/pci/devices";
 pub const PROC_CPUINFO: &str = "/proc/cpuinfo";
 
 /// One logical CPU.
+/// The CPUs the kernel took out of scheduler domains at boot (`isolcpus=domain`).
+pub const ISOLATED_CPUS: &str = "/sys/devices/system/cpu/isolated";
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cpu {
     pub id: u32,

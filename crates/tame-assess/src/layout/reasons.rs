@@ -70,7 +70,7 @@ pub(super) fn boot_reasons(model: &HostModel, work: &CpuList, count: u32) -> Vec
         .filter_map(|k| model.kernel.cmdline.get(k).map(|v| format!("{k}={v}")))
         .collect();
     let params = if params.is_empty() {
-        format!("/sys/devices/system/cpu/isolated lists {domain}")
+        format!("{} lists {domain}", tame_host::cpu::ISOLATED_CPUS)
     } else {
         params.join(" ")
     };
