@@ -453,12 +453,12 @@ where
 /// falls inside one is served without an interrupt of its own: a faster wakeup than the
 /// system gives a lone periodic task (cyclictest's 10 ms main loop on the measured CPU sets
 /// its minimum that way; docs/benchmarks.md, parity).
-struct WaitingThreadAway {
+pub(crate) struct WaitingThreadAway {
     restore: Option<Vec<u32>>,
 }
 
 impl WaitingThreadAway {
-    fn from(measured: &[u32]) -> Self {
+    pub(crate) fn from(measured: &[u32]) -> Self {
         let allowed = sched::allowed_cpus();
         let elsewhere: Vec<u32> = allowed
             .iter()

@@ -270,33 +270,6 @@ fn stop_tracing(mut t: Tracing, status: &mut AttributionStatus) -> Captured {
     captured
 }
 
-/// Keeps the calling thread off the measured CPUs while it lives, and puts its
-/// affinity back afterwards. Nowhere else to go (every CPU measured): no change.
-struct Elsewhere(Option<Vec<u32>>);
-
-impl Elsewhere {
-    fn off(measured: &[u32], online: &CpuList) -> Self {
-        let others: Vec<u32> = online.iter().filter(|c| !measured.contains(c)).collect();
-        if others.is_empty() {
-            return Elsewhere(None);
-        }
-        let saved = tame_rt::sched::get_affinity(0).ok();
-        if saved.is_some() && tame_rt::sched::set_affinity(0, others).is_ok() {
-            Elsewhere(saved)
-        } else {
-            Elsewhere(None)
-        }
-    }
-}
-
-impl Drop for Elsewhere {
-    fn drop(&mut self) {
-        if let Some(cpus) = self.0.take() {
-            let _ = tame_rt::sched::set_affinity(0, cpus);
-        }
-    }
-}
-
 /// Map a raw clock reading onto the common ns time line (the same function
 /// for gaps and x86-tsc event stamps, so they join exactly).
 fn to_ns(clock: &Clock, raw: u64) -> u64 {
@@ -411,7 +384,7 @@ pub fn run(
     let online = prepared.environment.online_cpus.clone();
     let running = session::start_load(load, BASELINE_NS + settings.duration_ns + 5_000_000_000)?;
     // This thread wakes every 100 ms while the detectors run: not on their CPUs.
-    let _elsewhere = Elsewhere::off(&cpus, &online);
+    let _elsewhere = crate::engine::WaitingThreadAway::from(&cpus);
     // The overhead baseline: the same detector, under the same load, before capture starts.
     let mut plan = DetectorPlan {
         cpus: cpus.clone(),
