@@ -225,6 +225,12 @@ impl<'a> Layout<'a> {
                     p.name
                 ));
             }
+            if let Some(on) = p.watchdog {
+                notes.push(format!(
+                    "partition {:?}: watchdog = {on} — no kubelet or PerformanceProfile field sets kernel.watchdog_cpumask: set it with a Tuned profile or MachineConfig (or tame apply on the node); the boot parameter nowatchdog turns the watchdogs off everywhere",
+                    p.name
+                ));
+            }
         }
         for p in &self.spec.partitions {
             if p.cache_ways.is_some() || p.mem_bandwidth.is_some() {
@@ -257,5 +263,26 @@ impl<'a> Layout<'a> {
             ));
         }
         notes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watchdog_setting_is_said_to_need_another_tool() {
+        let host = HostModel::read(&tame_host::Root::new(tame_testing::committed_fixture(
+            "rt-8cpu",
+        )));
+        let text = "[[partition]]\nname = \"system\"\ncpus = \"0-1\"\nrole = \"system\"\n[[partition]]\nname = \"rt\"\ncpus = \"2-7\"\nrole = \"isolated\"\nwatchdog = false\n";
+        let spec = Spec::parse("t", text).unwrap();
+        let notes = Layout::new(&spec, &host).common_notes();
+        assert!(
+            notes.iter().any(|n| n.starts_with(
+                "partition \"rt\": watchdog = false — no kubelet or PerformanceProfile field sets kernel.watchdog_cpumask"
+            )),
+            "{notes:#?}"
+        );
     }
 }
