@@ -383,6 +383,7 @@ pub fn reboot_options(model: &HostModel, rounds: &[Round], cpus: &CpuList) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tame_testing::synthetic::SyntheticHost;
 
     fn model(fixture: &str) -> HostModel {
         HostModel::read(&tame_host::Root::new(tame_testing::committed_fixture(
@@ -440,13 +441,7 @@ mod tests {
 
     #[test]
     fn a_host_with_performance_gets_it() {
-        let dir = tame_testing::scratch_dir("knobs-");
-        let mut h = tame_testing::synthetic::SyntheticHost::rt_8cpu();
-        h.cgroups = tame_testing::synthetic::CgroupLayout::V2 {
-            partitions: Vec::new(),
-        };
-        h.write(dir.path()).unwrap();
-        let m = HostModel::read(&tame_host::Root::new(dir.path()));
+        let (_dir, m) = SyntheticHost::rt_8cpu().unpartitioned().model();
         let mut l = crate::layout::choose(&m, &choice(2)).unwrap();
         let knobs = strengthen(&m, &mut l, false).unwrap();
         let g = knobs.iter().find(|k| k.name == "governor").unwrap();
@@ -460,13 +455,7 @@ mod tests {
 
     #[test]
     fn an_smt_sibling_is_left_idle_unless_the_core_is_shared() {
-        let dir = tame_testing::scratch_dir("knobs-smt-");
-        let mut h = tame_testing::synthetic::SyntheticHost::two_socket_smt();
-        h.cgroups = tame_testing::synthetic::CgroupLayout::V2 {
-            partitions: Vec::new(),
-        };
-        h.write(dir.path()).unwrap();
-        let m = HostModel::read(&tame_host::Root::new(dir.path()));
+        let (_dir, m) = SyntheticHost::two_socket_smt().unpartitioned().model();
         let mut l = crate::layout::choose(&m, &choice(1)).unwrap();
         let knobs = strengthen(&m, &mut l, false).unwrap();
         let smt = knobs.iter().find(|k| k.name == "smt").unwrap();

@@ -245,6 +245,24 @@ impl SyntheticHost {
         h
     }
 
+    /// The same machine before anything partitioned it: no cgroup partitions (v2).
+    pub fn unpartitioned(mut self) -> Self {
+        self.cgroups = CgroupLayout::V2 {
+            partitions: Vec::new(),
+        };
+        self
+    }
+
+    /// Written to a scratch fixture tree and read back (the tree lives as long as the
+    /// directory returned).
+    pub fn model(&self) -> (tempfile::TempDir, tame_host::HostModel) {
+        let dir = crate::scratch_dir("synthetic-");
+        self.write(dir.path())
+            .expect("a scratch fixture tree is writable");
+        let model = tame_host::HostModel::read(&tame_host::Root::new(dir.path()));
+        (dir, model)
+    }
+
     /// Write the tree below `dir`.
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         let mut w = Writer {

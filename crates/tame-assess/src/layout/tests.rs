@@ -1,4 +1,5 @@
 use super::*;
+use tame_testing::synthetic::SyntheticHost;
 
 /// `count` CPUs, whole cores, nothing sampled.
 fn just(count: u32) -> Choice<'static> {
@@ -126,14 +127,7 @@ fn a_users_spec_must_validate_and_have_an_isolated_partition() {
 /// The synthetic two-socket server (2 nodes × 12 cores × 2 threads) without its
 /// cgroup partitions.
 fn two_sockets() -> (tempfile::TempDir, HostModel) {
-    let dir = tame_testing::scratch_dir("layout-");
-    let mut h = tame_testing::synthetic::SyntheticHost::two_socket_smt();
-    h.cgroups = tame_testing::synthetic::CgroupLayout::V2 {
-        partitions: Vec::new(),
-    };
-    h.write(dir.path()).unwrap();
-    let m = HostModel::read(&tame_host::Root::new(dir.path()));
-    (dir, m)
+    SyntheticHost::two_socket_smt().unpartitioned().model()
 }
 
 fn reason<'a>(l: &'a Layout, start: &str) -> &'a str {
@@ -264,15 +258,10 @@ fn smt_share_core_splits_and_uses_cores_as_before() {
 
 #[test]
 fn smt_on_two_vcpus_that_are_siblings() {
-    let dir = tame_testing::scratch_dir("layout-2smt-");
-    let mut h = tame_testing::synthetic::SyntheticHost::two_socket_smt();
+    let mut h = SyntheticHost::two_socket_smt().unpartitioned();
     (h.sockets, h.cores_per_socket, h.threads_per_core) = (1, 1, 2);
     h.managed_irqs = 0;
-    h.cgroups = tame_testing::synthetic::CgroupLayout::V2 {
-        partitions: Vec::new(),
-    };
-    h.write(dir.path()).unwrap();
-    let m = HostModel::read(&tame_host::Root::new(dir.path()));
+    let (_dir, m) = h.model();
     // The one core would leave the system no CPU: the work shares it, and says why.
     let l = choose(&m, &just(1)).unwrap();
     assert_eq!(l.isolated.to_string(), "1");
@@ -324,26 +313,15 @@ fn numa_the_housekeeping_node_when_its_cpus_are_less_disturbed() {
     );
 }
 
-/// A synthetic host written to a fixture tree and read back.
-fn written(h: &tame_testing::synthetic::SyntheticHost) -> (tempfile::TempDir, HostModel) {
-    let dir = tame_testing::scratch_dir("layout-");
-    h.write(dir.path()).unwrap();
-    let m = HostModel::read(&tame_host::Root::new(dir.path()));
-    (dir, m)
-}
-
 #[test]
 fn cpus_isolated_at_boot_are_chosen() {
     // rt-8cpu booted with isolcpus/nohz_full on 2-3 only: without the boot rule the
     // highest CPUs (6-7) would be taken.
-    let mut h = tame_testing::synthetic::SyntheticHost::rt_8cpu();
+    let mut h = SyntheticHost::rt_8cpu();
     h.cmdline = h.cmdline.replace("2-7", "2-3");
     h.isolated = CpuList::parse("2-3").unwrap();
     h.nohz_full = Some(h.isolated.clone());
-    h.cgroups = tame_testing::synthetic::CgroupLayout::V2 {
-        partitions: Vec::new(),
-    };
-    let (_dir, m) = written(&h);
+    let (_dir, m) = h.unpartitioned().model();
     let l = choose(&m, &just(2)).unwrap();
     assert_eq!(l.isolated.to_string(), "2-3");
     assert_eq!(
@@ -359,13 +337,10 @@ fn cpus_isolated_at_boot_are_chosen() {
 #[test]
 fn cpus_isolated_at_boot_pull_the_partition_to_their_node() {
     // The SMT server booted with isolcpus on two cores of node 0 (CPU 0's node).
-    let mut h = tame_testing::synthetic::SyntheticHost::two_socket_smt();
+    let mut h = SyntheticHost::two_socket_smt();
     h.cmdline.push_str(" isolcpus=4-5,28-29");
     h.isolated = CpuList::parse("4-5,28-29").unwrap();
-    h.cgroups = tame_testing::synthetic::CgroupLayout::V2 {
-        partitions: Vec::new(),
-    };
-    let (_dir, m) = written(&h);
+    let (_dir, m) = h.unpartitioned().model();
     let l = choose(&m, &just(2)).unwrap();
     assert_eq!(
         (l.isolated.to_string(), l.work_cpus.to_string()),
