@@ -64,28 +64,20 @@ pub struct CostOptions {
 /// `setpriv --pdeathsig TERM` (util-linux) ends it with tame even after `kill -9`; its own
 /// `--timeout` bounds it besides.
 fn rt_load_argv(cpus: &CpuList, seconds: u64) -> Vec<String> {
-    [
-        "setpriv",
-        "--pdeathsig",
-        "TERM",
-        "stress-ng",
-        "--cyclic",
-        &cpus.len().to_string(),
-        "--cyclic-policy",
-        "fifo",
-        "--cyclic-prio",
-        "80",
-        "--cyclic-sleep",
-        "100000",
-        "--taskset",
-        &cpus.to_string(),
-        "--timeout",
-        &format!("{seconds}s"),
+    let mut argv: Vec<String> = ["setpriv", "--pdeathsig", "TERM", "stress-ng"]
+        .map(String::from)
+        .to_vec();
+    // The same competitor as assess's `rt` load.
+    argv.extend(tame_bench::load::LoadKind::Rt.stress_ng_args(cpus.len()));
+    argv.extend([
+        "--taskset".to_string(),
+        cpus.to_string(),
+        "--timeout".to_string(),
+        format!("{seconds}s"),
         // Its latency report would interleave with tame's output; tame measures its own.
-        "--quiet",
-    ]
-    .map(String::from)
-    .to_vec()
+        "--quiet".to_string(),
+    ]);
+    argv
 }
 
 /// Run `tame bench cost` as `options` say.

@@ -21,11 +21,31 @@ const PERFORMANCE: &str = "performance";
 /// The hrtimer callback of the soft- and hard-lockup watchdogs.
 const WATCHDOG_TIMER: &str = "watchdog_timer_fn";
 
+/// Which knob.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KnobName {
+    Governor,
+    Watchdog,
+    Idle,
+    Smt,
+}
+
+impl std::fmt::Display for KnobName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            KnobName::Governor => "governor",
+            KnobName::Watchdog => "watchdog",
+            KnobName::Idle => "idle",
+            KnobName::Smt => "smt",
+        })
+    }
+}
+
 /// One knob of the isolated partition.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Knob {
-    /// `governor`, `watchdog`, `idle`, `smt`.
-    pub name: String,
+    pub name: KnobName,
     /// What it is set to, or would be.
     pub setting: String,
     /// Set in the applied spec.
@@ -60,7 +80,7 @@ pub fn strengthen(
     ];
     if minimal {
         for k in &mut knobs {
-            if (k.name == "governor" || k.name == "watchdog") && k.applied {
+            if matches!(k.name, KnobName::Governor | KnobName::Watchdog) && k.applied {
                 k.applied = false;
                 k.why = format!("--minimal: left out ({})", k.why);
             }
@@ -76,16 +96,16 @@ pub fn strengthen(
         return Ok(knobs);
     };
     for k in knobs.iter().filter(|k| k.applied) {
-        match k.name.as_str() {
-            "governor" => rt.governor = Some(PERFORMANCE.to_string()),
-            "watchdog" => rt.watchdog = Some(false),
+        match k.name {
+            KnobName::Governor => rt.governor = Some(PERFORMANCE.to_string()),
+            KnobName::Watchdog => rt.watchdog = Some(false),
             _ => {}
         }
     }
     let header = layout.spec_text.lines().next().unwrap_or("").to_string();
     layout.spec_text = format!("{header}\n{}", layout.spec.to_toml());
     layout.warnings = tame_partition::plan(&layout.spec, model)
-        .map_err(|e| invalid(format!("the generated spec cannot be applied here: {e}")))?
+        .map_err(|e| invalid(format!("the generated spec with its knobs cannot be applied here: {e} — assess with --minimal (the partition without them)")))?
         .warnings;
     Ok(knobs)
 }
@@ -110,7 +130,7 @@ fn governor(model: &HostModel, cpus: &CpuList) -> Knob {
         (true, "the CPU stays at its highest frequency: a frequency change under the work changes how long it takes".to_string())
     };
     Knob {
-        name: "governor".into(),
+        name: KnobName::Governor,
         setting,
         applied,
         why,
@@ -147,7 +167,7 @@ fn watchdog(model: &HostModel, cpus: &CpuList) -> Knob {
         (true, format!("the soft-lockup watchdog's timer fires every {} s on each CPU in the mask and wakes the stop-class migration thread there, which preempts any real-time task; {nmi}", watchdog_period_s(model)))
     };
     Knob {
-        name: "watchdog".into(),
+        name: KnobName::Watchdog,
         setting,
         applied,
         why,
@@ -177,7 +197,7 @@ fn idle(layout: &Layout) -> Knob {
         None => (false, "no cpuidle driver: an idle CPU halts whatever the limit (a vCPU exits to the hypervisor); boot with idle=poll, or let the work spin until its next period".to_string()),
     };
     Knob {
-        name: "idle".into(),
+        name: KnobName::Idle,
         setting: format!(
             "idle = \"{}\" on CPU {}",
             set.as_deref().unwrap_or("poll"),
@@ -211,7 +231,7 @@ fn smt(model: &HostModel, layout: &Layout) -> Knob {
         (false, format!("sibling(s) {siblings} are not left idle: system work may share the core (--share-core, --minimal, or no whole core to spare)"))
     };
     Knob {
-        name: "smt".into(),
+        name: KnobName::Smt,
         setting: if siblings.is_empty() {
             format!("the SMT siblings of CPU {work} idle in the partition")
         } else {
@@ -223,38 +243,28 @@ fn smt(model: &HostModel, layout: &Layout) -> Knob {
     }
 }
 
-/// Every source the busy loop saw on `cpus` in the rounds of `configuration`, summed, and
-/// the busy loop's run time there.
-fn seen(rounds: &[Round], configuration: Configuration, cpus: &CpuList) -> (Vec<SourceTally>, u64) {
-    let mut all: Vec<SourceTally> = Vec::new();
-    let mut run_ns = 0;
+/// Every source the busy loop saw on `cpus` in the rounds of `configuration` (one entry
+/// per round and CPU), and the busy loop's run time there.
+fn seen<'a>(
+    rounds: &'a [Round],
+    configuration: Configuration,
+    cpus: &CpuList,
+) -> (Vec<&'a SourceTally>, u64) {
     let measured = rounds
         .iter()
         .filter(|r| r.configuration == configuration)
-        .filter_map(|r| r.results.noise.as_ref());
-    for noise in measured {
-        for cpu in noise.noise.cpus.iter().filter(|c| cpus.contains(c.cpu)) {
-            run_ns += cpu.run_ns;
-            for s in &cpu.sources {
-                match all
-                    .iter_mut()
-                    .find(|x| x.class == s.class && x.source == s.source)
-                {
-                    Some(x) => {
-                        x.tally.count += s.tally.count;
-                        x.tally.total_ns += s.tally.total_ns;
-                        x.tally.max_ns = x.tally.max_ns.max(s.tally.max_ns);
-                    }
-                    None => all.push(s.clone()),
-                }
-            }
-        }
+        .filter_map(|r| r.results.noise.as_ref())
+        .flat_map(|noise| noise.noise.cpus.iter().filter(|c| cpus.contains(c.cpu)));
+    let (mut all, mut run_ns) = (Vec::new(), 0);
+    for cpu in measured {
+        run_ns += cpu.run_ns;
+        all.extend(cpu.sources.iter());
     }
     (all, run_ns)
 }
 
 /// Occurrences of the sources `matches` accepts, and their total time.
-fn count(sources: &[SourceTally], matches: impl Fn(&SourceTally) -> bool) -> (u64, u64) {
+fn count(sources: &[&SourceTally], matches: impl Fn(&SourceTally) -> bool) -> (u64, u64) {
     sources
         .iter()
         .filter(|s| matches(s))
@@ -289,8 +299,8 @@ pub fn measure_effects(knobs: &mut [Knob], rounds: &[Round], cpus: &CpuList) {
         return;
     }
     for k in knobs.iter_mut() {
-        k.effect = match k.name.as_str() {
-            "watchdog" => {
+        k.effect = match k.name {
+            KnobName::Watchdog => {
                 let (sn, st) = count(&shared, is_watchdog);
                 let (pn, pt) = count(&part, is_watchdog);
                 Some(format!(
@@ -403,14 +413,18 @@ mod tests {
         let m = model("dev-vm");
         let mut l = crate::layout::choose(&m, &choice(1)).unwrap();
         let knobs = strengthen(&m, &mut l, false).unwrap();
-        let k = |n: &str| knobs.iter().find(|k| k.name == n).unwrap();
-        assert!(!k("governor").applied, "{:?}", k("governor"));
+        let k = |n: KnobName| knobs.iter().find(|k| k.name == n).unwrap();
         assert!(
-            k("governor").why.contains("has no cpufreq"),
+            !k(KnobName::Governor).applied,
             "{:?}",
-            k("governor")
+            k(KnobName::Governor)
         );
-        assert!(k("watchdog").applied, "{:?}", k("watchdog"));
+        assert!(
+            k(KnobName::Governor).why.contains("has no cpufreq"),
+            "{:?}",
+            k(KnobName::Governor)
+        );
+        assert!(k(KnobName::Watchdog).applied, "{:?}", k(KnobName::Watchdog));
         assert!(l.spec_text.contains("watchdog = false"), "{}", l.spec_text);
         assert!(!l.spec_text.contains("governor"), "{}", l.spec_text);
         // The header stays, the spec text is the typed spec's view.
@@ -432,7 +446,7 @@ mod tests {
         let before = l.clone();
         let knobs = strengthen(&m, &mut l, true).unwrap();
         assert_eq!(l, before);
-        let w = knobs.iter().find(|k| k.name == "watchdog").unwrap();
+        let w = knobs.iter().find(|k| k.name == KnobName::Watchdog).unwrap();
         assert!(
             !w.applied && w.why.starts_with("--minimal: left out"),
             "{w:?}"
@@ -444,7 +458,7 @@ mod tests {
         let (_dir, m) = SyntheticHost::rt_8cpu().unpartitioned().model();
         let mut l = crate::layout::choose(&m, &choice(2)).unwrap();
         let knobs = strengthen(&m, &mut l, false).unwrap();
-        let g = knobs.iter().find(|k| k.name == "governor").unwrap();
+        let g = knobs.iter().find(|k| k.name == KnobName::Governor).unwrap();
         assert!(g.applied, "{g:?}");
         assert!(
             l.spec_text.contains("governor = \"performance\""),
@@ -458,7 +472,7 @@ mod tests {
         let (_dir, m) = SyntheticHost::two_socket_smt().unpartitioned().model();
         let mut l = crate::layout::choose(&m, &choice(1)).unwrap();
         let knobs = strengthen(&m, &mut l, false).unwrap();
-        let smt = knobs.iter().find(|k| k.name == "smt").unwrap();
+        let smt = knobs.iter().find(|k| k.name == KnobName::Smt).unwrap();
         assert!(smt.applied, "{smt:?}");
         assert_eq!(
             smt.setting,
@@ -470,7 +484,7 @@ mod tests {
         };
         let mut l = crate::layout::choose(&m, &shared).unwrap();
         let knobs = strengthen(&m, &mut l, false).unwrap();
-        let smt = knobs.iter().find(|k| k.name == "smt").unwrap();
+        let smt = knobs.iter().find(|k| k.name == KnobName::Smt).unwrap();
         assert!(!smt.applied && smt.why.contains("not left idle"), "{smt:?}");
     }
 }

@@ -550,36 +550,26 @@ impl Advice<'_> {
     fn cause_step(&self, room: u64) -> String {
         let (r, m) = (self.r, self.m);
         let bound = r.latency_bound_ns();
-        // Stalls of the hypervisor are beyond any guest setting, hard or soft requirement.
-        if let (Some(hv), Some(stall)) = (
-            &m.hypervisor,
-            self.best_noise.and_then(|n| n.unexplained_max_ns),
-        ) {
-            if stall > room {
-                return format!(
-                    "this machine cannot meet it: the hypervisor ({hv}) alone stalls the CPU for up to {} (gaps no guest event explains), more than the {} the work can wait — run it on bare metal or on a host that dedicates and pins this vCPU",
-                    human(stall),
-                    human(room)
-                );
-            }
-        }
-        // On bare metal, what no kernel event explains is firmware (SMIs) or hardware:
-        // neither a reboot nor another kernel removes it.
-        if let (None, Some(stall)) = (
-            &m.hypervisor,
-            self.best_noise.and_then(|n| n.unexplained_max_ns),
-        ) {
-            if stall > room {
-                let smis = m
-                    .smis
-                    .as_ref()
-                    .map_or(String::new(), |s| format!("; {}", s.sentence()));
-                return format!(
-                    "this machine cannot meet it: SMIs or firmware stall the CPU for up to {} (gaps no kernel event explains{smis}), more than the {} the work can wait — no reboot, boot parameter or PREEMPT_RT removes them: look for firmware settings that raise SMIs (power and thermal management, USB legacy emulation, error reporting), update the firmware, or use another machine",
-                    human(stall),
-                    human(room)
-                );
-            }
+        // Gaps no kernel event explains are beyond any guest setting or boot parameter, hard
+        // or soft requirement: the hypervisor's stalls in a VM, firmware (SMIs) or hardware
+        // on bare metal.
+        let stall = self.best_noise.and_then(|n| n.unexplained_max_ns);
+        if let Some(stall) = stall.filter(|&s| s > room) {
+            let (stall, room) = (human(stall), human(room));
+            return match &m.hypervisor {
+                Some(hv) => format!(
+                    "this machine cannot meet it: the hypervisor ({hv}) alone stalls the CPU for up to {stall} (gaps no guest event explains), more than the {room} the work can wait — run it on bare metal or on a host that dedicates and pins this vCPU"
+                ),
+                None => {
+                    let smis = m
+                        .smis
+                        .as_ref()
+                        .map_or(String::new(), |s| format!("; {}", s.sentence()));
+                    format!(
+                        "this machine cannot meet it: SMIs or firmware stall the CPU for up to {stall} (gaps no kernel event explains{smis}), more than the {room} the work can wait — no reboot, boot parameter or PREEMPT_RT removes them: look for firmware settings that raise SMIs (power and thermal management, USB legacy emulation, error reporting), update the firmware, or use another machine"
+                    )
+                }
+            };
         }
         if let Some(j) = self.best {
             if j.start_delay.min > bound {
