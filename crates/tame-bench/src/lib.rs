@@ -34,6 +34,7 @@ pub mod sweep;
 pub mod target;
 pub mod timeline;
 pub mod units;
+pub mod watch;
 
 pub use error::{BenchError, Result};
 pub use result::{BenchResult, Calibration, GroupResult, Metric, Spread};

@@ -46,6 +46,10 @@ pub enum NoiseClass {
     Workqueue,
     /// Another task ran on the CPU.
     Thread,
+    /// The CPU was idle and had to wake up (a C-state exit; on a VM, the hypervisor
+    /// delivering the interrupt): how `tame watch` names the idle task's time while a
+    /// thread waited for its CPU. The noise bench never sees it.
+    Idle,
     /// Not visible to the guest: hypervisor, SMI, hardware.
     Unexplained,
 }
@@ -75,6 +79,7 @@ impl NoiseClass {
             NoiseClass::Softirq => "softirq",
             NoiseClass::Workqueue => "workqueue",
             NoiseClass::Thread => "thread",
+            NoiseClass::Idle => "idle",
             NoiseClass::Unexplained => "unexplained",
         }
     }
@@ -121,6 +126,7 @@ impl Share {
         match self.class {
             NoiseClass::Thread => thread_preempts(&self.source, self.prio, work_prio),
             NoiseClass::Workqueue => work_is_normal,
+            NoiseClass::Idle => false,
             _ => true,
         }
     }
@@ -276,7 +282,7 @@ fn push_actions(e: &Event, actions: &mut Vec<(u64, Action)>) {
             Action::Push(Key::Vector(name.clone()), vector_class(name), name.clone())
         }
         EventKind::VectorExit { name } => Action::Pop(Key::Vector(name.clone())),
-        EventKind::HrtimerEntry { function } => {
+        EventKind::HrtimerEntry { function, .. } => {
             Action::Push(Key::Hrtimer, NoiseClass::Timer, function.clone())
         }
         EventKind::HrtimerExit => Action::Pop(Key::Hrtimer),
@@ -302,7 +308,12 @@ fn push_actions(e: &Event, actions: &mut Vec<(u64, Action)>) {
             next_comm: next_comm.clone(),
             next_prio: *next_prio,
         },
-        EventKind::Wakeup { .. } => return,
+        // Wakeups, migrations, timer starts and faults own no time on the CPU.
+        EventKind::Wakeup { .. }
+        | EventKind::Waking { .. }
+        | EventKind::MigrateTask { .. }
+        | EventKind::HrtimerStart { .. }
+        | EventKind::PageFault { .. } => return,
     };
     actions.push((e.ts, action));
 }
@@ -524,6 +535,54 @@ impl Timeline {
         builder.finish()
     }
 
+    /// Who owned the time line from `from` to `to`, stretch by stretch (adjacent
+    /// segments of one owner joined): the raw material of a snapshot.
+    pub fn spans(&self, from: u64, to: u64) -> Vec<Span> {
+        let mut out: Vec<Span> = Vec::new();
+        let mut i = self
+            .segments
+            .partition_point(|s| s.start <= from)
+            .saturating_sub(1);
+        while i < self.segments.len() {
+            let seg = self.segments[i];
+            if seg.start >= to {
+                break;
+            }
+            let seg_end = self.segments.get(i + 1).map_or(to, |s| s.start).min(to);
+            let start = seg.start.max(from);
+            i += 1;
+            if seg_end <= start {
+                continue;
+            }
+            let owner = match seg.owner {
+                Owner::Detector => None,
+                Owner::Occurrence(o) => Some(o),
+            };
+            if let Some(last) = out.last_mut() {
+                if last.occurrence == owner && last.start_ns + last.duration_ns == start {
+                    last.duration_ns += seg_end - start;
+                    continue;
+                }
+            }
+            let (class, source, prio) = match owner {
+                None => (None, String::new(), None),
+                Some(o) => {
+                    let occ = &self.occurrences[o];
+                    (Some(occ.class), occ.source.clone(), occ.prio)
+                }
+            };
+            out.push(Span {
+                start_ns: start,
+                duration_ns: seg_end - start,
+                class,
+                source,
+                prio,
+                occurrence: owner,
+            });
+        }
+        out
+    }
+
     /// Attribute gaps (sorted or not) against this time line.
     pub fn attribute(&self, gaps: &[Gap]) -> Vec<AttributedGap> {
         gaps.iter().map(|g| self.attribute_one(*g)).collect()
@@ -600,6 +659,22 @@ impl Timeline {
             _ => 0,
         }
     }
+}
+
+/// A stretch of one CPU's time line and who owned it ([`Timeline::spans`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Span {
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    /// `None`: the detector (the thread measured or watched) owned it.
+    pub class: Option<NoiseClass>,
+    /// A thread's is `comm/pid`; empty for the detector.
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prio: Option<i32>,
+    /// Which occurrence, so stretches of one are joined and no two are.
+    #[serde(skip)]
+    occurrence: Option<usize>,
 }
 
 /// Add `ns` unexplained within `handler` to a gap's list, one entry per handler.
@@ -725,6 +800,7 @@ mod tests {
             EventKind::Switch {
                 prev_pid: prev,
                 prev_prio: None,
+                prev_state: None,
                 next_comm: comm.into(),
                 next_pid: next,
                 next_prio: None,
@@ -740,6 +816,32 @@ mod tests {
     }
 
     #[test]
+    fn spans_show_who_owned_a_window_and_join_one_owner() {
+        let events = vec![
+            switch(100, 7, 9, "other"),
+            vec_entry(200, "local_timer"),
+            vec_exit(250, "local_timer"),
+            switch(400, 9, 7, "det"),
+        ];
+        let t = Timeline::build(&events, 7);
+        let spans = t.spans(150, 500);
+        let owners: Vec<(u64, u64, Option<NoiseClass>, &str)> = spans
+            .iter()
+            .map(|s| (s.start_ns, s.duration_ns, s.class, s.source.as_str()))
+            .collect();
+        assert_eq!(
+            owners,
+            vec![
+                (150, 50, Some(NoiseClass::Thread), "other/9"),
+                (200, 50, Some(NoiseClass::Tick), "local_timer"),
+                (250, 150, Some(NoiseClass::Thread), "other/9"),
+                (400, 100, None, ""),
+            ]
+        );
+        assert_eq!(spans.iter().map(|s| s.duration_ns).sum::<u64>(), 350);
+    }
+
+    #[test]
     fn nested_interrupts_are_subtracted_from_their_parent() {
         let events = vec![
             vec_entry(1_000, "local_timer"),
@@ -747,6 +849,8 @@ mod tests {
                 1_200,
                 EventKind::HrtimerEntry {
                     function: "tick_nohz_handler".into(),
+                    hrtimer: 0,
+                    now_ns: None,
                 },
             ),
             ev(1_800, EventKind::HrtimerExit),
@@ -878,6 +982,8 @@ mod tests {
                 1_100,
                 EventKind::HrtimerEntry {
                     function: "tick_sched_timer".into(),
+                    hrtimer: 0,
+                    now_ns: None,
                 },
             ),
             vec_entry(1_000, "local_timer"),
@@ -1269,7 +1375,9 @@ mod tests {
                 name: "local_timer".into()
             }),
             Just(EventKind::HrtimerEntry {
-                function: "f".into()
+                function: "f".into(),
+                hrtimer: 0,
+                now_ns: None,
             }),
             Just(EventKind::HrtimerExit),
             Just(EventKind::WorkStart {
@@ -1287,6 +1395,7 @@ mod tests {
                 .prop_map(|(p, n)| EventKind::Switch {
                     prev_pid: p,
                     prev_prio: None,
+                    prev_state: None,
                     next_comm: "t".into(),
                     next_pid: n,
                     next_prio: None,

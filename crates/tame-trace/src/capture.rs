@@ -31,10 +31,36 @@ pub struct Captured {
     pub errors: Vec<String>,
 }
 
+/// Where the reader puts what it reads: [`Captured`] keeps everything; a consumer that
+/// runs for hours (`tame watch`) hands events on as they come instead.
+pub trait Sink: Send + 'static {
+    fn event(&mut self, event: Event);
+    /// `n` events of `cpu` the kernel dropped before they were read.
+    fn lost(&mut self, cpu: u32, n: u64);
+    fn bytes(&mut self, n: u64);
+    /// A read error other than "no data yet".
+    fn error(&mut self, error: String);
+}
+
+impl Sink for Captured {
+    fn event(&mut self, event: Event) {
+        self.events.entry(event.cpu).or_default().push(event);
+    }
+    fn lost(&mut self, cpu: u32, n: u64) {
+        *self.lost.entry(cpu).or_default() += n;
+    }
+    fn bytes(&mut self, n: u64) {
+        self.bytes += n;
+    }
+    fn error(&mut self, error: String) {
+        self.errors.push(error);
+    }
+}
+
 /// A running reader; [`Capture::finish`] drains and returns what it read.
-pub struct Capture {
+pub struct Capture<S: Sink = Captured> {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<Captured>,
+    handle: JoinHandle<S>,
 }
 
 struct Pipe {
@@ -45,13 +71,33 @@ struct Pipe {
 
 const POLL: Duration = Duration::from_millis(5);
 
-impl Capture {
+impl Capture<Captured> {
     /// Open every pipe (so a failure is reported before anything runs) and
     /// start the reader, pinned to `reader_cpus` when that is not empty.
     pub fn start(
         pipes: &[(u32, PathBuf)],
         stamp: Timestamp,
         reader_cpus: &[u32],
+    ) -> std::io::Result<Self> {
+        Self::start_into(pipes, stamp, reader_cpus, Captured::default())
+    }
+
+    /// Stop after draining what is buffered (turn tracing off first), and return it.
+    pub fn finish(self) -> Captured {
+        self.finish_sink().unwrap_or_else(|| Captured {
+            errors: vec!["the trace reader panicked".into()],
+            ..Default::default()
+        })
+    }
+}
+
+impl<S: Sink> Capture<S> {
+    /// [`Capture::start`] into `sink`.
+    pub fn start_into(
+        pipes: &[(u32, PathBuf)],
+        stamp: Timestamp,
+        reader_cpus: &[u32],
+        sink: S,
     ) -> std::io::Result<Self> {
         let mut open = Vec::with_capacity(pipes.len());
         for (cpu, path) in pipes {
@@ -78,23 +124,19 @@ impl Capture {
                     // Best effort: where it cannot move, it is noise the report shows.
                     let _ = tame_rt::sched::set_affinity(0, reader_cpus);
                 }
-                read_loop(open, stamp, &flag)
+                read_loop(open, stamp, &flag, sink)
             })?;
         Ok(Self { stop, handle })
     }
 
-    /// Stop after draining what is buffered (turn tracing off first), and return it.
-    pub fn finish(self) -> Captured {
+    /// Stop after draining what is buffered, and return the sink (`None` if the reader panicked).
+    pub fn finish_sink(self) -> Option<S> {
         self.stop.store(true, Ordering::Release);
-        self.handle.join().unwrap_or_else(|_| Captured {
-            errors: vec!["the trace reader panicked".into()],
-            ..Default::default()
-        })
+        self.handle.join().ok()
     }
 }
 
-fn read_loop(mut pipes: Vec<Pipe>, stamp: Timestamp, stop: &AtomicBool) -> Captured {
-    let mut out = Captured::default();
+fn read_loop<S: Sink>(mut pipes: Vec<Pipe>, stamp: Timestamp, stop: &AtomicBool, mut out: S) -> S {
     let mut buf = vec![0u8; 1 << 16];
     loop {
         // Read the flag before the pass: a pass that starts after stop and finds
@@ -107,14 +149,14 @@ fn read_loop(mut pipes: Vec<Pipe>, stamp: Timestamp, stop: &AtomicBool) -> Captu
                     Ok(0) => break,
                     Ok(n) => {
                         got = true;
-                        out.bytes += n as u64;
+                        out.bytes(n as u64);
                         pipe.pending.extend_from_slice(&buf[..n]);
                         consume_lines(pipe, stamp, &mut out);
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                     Err(e) => {
-                        out.errors.push(format!("cpu{}: {e}", pipe.cpu));
+                        out.error(format!("cpu{}: {e}", pipe.cpu));
                         break;
                     }
                 }
@@ -137,7 +179,7 @@ fn read_loop(mut pipes: Vec<Pipe>, stamp: Timestamp, stop: &AtomicBool) -> Captu
     out
 }
 
-fn consume_lines(pipe: &mut Pipe, stamp: Timestamp, out: &mut Captured) {
+fn consume_lines<S: Sink>(pipe: &mut Pipe, stamp: Timestamp, out: &mut S) {
     let Some(last_nl) = pipe.pending.iter().rposition(|&b| b == b'\n') else {
         return;
     };
@@ -145,8 +187,8 @@ fn consume_lines(pipe: &mut Pipe, stamp: Timestamp, out: &mut Captured) {
     for raw in complete.split(|&b| b == b'\n') {
         let line = String::from_utf8_lossy(raw);
         match parse_line(&line, stamp) {
-            Line::Event(e) => out.events.entry(e.cpu).or_default().push(e),
-            Line::Lost(n) => *out.lost.entry(pipe.cpu).or_default() += n,
+            Line::Event(e) => out.event(e),
+            Line::Lost(n) => out.lost(pipe.cpu, n),
             Line::Other => {}
         }
     }

@@ -38,6 +38,8 @@ pub enum EventKind {
     Switch {
         prev_pid: u32,
         prev_prio: Option<i32>,
+        /// How the previous task left the CPU; `None` where the format has no such field.
+        prev_state: Option<TaskState>,
         next_comm: String,
         next_pid: u32,
         next_prio: Option<i32>,
@@ -46,12 +48,39 @@ pub enum EventKind {
         comm: String,
         pid: u32,
     },
+    /// `sched_waking`: emitted in the waker's context when the wakeup starts (before
+    /// `sched_wakeup`), on the waker's CPU.
+    Waking {
+        comm: String,
+        pid: u32,
+        prio: Option<i32>,
+        target_cpu: Option<u32>,
+    },
+    MigrateTask {
+        pid: u32,
+        orig_cpu: u32,
+        dest_cpu: u32,
+    },
+    /// `hrtimer_start`, in the context of the task that armed it (`task_pid`). Times
+    /// are on the timer's clock base (CLOCK_MONOTONIC for most): it may expire from
+    /// `softexpires_ns` (the time asked for) to `expires_ns` (that plus the timer slack).
+    HrtimerStart {
+        hrtimer: u64,
+        function: String,
+        expires_ns: u64,
+        softexpires_ns: u64,
+        task_pid: u32,
+    },
     WorkStart {
         function: String,
     },
     WorkEnd,
     HrtimerEntry {
         function: String,
+        /// The timer's address as printed (hashed by the kernel, but stable per timer); 0 when absent.
+        hrtimer: u64,
+        /// The clock base's time the interrupt read before expiring its timers.
+        now_ns: Option<u64>,
     },
     HrtimerExit,
     /// `nmi_handler` is emitted when the handler returns, with its duration.
@@ -59,6 +88,38 @@ pub enum EventKind {
         handler: String,
         delta_ns: u64,
     },
+    /// `page_fault_user`: a fault taken by the task `task_pid` in user mode.
+    PageFault {
+        task_pid: u32,
+    },
+}
+
+/// How a task left the CPU at a switch (`prev_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    /// `R`/`R+`: still runnable, so it was preempted.
+    Runnable,
+    /// `S`: interruptible sleep (nanosleep, futex, poll, read…).
+    Sleeping,
+    /// `D`: uninterruptible (I/O, some locks).
+    Blocked,
+    /// `X`, `Z`: it exited.
+    Exited,
+    /// Stopped, traced, parked, idle kernel thread.
+    Other,
+}
+
+impl TaskState {
+    fn parse(text: &str) -> Option<Self> {
+        Some(match text.trim_end_matches('+').chars().next()? {
+            'R' => TaskState::Runnable,
+            'S' => TaskState::Sleeping,
+            'D' => TaskState::Blocked,
+            'X' | 'Z' => TaskState::Exited,
+            _ => TaskState::Other,
+        })
+    }
 }
 
 /// One event on one CPU; `ts` is in the trace clock's unit (see [`Timestamp`]).
@@ -126,7 +187,12 @@ fn parse_event(line: &str, stamp: Timestamp) -> Option<Event> {
     let colon = after_ts.find(':')?;
     let name = &after_ts[..colon];
     let fields = after_ts[colon + 1..].trim();
-    let kind = parse_kind(name, fields)?;
+    let task_pid = line[..open]
+        .trim_end()
+        .rsplit_once('-')
+        .and_then(|(_, pid)| pid.parse().ok())
+        .unwrap_or(0);
+    let kind = parse_kind(name, fields, task_pid)?;
     Some(Event { cpu, ts, kind })
 }
 
@@ -201,7 +267,13 @@ fn num<T: std::str::FromStr>(fields: &str, key: &str) -> Option<T> {
     field(fields, key)?.trim().parse().ok()
 }
 
-fn parse_kind(name: &str, f: &str) -> Option<EventKind> {
+/// `0000000012ab34cd` (a `%p`) as a number.
+fn hex(fields: &str, key: &str) -> Option<u64> {
+    let v = field(fields, key)?.trim();
+    u64::from_str_radix(v.trim_start_matches("0x"), 16).ok()
+}
+
+fn parse_kind(name: &str, f: &str, task_pid: u32) -> Option<EventKind> {
     Some(match name {
         "irq_handler_entry" => EventKind::IrqEntry {
             irq: num(f, "irq")?,
@@ -221,6 +293,7 @@ fn parse_kind(name: &str, f: &str) -> Option<EventKind> {
             prev_pid: num(f, "prev_pid")?,
             // Optional: attribution works without them, only fairness needs them.
             prev_prio: num(f, "prev_prio"),
+            prev_state: field(f, "prev_state").and_then(TaskState::parse),
             next_comm: field(f, "next_comm")?.to_string(),
             next_pid: num(f, "next_pid")?,
             next_prio: num(f, "next_prio"),
@@ -229,6 +302,25 @@ fn parse_kind(name: &str, f: &str) -> Option<EventKind> {
             comm: field(f, "comm")?.to_string(),
             pid: num(f, "pid")?,
         },
+        "sched_waking" => EventKind::Waking {
+            comm: field(f, "comm")?.to_string(),
+            pid: num(f, "pid")?,
+            prio: num(f, "prio"),
+            target_cpu: num(f, "target_cpu"),
+        },
+        "sched_migrate_task" => EventKind::MigrateTask {
+            pid: num(f, "pid")?,
+            orig_cpu: num(f, "orig_cpu")?,
+            dest_cpu: num(f, "dest_cpu")?,
+        },
+        "hrtimer_start" => EventKind::HrtimerStart {
+            hrtimer: hex(f, "hrtimer")?,
+            function: field(f, "function")?.to_string(),
+            expires_ns: num(f, "expires")?,
+            softexpires_ns: num(f, "softexpires").or_else(|| num(f, "expires"))?,
+            task_pid,
+        },
+        "page_fault_user" => EventKind::PageFault { task_pid },
         "workqueue_execute_start" => EventKind::WorkStart {
             function: field(f, "function")
                 .or_else(|| f.rsplit("function ").next())?
@@ -238,6 +330,8 @@ fn parse_kind(name: &str, f: &str) -> Option<EventKind> {
         "workqueue_execute_end" => EventKind::WorkEnd,
         "hrtimer_expire_entry" => EventKind::HrtimerEntry {
             function: field(f, "function")?.to_string(),
+            hrtimer: hex(f, "hrtimer").unwrap_or(0),
+            now_ns: num(f, "now"),
         },
         "hrtimer_expire_exit" => EventKind::HrtimerExit,
         "nmi_handler" => EventKind::Nmi {
@@ -321,7 +415,9 @@ mod tests {
         assert_eq!(
             ev[4].kind,
             EventKind::HrtimerEntry {
-                function: "tick_nohz_handler".into()
+                function: "tick_nohz_handler".into(),
+                hrtimer: 0x3eafb760,
+                now_ns: Some(1410252039297)
             }
         );
         assert_eq!(
@@ -329,6 +425,7 @@ mod tests {
             EventKind::Switch {
                 prev_pid: 25997,
                 prev_prio: Some(120),
+                prev_state: Some(TaskState::Runnable),
                 next_comm: "bash".into(),
                 next_pid: 26005,
                 next_prio: Some(120)
@@ -340,6 +437,7 @@ mod tests {
             EventKind::Switch {
                 prev_pid: 15,
                 prev_prio: Some(120),
+                prev_state: Some(TaskState::Other),
                 next_comm: "opt cgu.06".into(),
                 next_pid: 25997,
                 next_prio: Some(120)
@@ -425,6 +523,59 @@ CPU:1 [LOST 17 EVENTS]
                 (Some(0), "dl-task", Some(-1)),
                 (None, "old", None),
                 (None, "big", None),
+            ]
+        );
+    }
+
+    /// The events `tame watch` follows a thread with, as this VM's kernel prints them.
+    #[test]
+    fn watch_events_parse_with_the_task_that_emitted_them() {
+        let text = "\
+      cyclictest-4411    [001] d..1.  3661400000000: hrtimer_start: hrtimer=00000000a1b2c3d4 function=hrtimer_wakeup expires=1410250000000 softexpires=1410250000000 mode=ABS was_armed=0
+      cyclictest-4411    [001] d..2.  3661400000100: sched_switch: prev_comm=cyclictest prev_pid=4411 prev_prio=19 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+          <idle>-0       [001] d.h1.  3661450000000: hrtimer_expire_entry: hrtimer=00000000a1b2c3d4 function=hrtimer_wakeup now=1410250004000
+          <idle>-0       [001] d.h2.  3661450000200: sched_waking: comm=cyclictest pid=4411 prio=19 target_cpu=001
+ kworker/u4:[x]-77       [000] d..2.  3661450000300: sched_migrate_task: comm=kworker/u4:3 pid=78 prio=120 orig_cpu=1 dest_cpu=0
+      cyclictest-4411    [001] .....  3661450009000: page_fault_user: address=0x7f00 ip=0x5500 error_code=0x6
+";
+        let mut ev = Vec::new();
+        parse_text(text, Timestamp::Counter, &mut ev);
+        let kinds: Vec<_> = ev.iter().map(|e| e.kind.clone()).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                EventKind::HrtimerStart {
+                    hrtimer: 0xa1b2c3d4,
+                    function: "hrtimer_wakeup".into(),
+                    expires_ns: 1410250000000,
+                    softexpires_ns: 1410250000000,
+                    task_pid: 4411
+                },
+                EventKind::Switch {
+                    prev_pid: 4411,
+                    prev_prio: Some(19),
+                    prev_state: Some(TaskState::Sleeping),
+                    next_comm: "swapper/1".into(),
+                    next_pid: 0,
+                    next_prio: Some(120)
+                },
+                EventKind::HrtimerEntry {
+                    function: "hrtimer_wakeup".into(),
+                    hrtimer: 0xa1b2c3d4,
+                    now_ns: Some(1410250004000)
+                },
+                EventKind::Waking {
+                    comm: "cyclictest".into(),
+                    pid: 4411,
+                    prio: Some(19),
+                    target_cpu: Some(1)
+                },
+                EventKind::MigrateTask {
+                    pid: 78,
+                    orig_cpu: 1,
+                    dest_cpu: 0
+                },
+                EventKind::PageFault { task_pid: 4411 },
             ]
         );
     }

@@ -105,6 +105,23 @@ pub struct CaptureSpec {
     pub clock: TraceClock,
     /// Use a private instance where tracefs has them (the default); false uses the top level.
     pub use_instance: bool,
+    /// Events beyond [`EVENTS`] (`group/event`), those missing skipped the same way.
+    pub extra_events: &'static [&'static str],
+    /// Names the instance (`tame-PURPOSE-<session>`): which tame command owns it.
+    pub purpose: &'static str,
+}
+
+impl CaptureSpec {
+    /// The attribution events on `cpus`, in a private instance named for `purpose`.
+    pub fn new(cpus: Vec<u32>, clock: TraceClock, purpose: &'static str) -> Self {
+        CaptureSpec {
+            cpus,
+            clock,
+            use_instance: true,
+            extra_events: &[],
+            purpose,
+        }
+    }
 }
 
 /// Where tracefs is, or why it cannot be used.
@@ -165,6 +182,8 @@ pub struct TraceSession {
     cpus: Vec<u32>,
     enabled: Vec<String>,
     missing: Vec<String>,
+    /// Events whose filter this session set.
+    filtered: Vec<String>,
     restored: bool,
     /// What was undone of sessions killed earlier, before this one started.
     recovered: Vec<String>,
@@ -286,6 +305,7 @@ impl TraceSession {
             cpus: spec.cpus.clone(),
             enabled: Vec::new(),
             missing: Vec::new(),
+            filtered: Vec::new(),
             restored: false,
             recovered,
             _turn: turn,
@@ -350,7 +370,7 @@ impl TraceSession {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let dir = format!("{instances}/tame-noise-{id}");
+            let dir = format!("{instances}/tame-{}-{id}", spec.purpose);
             let r = self
                 .journal()
                 .create_dir(&dir, None)
@@ -378,7 +398,7 @@ impl TraceSession {
             &cpumask_hex(&spec.cpus),
             None,
         )?;
-        for event in EVENTS {
+        for event in EVENTS.iter().chain(spec.extra_events) {
             let path = format!("{dir}/events/{event}/enable");
             if !self.root.exists(&path) {
                 self.missing.push(event.to_string());
@@ -392,6 +412,24 @@ impl TraceSession {
                 "none of the needed trace events exist under {dir}/events — gaps only"
             )));
         }
+        Ok(())
+    }
+
+    /// Keep only the occurrences of `event` (`group/event`, enabled) that match
+    /// `filter` (tracefs' filter syntax). The first filter set is journaled (restored
+    /// by clearing it); later ones replace it without a new record.
+    pub fn set_filter(&mut self, event: &str, filter: &str) -> Result<(), TraceError> {
+        if !self.enabled.iter().any(|e| e == event) {
+            return Err(TraceError::Failed(format!(
+                "cannot filter {event}: it is not enabled in this session"
+            )));
+        }
+        let path = format!("{}/events/{event}/filter", self.dir);
+        if self.filtered.iter().any(|e| e == event) {
+            return self.write_unjournaled(&path, filter);
+        }
+        self.write(&path, filter, Some("0"))?;
+        self.filtered.push(event.to_string());
         Ok(())
     }
 
@@ -566,9 +604,8 @@ mod tests {
 
     fn spec(use_instance: bool) -> CaptureSpec {
         CaptureSpec {
-            cpus: vec![1],
-            clock: TraceClock::X86Tsc,
             use_instance,
+            ..CaptureSpec::new(vec![1], TraceClock::X86Tsc, "noise")
         }
     }
 

@@ -223,11 +223,7 @@ fn start_tracing(
     clock: TraceClock,
     status: &mut AttributionStatus,
 ) -> Option<Tracing> {
-    let spec = CaptureSpec {
-        cpus: cpus.to_vec(),
-        clock,
-        use_instance: true,
-    };
+    let spec = CaptureSpec::new(cpus.to_vec(), clock, "noise");
     let mut session = match TraceSession::start(root, &spec) {
         Ok(s) => s,
         Err(e) => {

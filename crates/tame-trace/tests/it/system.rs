@@ -103,9 +103,8 @@ fn cpu() -> u32 {
 fn capture(use_instance: bool) -> Vec<tame_trace::Event> {
     let cpu = cpu();
     let spec = CaptureSpec {
-        cpus: vec![cpu],
-        clock: TraceClock::X86Tsc,
         use_instance,
+        ..CaptureSpec::new(vec![cpu], TraceClock::X86Tsc, "noise")
     };
     let mut session = TraceSession::start(&Root::system(), &spec).unwrap();
     let reader = Capture::start(
