@@ -48,6 +48,9 @@ enum Command {
     Run(cmd::launch::RunArgs),
     /// Move a running program's threads onto isolated CPUs (recorded; `tame attach` undoes it).
     Detach(cmd::launch::DetachArgs),
+    /// Every activation of a program's threads (by pid, in a partition, or started here):
+    /// wake latency, response, run time, what delayed it, and a snapshot of each miss.
+    Watch(cmd::watch::WatchArgs),
     /// Put a detached program back exactly as it was.
     Attach(cmd::launch::AttachArgs),
     /// What tame placed, per partition, with switches and faults since placement.
@@ -97,6 +100,7 @@ fn main() {
         Command::Run(a) => cmd::launch::run_run(&ctx, a),
         Command::Detach(a) => cmd::launch::run_detach(&ctx, a),
         Command::Attach(a) => cmd::launch::run_attach(&ctx, a),
+        Command::Watch(a) => cmd::watch::run(&ctx, a),
         Command::Ps(a) => cmd::launch::run_ps(&ctx, a),
         Command::Ipc(c) => cmd::ipc::run(&ctx, c),
         Command::Plan(a) => cmd::partition::run_plan(&ctx, a),

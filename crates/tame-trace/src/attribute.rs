@@ -313,7 +313,8 @@ fn push_actions(e: &Event, actions: &mut Vec<(u64, Action)>) {
         | EventKind::Waking { .. }
         | EventKind::MigrateTask { .. }
         | EventKind::HrtimerStart { .. }
-        | EventKind::PageFault { .. } => return,
+        | EventKind::PageFault { .. }
+        | EventKind::SysExit => return,
     };
     actions.push((e.ts, action));
 }
@@ -783,7 +784,12 @@ mod tests {
     const DET: u32 = 100;
 
     fn ev(ts: u64, kind: EventKind) -> Event {
-        Event { cpu: 1, ts, kind }
+        Event {
+            cpu: 1,
+            ts,
+            task: 0,
+            kind,
+        }
     }
 
     fn vec_entry(ts: u64, name: &str) -> Event {
@@ -804,6 +810,7 @@ mod tests {
                 next_comm: comm.into(),
                 next_pid: next,
                 next_prio: None,
+                inferred: false,
             },
         )
     }
@@ -1399,9 +1406,15 @@ mod tests {
                     next_comm: "t".into(),
                     next_pid: n,
                     next_prio: None,
+                    inferred: false,
                 }),
         ];
-        (0u64..10_000, kind).prop_map(|(ts, kind)| Event { cpu: 0, ts, kind })
+        (0u64..10_000, kind).prop_map(|(ts, kind)| Event {
+            cpu: 0,
+            ts,
+            task: 0,
+            kind,
+        })
     }
 
     proptest! {

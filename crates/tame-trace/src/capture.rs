@@ -19,6 +19,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::event::{parse_line, Event, Line, Timestamp};
+use crate::idle::IdleExits;
 
 /// Everything read, per CPU.
 #[derive(Debug, Default)]
@@ -29,6 +30,8 @@ pub struct Captured {
     pub bytes: u64,
     /// Read errors other than "no data yet".
     pub errors: Vec<String>,
+    /// Switches out of idle the trace lacked, put back ([`crate::idle`]), per CPU.
+    pub idle_exits_inferred: BTreeMap<u32, u64>,
 }
 
 /// Where the reader puts what it reads: [`Captured`] keeps everything; a consumer that
@@ -40,6 +43,8 @@ pub trait Sink: Send + 'static {
     fn bytes(&mut self, n: u64);
     /// A read error other than "no data yet".
     fn error(&mut self, error: String);
+    /// At the end: how many switches out of idle `cpu`'s trace lacked ([`crate::idle`]).
+    fn idle_exits_inferred(&mut self, cpu: u32, n: u64);
 }
 
 impl Sink for Captured {
@@ -55,6 +60,11 @@ impl Sink for Captured {
     fn error(&mut self, error: String) {
         self.errors.push(error);
     }
+    fn idle_exits_inferred(&mut self, cpu: u32, n: u64) {
+        if n > 0 {
+            self.idle_exits_inferred.insert(cpu, n);
+        }
+    }
 }
 
 /// A running reader; [`Capture::finish`] drains and returns what it read.
@@ -67,6 +77,7 @@ struct Pipe {
     cpu: u32,
     file: File,
     pending: Vec<u8>,
+    idle: IdleExits,
 }
 
 const POLL: Duration = Duration::from_millis(5);
@@ -112,6 +123,7 @@ impl<S: Sink> Capture<S> {
                 cpu: *cpu,
                 file,
                 pending: Vec::with_capacity(1 << 16),
+                idle: IdleExits::new(),
             });
         }
         let stop = Arc::new(AtomicBool::new(false));
@@ -175,6 +187,7 @@ fn read_loop<S: Sink>(mut pipes: Vec<Pipe>, stamp: Timestamp, stop: &AtomicBool,
             pipe.pending.push(b'\n');
             consume_lines(pipe, stamp, &mut out);
         }
+        out.idle_exits_inferred(pipe.cpu, pipe.idle.inferred);
     }
     out
 }
@@ -187,7 +200,7 @@ fn consume_lines<S: Sink>(pipe: &mut Pipe, stamp: Timestamp, out: &mut S) {
     for raw in complete.split(|&b| b == b'\n') {
         let line = String::from_utf8_lossy(raw);
         match parse_line(&line, stamp) {
-            Line::Event(e) => out.event(e),
+            Line::Event(e) => pipe.idle.push(e, |e| out.event(e)),
             Line::Lost(n) => out.lost(pipe.cpu, n),
             Line::Other => {}
         }

@@ -43,6 +43,9 @@ pub enum EventKind {
         next_comm: String,
         next_pid: u32,
         next_prio: Option<i32>,
+        /// Not in the trace: put back by [`crate::idle::IdleExits`] (a switch out of
+        /// idle the kernel did not trace), at idle's last event.
+        inferred: bool,
     },
     Wakeup {
         comm: String,
@@ -88,6 +91,9 @@ pub enum EventKind {
         handler: String,
         delta_ns: u64,
     },
+    /// `raw_syscalls/sys_exit`: the task the event names returns from a system call
+    /// (after a sleep, right after it was switched in).
+    SysExit,
     /// `page_fault_user`: a fault taken by the task `task_pid` in user mode.
     PageFault {
         task_pid: u32,
@@ -127,6 +133,8 @@ impl TaskState {
 pub struct Event {
     pub cpu: u32,
     pub ts: u64,
+    /// The task running when it was emitted (the line's `comm-pid`; 0 for idle).
+    pub task: u32,
     pub kind: EventKind,
 }
 
@@ -193,7 +201,12 @@ fn parse_event(line: &str, stamp: Timestamp) -> Option<Event> {
         .and_then(|(_, pid)| pid.parse().ok())
         .unwrap_or(0);
     let kind = parse_kind(name, fields, task_pid)?;
-    Some(Event { cpu, ts, kind })
+    Some(Event {
+        cpu,
+        ts,
+        task: task_pid,
+        kind,
+    })
 }
 
 fn find_cpu_column(line: &str) -> Option<usize> {
@@ -297,6 +310,7 @@ fn parse_kind(name: &str, f: &str, task_pid: u32) -> Option<EventKind> {
             next_comm: field(f, "next_comm")?.to_string(),
             next_pid: num(f, "next_pid")?,
             next_prio: num(f, "next_prio"),
+            inferred: false,
         },
         "sched_wakeup" => EventKind::Wakeup {
             comm: field(f, "comm")?.to_string(),
@@ -321,6 +335,7 @@ fn parse_kind(name: &str, f: &str, task_pid: u32) -> Option<EventKind> {
             task_pid,
         },
         "page_fault_user" => EventKind::PageFault { task_pid },
+        "sys_exit" => EventKind::SysExit,
         "workqueue_execute_start" => EventKind::WorkStart {
             function: field(f, "function")
                 .or_else(|| f.rsplit("function ").next())?
@@ -400,6 +415,7 @@ mod tests {
             Event {
                 cpu: 1,
                 ts: 3661416945289,
+                task: 26005,
                 kind: EventKind::VectorEntry {
                     name: "local_timer".into()
                 }
@@ -428,7 +444,8 @@ mod tests {
                 prev_state: Some(TaskState::Runnable),
                 next_comm: "bash".into(),
                 next_pid: 26005,
-                next_prio: Some(120)
+                next_prio: Some(120),
+                inferred: false,
             }
         );
         // A comm with a space is kept whole.
@@ -440,7 +457,8 @@ mod tests {
                 prev_state: Some(TaskState::Other),
                 next_comm: "opt cgu.06".into(),
                 next_pid: 25997,
-                next_prio: Some(120)
+                next_prio: Some(120),
+                inferred: false,
             }
         );
     }
@@ -557,7 +575,8 @@ CPU:1 [LOST 17 EVENTS]
                     prev_state: Some(TaskState::Sleeping),
                     next_comm: "swapper/1".into(),
                     next_pid: 0,
-                    next_prio: Some(120)
+                    next_prio: Some(120),
+                    inferred: false,
                 },
                 EventKind::HrtimerEntry {
                     function: "hrtimer_wakeup".into(),

@@ -157,7 +157,21 @@ impl Analyzer {
 
     /// Feed events in time order (across CPUs): track, attribute, count.
     pub fn feed(&mut self, events: impl IntoIterator<Item = Event>) {
+        let dbg = std::env::var_os("TAME_WATCH_DEBUG").is_some_and(|v| !v.is_empty());
+        let mut f = dbg.then(|| {
+            std::io::BufWriter::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open("/tmp/tame-watch-events.txt")
+                    .unwrap(),
+            )
+        });
         for e in events {
+            if let Some(f) = f.as_mut() {
+                use std::io::Write;
+                let _ = writeln!(f, "EV {} {} {:?}", e.cpu, e.ts, e.kind);
+            }
             self.tracker.apply(&e);
             self.latest_ns = self.latest_ns.max(e.ts);
             self.events += 1;
@@ -201,6 +215,17 @@ impl Analyzer {
         timelines: &mut HashMap<(u32, u32), (Timeline, u64)>,
     ) {
         let parts = self.attribute(&activation, timelines);
+        if std::env::var_os("TAME_WATCH_DEBUG").is_some_and(|v| !v.is_empty()) {
+            eprintln!(
+                "DBG {} {:?} rel {} start {} end {} run {}",
+                activation.tid,
+                activation.released_by,
+                activation.release_ns,
+                activation.start_ns,
+                activation.end_ns,
+                activation.run_ns
+            );
+        }
         let Some(stats) = self.threads.get_mut(&activation.tid) else {
             return;
         };
@@ -292,7 +317,7 @@ impl Analyzer {
                 duration_ns: i.to_ns - from,
             }]);
             let Some(g) = gap.first() else { continue };
-            add_gap(&mut parts, g, i.stretch != Stretch::Running);
+            add_gap(&mut parts, g, i.stretch);
         }
         parts.sort_by(|x, y| y.ns.cmp(&x.ns));
         parts
@@ -310,14 +335,18 @@ impl Analyzer {
         stats.wake.record(wake);
         stats.response.record(response);
         let period = stats.period_ns.unwrap_or(0);
-        if let Some(prev) = stats.judged_release {
-            let d = a.release_ns.saturating_sub(prev);
-            // A release 2 periods after the previous one means one period had none.
-            if period > 0 && d > period + period / 2 {
-                stats.missed_periods += (d + period / 2) / period - 1;
+        // Between two timer releases (a wakeup keeps no period): a release two periods
+        // after the previous one means one period had none.
+        match (stats.judged_release, a.released_by) {
+            (Some(prev), ReleasedBy::Timer) if period > 0 => {
+                let d = a.release_ns.saturating_sub(prev);
+                if d > period + period / 2 {
+                    stats.missed_periods += (d + period / 2) / period - 1;
+                }
             }
+            _ => {}
         }
-        stats.judged_release = Some(a.release_ns);
+        stats.judged_release = (a.released_by == ReleasedBy::Timer).then_some(a.release_ns);
         let deadline = self.config.deadline_ns.or(stats.period_ns);
         let Some(deadline) = deadline.filter(|&dl| response > dl) else {
             return;
@@ -355,7 +384,7 @@ impl Analyzer {
             schema: snapshot::SCHEMA.into(),
             thread: stats.comm.clone(),
             tid: a.tid,
-            prio: self.tracker.prio(a.tid),
+            prio: self.tracker.seen(a.tid).and_then(|s| s.1),
             cpu,
             activation: d.number,
             window_start_ns: from,
@@ -406,7 +435,11 @@ impl Analyzer {
         let mut all = [Recorder::new(), Recorder::new(), Recorder::new()];
         let mut counters: BTreeMap<String, u64> = BTreeMap::new();
         for tid in tids {
-            let stats = self.threads.remove(&tid).expect("listed");
+            let mut stats = self.threads.remove(&tid).expect("listed");
+            let (comm, prio) = self.tracker.seen(tid).cloned().unwrap_or_default();
+            if !comm.is_empty() {
+                stats.comm = comm;
+            }
             for (merged, own) in all
                 .iter_mut()
                 .zip([&stats.wake, &stats.response, &stats.run])
@@ -423,7 +456,6 @@ impl Analyzer {
             for &i in &stats.snapshot_ids {
                 self.snapshots[i].thread = label.clone();
             }
-            let prio = self.tracker.prio(tid);
             let (f, group) = findings(tid, label, prio, stats, self.config.deadline_ns);
             for (k, v) in &group.counters {
                 *counters.entry(k.clone()).or_default() += v;
@@ -549,12 +581,21 @@ fn add(parts: &mut Vec<Part>, class: NoiseClass, source: &str, prio: Option<i32>
     }
 }
 
+/// Where a timer's interrupt came late while a task ran: the task did not delay it
+/// (no task holds off interrupts for long; the hypervisor or the kernel did).
+pub const LATE_INTERRUPT: &str = "timer interrupt late";
+
 /// A stretch's attribution into the parts: everything that was not the thread, and
 /// where it was not running, also the time it is said to own (the trace disagrees
 /// with itself there: unexplained).
-fn add_gap(parts: &mut Vec<Part>, g: &AttributedGap, waiting: bool) {
+fn add_gap(parts: &mut Vec<Part>, g: &AttributedGap, stretch: Stretch) {
     for s in &g.shares {
-        let (class, source) = classify(Some(s.class), &s.source);
+        let (class, source) = match classify(Some(s.class), &s.source) {
+            (Some(NoiseClass::Thread), _) if stretch == Stretch::Delivery => {
+                (Some(NoiseClass::Unexplained), LATE_INTERRUPT)
+            }
+            other => other,
+        };
         add(
             parts,
             class.unwrap_or(s.class),
@@ -566,7 +607,7 @@ fn add_gap(parts: &mut Vec<Part>, g: &AttributedGap, waiting: bool) {
     for w in &g.unexplained_within {
         add(parts, NoiseClass::Unexplained, &w.source, None, w.net_ns);
     }
-    if waiting {
+    if stretch != Stretch::Running {
         add(
             parts,
             NoiseClass::Unexplained,

@@ -136,6 +136,10 @@ pub struct TraceStatus {
     /// Events the kernel dropped before they were read, per CPU.
     pub lost: BTreeMap<u32, u64>,
     pub events_read: u64,
+    /// Switches out of idle the trace lacked, inferred from the next task's first event
+    /// (`tame_trace::idle`), per CPU.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub idle_exits_inferred: BTreeMap<u32, u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recovered: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -31,8 +31,11 @@ pub const WATCH_EVENTS: &[&str] = &[
     "sched/sched_migrate_task",
     "timer/hrtimer_start",
     "exceptions/page_fault_user",
+    "raw_syscalls/sys_exit",
 ];
-const PAGE_FAULTS: &str = "exceptions/page_fault_user";
+/// Events counted only for the watched threads (a filter on their ids): unfiltered, a
+/// memory- or syscall-heavy load elsewhere would flood the buffers.
+const PER_THREAD: &[&str] = &["exceptions/page_fault_user", "raw_syscalls/sys_exit"];
 /// A page-fault filter names at most this many threads (tracefs filters are short).
 const MAX_FILTERED_THREADS: usize = 64;
 /// Events are analysed once this much older than now: every CPU's pipe has been
@@ -97,6 +100,7 @@ struct Shared {
     lost: BTreeMap<u32, u64>,
     errors: Vec<String>,
     read: u64,
+    idle_exits_inferred: BTreeMap<u32, u64>,
 }
 
 #[derive(Clone)]
@@ -120,6 +124,11 @@ impl Sink for Handover {
     fn bytes(&mut self, _n: u64) {}
     fn error(&mut self, error: String) {
         self.lock().errors.push(error);
+    }
+    fn idle_exits_inferred(&mut self, cpu: u32, n: u64) {
+        if n > 0 {
+            self.lock().idle_exits_inferred.insert(cpu, n);
+        }
     }
 }
 
@@ -200,7 +209,7 @@ pub fn run(
         handover.clone(),
     )
     .map_err(|e| io_failed("cannot read the trace pipes", e))?;
-    threads.filter_faults(&mut session);
+    threads.filter_per_thread(&mut session);
     session
         .begin()
         .map_err(|e| invalid(format!("cannot start tracing: {e}")))?;
@@ -216,7 +225,7 @@ pub fn run(
     loop {
         std::thread::sleep(TICK);
         if threads.refresh(&pids, group.as_deref(), &mut analyzer) {
-            threads.filter_faults(&mut session);
+            threads.filter_per_thread(&mut session);
         }
         merger.take(&handover);
         analyzer.feed(merger.ready(Some(merger.now_ns().saturating_sub(LAG_NS))));
@@ -263,6 +272,7 @@ pub fn run(
         let shared = handover.lock();
         trace.lost = shared.lost.clone();
         trace.events_read = shared.read;
+        trace.idle_exits_inferred = shared.idle_exits_inferred.clone();
         trace.restore_problems.extend(shared.errors.iter().cloned());
     }
     trace
@@ -354,7 +364,8 @@ struct Threads<'a> {
     /// The CPUs any watched thread may use, when first seen.
     allowed: CpuList,
     notes: Vec<String>,
-    faults_filtered: usize,
+    /// Too many threads to name in a filter: said once.
+    unfiltered: bool,
 }
 
 impl<'a> Threads<'a> {
@@ -365,7 +376,7 @@ impl<'a> Threads<'a> {
             tids: BTreeMap::new(),
             allowed: CpuList::default(),
             notes: Vec::new(),
-            faults_filtered: 0,
+            unfiltered: false,
         }
     }
 
@@ -426,30 +437,31 @@ impl<'a> Threads<'a> {
         online.difference(&self.allowed).iter().collect()
     }
 
-    /// Count page faults of the watched threads only: unfiltered, a memory-heavy
-    /// load elsewhere would flood the buffers.
-    fn filter_faults(&mut self, session: &mut TraceSession) {
-        if !session.events().0.iter().any(|e| e == PAGE_FAULTS) {
-            return;
-        }
-        let filter = if self.tids.len() > MAX_FILTERED_THREADS || self.tids.is_empty() {
-            if self.faults_filtered != usize::MAX {
+    /// Keep the per-thread events to the watched threads.
+    fn filter_per_thread(&mut self, session: &mut TraceSession) {
+        let too_many = self.tids.len() > MAX_FILTERED_THREADS || self.tids.is_empty();
+        let filter = if too_many {
+            if !self.unfiltered {
                 self.notes.push(format!(
                     "page faults are not counted: more than {MAX_FILTERED_THREADS} threads are watched"
                 ));
             }
-            self.faults_filtered = usize::MAX;
+            self.unfiltered = true;
             "common_pid == 0".to_string()
         } else {
-            self.faults_filtered = self.tids.len();
             self.tids
                 .keys()
                 .map(|t| format!("common_pid == {t}"))
                 .collect::<Vec<_>>()
                 .join(" || ")
         };
-        if let Err(e) = session.set_filter(PAGE_FAULTS, &filter) {
-            self.notes.push(format!("page faults are not counted: {e}"));
+        for event in PER_THREAD {
+            if !session.events().0.iter().any(|e| e == event) {
+                continue;
+            }
+            if let Err(e) = session.set_filter(event, &filter) {
+                self.notes.push(format!("{event} is not followed: {e}"));
+            }
         }
     }
 }

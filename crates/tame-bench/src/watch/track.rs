@@ -8,8 +8,11 @@
 //!   clock reading the timer interrupt took (`now` of `hrtimer_expire_entry`, whose
 //!   distance to the expiry is the interrupt's lateness). A timer the thread did not
 //!   arm releases it at the handler's entry; anything else at `sched_waking`.
-//! - **start**: switched in; **end**: switched out to wait (sleeping, blocked, exited).
-//!   Switched out still runnable, it was preempted and the activation goes on.
+//! - **start**: back in its own code — the return from the system call it slept in
+//!   (`raw_syscalls/sys_exit`), where a program reads the clock after its sleep and
+//!   cyclictest measures; switched in where there is none. **end**: switched out to
+//!   wait (sleeping, blocked, exited). Switched out still runnable, it was preempted
+//!   and the activation goes on.
 //!
 //! The tracker keeps no events: what it needs of the past is the timers armed and,
 //! per CPU, the timer being expired.
@@ -37,6 +40,9 @@ pub enum ReleasedBy {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stretch {
+    /// Released by a timer whose interrupt had not come yet: from the expiry to the
+    /// interrupt's first timer (the CPU idle, interrupts off, or the hypervisor late).
+    Delivery,
     /// Released, not yet switched in.
     Waiting,
     Running,
@@ -59,6 +65,8 @@ pub struct Activation {
     pub tid: u32,
     pub release_ns: u64,
     pub released_by: ReleasedBy,
+    /// Released by a timer: when its interrupt began expiring timers, and on which CPU.
+    pub delivered: Option<(u32, u64)>,
     pub start_ns: u64,
     pub end_ns: u64,
     /// Time on a CPU between start and end.
@@ -107,11 +115,9 @@ enum Phase {
 struct Thread {
     phase: Phase,
     current: Option<Activation>,
-    /// Its kernel priority as the last switch in printed it.
-    prio: Option<i32>,
 }
 
-/// A timer a watched thread armed: whose, and the time asked for.
+/// A timer a watched thread armed: the time asked for.
 #[derive(Clone, Copy, Debug)]
 struct Armed {
     soft_expiry_ns: u64,
@@ -123,9 +129,13 @@ struct CpuTimers {
     /// `now` of the current pass and the trace time of its first expiry: the clock
     /// was read just before it, so `first − (now − expiry)` is the expiry on the trace line.
     pass: Option<(u64, u64)>,
-    /// The release a wakeup inside the running timer callback gets.
-    expiring: Option<u64>,
+    /// The release a wakeup inside the running timer callback gets, and when the
+    /// interrupt's pass began.
+    expiring: Option<(u64, u64)>,
 }
+
+/// A return from a system call this long after the switch in is not the sleep's end.
+const MAX_RETURN_NS: u64 = 200_000;
 
 /// Timers remembered at most (a thread re-arms one timer; stale ones are dropped).
 const MAX_ARMED: usize = 4096;
@@ -139,6 +149,9 @@ pub struct Tracker {
     done: Vec<Activation>,
     /// Threads seen to exit.
     exited: Vec<u32>,
+    /// Each thread's name and kernel priority as last switched in, kept after it exits
+    /// (a program started by tame is still called `tame` until it execs).
+    seen: BTreeMap<u32, (String, Option<i32>)>,
 }
 
 impl Tracker {
@@ -151,7 +164,6 @@ impl Tracker {
         self.threads.entry(tid).or_insert(Thread {
             phase: Phase::Unknown,
             current: None,
-            prio: None,
         });
     }
 
@@ -159,9 +171,9 @@ impl Tracker {
         self.threads.contains_key(&tid)
     }
 
-    /// The kernel priority last seen for `tid`.
-    pub fn prio(&self, tid: u32) -> Option<i32> {
-        self.threads.get(&tid).and_then(|t| t.prio)
+    /// The name and kernel priority last seen for `tid` (also after it exited).
+    pub fn seen(&self, tid: u32) -> Option<&(String, Option<i32>)> {
+        self.seen.get(&tid)
     }
 
     /// Finished activations since the last call, in the order they ended.
@@ -205,6 +217,7 @@ impl Tracker {
                     a.migrations += 1;
                 }
             }
+            EventKind::SysExit => self.returned(e.task, e.ts),
             EventKind::PageFault { task_pid } => {
                 if let Some(a) = self.current_of(*task_pid) {
                     a.page_faults += 1;
@@ -214,6 +227,7 @@ impl Tracker {
                 prev_pid,
                 prev_state,
                 next_pid,
+                next_comm,
                 next_prio,
                 ..
             } => {
@@ -221,7 +235,12 @@ impl Tracker {
                     self.switched_out(*prev_pid, e.ts, *prev_state);
                 }
                 if self.threads.contains_key(next_pid) {
-                    self.switched_in(*next_pid, e.cpu, e.ts, *next_prio);
+                    let seen = self.seen.entry(*next_pid).or_default();
+                    if seen.0 != *next_comm {
+                        seen.0.clone_from(next_comm);
+                    }
+                    seen.1 = next_prio.or(seen.1);
+                    self.switched_in(*next_pid, e.cpu, e.ts);
                 }
             }
             _ => {}
@@ -235,7 +254,7 @@ impl Tracker {
     fn timer_entry(&mut self, cpu: u32, ts: u64, hrtimer: u64, now_ns: Option<u64>) {
         let timers = self.cpus.entry(cpu).or_default();
         let Some(now) = now_ns else {
-            timers.expiring = Some(ts);
+            timers.expiring = Some((ts, ts));
             return;
         };
         let first = match timers.pass {
@@ -245,10 +264,11 @@ impl Tracker {
                 ts
             }
         };
-        timers.expiring = Some(match self.armed.get(&hrtimer) {
+        let release = match self.armed.get(&hrtimer) {
             Some(a) => first.saturating_sub(now.saturating_sub(a.soft_expiry_ns)),
             None => ts,
-        });
+        };
+        timers.expiring = Some((release, first));
     }
 
     fn waking(&mut self, cpu: u32, ts: u64, tid: u32) {
@@ -259,17 +279,24 @@ impl Tracker {
         if !matches!(thread.phase, Phase::Asleep | Phase::Unknown) {
             return;
         }
-        let (release_ns, released_by) = match expiring {
-            // A timer cannot expire before it was armed: the clamp guards a clock read
-            // that lagged the trace stamp.
-            Some(release) => (release.min(ts), ReleasedBy::Timer),
-            None => (ts, ReleasedBy::Wakeup),
+        let (release_ns, released_by, delivered) = match expiring {
+            // The clamps guard a clock read that lagged the trace stamp.
+            Some((release, first)) => {
+                let release = release.min(ts);
+                (
+                    release,
+                    ReleasedBy::Timer,
+                    Some((cpu, first.clamp(release, ts))),
+                )
+            }
+            None => (ts, ReleasedBy::Wakeup, None),
         };
         thread.phase = Phase::Released;
         thread.current = Some(Activation {
             tid,
             release_ns,
             released_by,
+            delivered,
             start_ns: 0,
             end_ns: 0,
             run_ns: 0,
@@ -281,20 +308,29 @@ impl Tracker {
         });
     }
 
-    fn switched_in(&mut self, tid: u32, cpu: u32, ts: u64, prio: Option<i32>) {
+    fn switched_in(&mut self, tid: u32, cpu: u32, ts: u64) {
         let Some(thread) = self.threads.get_mut(&tid) else {
             return;
         };
-        if prio.is_some() {
-            thread.prio = prio;
-        }
         match (thread.phase, thread.current.as_mut()) {
             (Phase::Released, Some(a)) => {
                 a.start_ns = ts;
                 a.cpu = cpu;
+                let mut waiting_from = a.release_ns;
+                if let Some((timer_cpu, delivered)) = a.delivered {
+                    if delivered > a.release_ns {
+                        a.intervals.push(Interval {
+                            cpu: timer_cpu,
+                            from_ns: a.release_ns,
+                            to_ns: delivered,
+                            stretch: Stretch::Delivery,
+                        });
+                        waiting_from = delivered;
+                    }
+                }
                 a.intervals.push(Interval {
                     cpu,
-                    from_ns: a.release_ns,
+                    from_ns: waiting_from,
                     to_ns: ts,
                     stretch: Stretch::Waiting,
                 });
@@ -313,6 +349,7 @@ impl Tracker {
                     tid,
                     release_ns: ts,
                     released_by: ReleasedBy::Unknown,
+                    delivered: None,
                     start_ns: ts,
                     end_ns: 0,
                     run_ns: 0,
@@ -327,11 +364,34 @@ impl Tracker {
         thread.phase = Phase::Running { since: ts, cpu };
     }
 
+    /// Back from a system call right after the first switch in: the thread is in its
+    /// own code again — where a program sees the clock after its sleep, and what
+    /// cyclictest measures. That is the start; without one, the switch in is.
+    fn returned(&mut self, tid: u32, ts: u64) {
+        let Some(thread) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        let Phase::Running { since, .. } = thread.phase else {
+            return;
+        };
+        let Some(a) = thread.current.as_mut() else {
+            return;
+        };
+        let first_stint = a.start_ns == since
+            && a.released_by != ReleasedBy::Unknown
+            && a.intervals
+                .last()
+                .is_some_and(|i| i.stretch == Stretch::Waiting);
+        if first_stint && ts.saturating_sub(since) <= MAX_RETURN_NS {
+            a.start_ns = ts;
+        }
+    }
+
     fn switched_out(&mut self, tid: u32, ts: u64, state: Option<TaskState>) {
         let Some(thread) = self.threads.get_mut(&tid) else {
             return;
         };
-        let Phase::Running { since, cpu } = thread.phase else {
+        let Phase::Running { since, cpu, .. } = thread.phase else {
             // Seen leaving before it was seen arriving: only its phase is learnt.
             thread.phase = match state {
                 Some(TaskState::Runnable) => Phase::Unknown,
@@ -376,7 +436,12 @@ mod tests {
     const T: u32 = 4411;
 
     fn ev(cpu: u32, ts: u64, kind: EventKind) -> Event {
-        Event { cpu, ts, kind }
+        Event {
+            cpu,
+            ts,
+            task: 0,
+            kind,
+        }
     }
 
     fn switch(cpu: u32, ts: u64, prev: u32, state: TaskState, next: u32) -> Event {
@@ -390,6 +455,7 @@ mod tests {
                 next_comm: if next == T { "loop" } else { "other" }.into(),
                 next_pid: next,
                 next_prio: Some(if next == T { 19 } else { 120 }),
+                inferred: false,
             },
         )
     }
@@ -457,6 +523,10 @@ mod tests {
             waking(1, 55_800 + off, T),
             ev(1, 56_000 + off, EventKind::HrtimerExit),
             switch(1, 60_000 + off, 0, TaskState::Runnable, T),
+            Event {
+                task: T,
+                ..ev(1, 60_800 + off, EventKind::SysExit)
+            },
             ev(1, 61_000 + off, EventKind::PageFault { task_pid: T }),
             switch(1, 90_000 + off, T, TaskState::Sleeping, 0),
         ]);
@@ -464,14 +534,27 @@ mod tests {
         let a = &got[0];
         assert_eq!(a.released_by, ReleasedBy::Timer);
         assert_eq!(a.release_ns, 50_000 + off, "expiry on the trace line");
-        assert_eq!(a.wake_latency_ns(), Some(10_000));
+        assert_eq!(
+            a.wake_latency_ns(),
+            Some(10_800),
+            "to the return to user space"
+        );
         assert_eq!(a.response_ns(), Some(40_000));
         assert_eq!(a.run_ns, 30_000);
         assert_eq!(a.page_faults, 1);
         assert_eq!(
-            a.intervals.iter().map(|i| i.stretch).collect::<Vec<_>>(),
-            vec![Stretch::Waiting, Stretch::Running]
+            a.intervals
+                .iter()
+                .map(|i| (i.stretch, i.from_ns - off, i.to_ns - off))
+                .collect::<Vec<_>>(),
+            vec![
+                (Stretch::Delivery, 50_000, 54_000),
+                (Stretch::Waiting, 54_000, 60_000),
+                (Stretch::Running, 60_000, 90_000)
+            ],
+            "the interrupt's pass began at 54 µs"
         );
+        assert_eq!(a.delivered, Some((1, 54_000 + off)));
     }
 
     #[test]

@@ -22,3 +22,4 @@ pub mod report;
 pub mod reserve;
 pub mod serve;
 pub mod topology;
+pub mod watch;

@@ -29,3 +29,4 @@ mod report_cli;
 mod reproductions;
 mod run_all_script;
 mod serve_metrics;
+mod watch_system;

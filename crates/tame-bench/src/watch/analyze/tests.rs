@@ -8,7 +8,12 @@ const RIVAL: u32 = 812;
 const PERIOD: u64 = 1_000_000;
 
 fn ev(cpu: u32, ts: u64, kind: EventKind) -> Event {
-    Event { cpu, ts, kind }
+    Event {
+        cpu,
+        ts,
+        task: 0,
+        kind,
+    }
 }
 
 fn switch(ts: u64, prev: u32, state: TaskState, next: u32, next_prio: i32) -> Event {
@@ -26,6 +31,7 @@ fn switch(ts: u64, prev: u32, state: TaskState, next: u32, next_prio: i32) -> Ev
             },
             next_pid: next,
             next_prio: Some(next_prio),
+            inferred: false,
         },
     )
 }

@@ -1,0 +1,266 @@
+//! `tame watch` on real programs: cyclictest's own histogram is the judge of the wake
+//! latency tame measures for its thread; a loop that misses on purpose, with a
+//! real-time competitor started beside it, has every miss counted and the competitor
+//! named in a snapshot. Bad input is refused before anything runs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::common::{expect_bad_input, have_program, is_root, last_cpu, require, tame};
+
+#[test]
+fn bad_input_is_refused_before_anything_runs() {
+    expect_bad_input(&["watch"], "say what to watch");
+    expect_bad_input(&["watch", "1", "--", "true"], "say what to watch");
+    expect_bad_input(
+        &["watch", "4294967", "--duration", "1s"],
+        "no process 4294967",
+    );
+    expect_bad_input(
+        &["watch", "1", "--period", "0s"],
+        "--period must be more than 0",
+    );
+    expect_bad_input(&["watch", "1", "--period", "often"], "--period");
+    expect_bad_input(&["watch", "1", "--window", "2s"], "--window must be");
+    expect_bad_input(&["watch", "1", "--cpus", "0"], "--cpus places a program");
+    expect_bad_input(&["watch", "1", "--threads", "(unclosed"], "--threads");
+    expect_bad_input(&["watch", "1", "--deadline", "5 parsecs"], "--deadline");
+}
+
+/// The median of cyclictest's histogram (`--histfile`: one line per µs bucket), in ns
+/// at the bucket's middle (cyclictest truncates to whole µs), and its count.
+fn cyclictest_median(histfile: &Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(histfile).unwrap();
+    let buckets: Vec<(u64, u64)> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            let us = f.next().unwrap().parse().unwrap();
+            (us, f.next().unwrap().parse().unwrap())
+        })
+        .collect();
+    let total: u64 = buckets.iter().map(|b| b.1).sum();
+    let mut seen = 0;
+    for (us, n) in &buckets {
+        seen += n;
+        if seen * 2 >= total {
+            return (us * 1000 + 500, total);
+        }
+    }
+    panic!("empty histogram: {text}");
+}
+
+/// The watched thread whose inferred period is `period_ns` (cyclictest's measuring
+/// thread, not its main one).
+fn group_with_period(result: &Value, period_ns: f64) -> &Value {
+    result["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| {
+            g["derived"]["period_ns"]
+                .as_f64()
+                .is_some_and(|p| (p - period_ns).abs() < period_ns * 0.05)
+        })
+        .unwrap_or_else(|| panic!("no thread with period {period_ns}: {result:#}"))
+}
+
+fn metric<'a>(group: &'a Value, name: &str) -> &'a Value {
+    group["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .unwrap()
+}
+
+// Each measuring test in a module of its own: tests of one module may run together,
+// and two watched programs on one CPU would disturb each other's figures.
+mod cyclictest {
+    use super::*;
+
+    #[test]
+    fn cyclictests_own_histogram_agrees_with_the_wake_latency_tame_measures() {
+        let _machine = tame_testing::serial::module(module_path!());
+        if !require(is_root(), "root to trace the scheduler")
+            || !require(have_program("cyclictest"), "cyclictest (rt-tests)")
+        {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let hist = dir.path().join("hist");
+        let json = dir.path().join("watch.json");
+        let loops = 3000;
+        let out = tame(&[
+            "watch",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            "cyclictest",
+            "-m",
+            "-q",
+            "-p",
+            "90",
+            "-i",
+            "1000",
+            "-a",
+            &last_cpu(),
+            "-l",
+            &loops.to_string(),
+            "-h",
+            "2000",
+            "--histfile",
+            hist.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let result: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let (theirs, count) = cyclictest_median(&hist);
+        assert_eq!(count, loops);
+        let group = group_with_period(&result, 1e6);
+        let wake = &metric(group, "wake_latency")["summary"];
+        let ours = wake["p50"].as_u64().unwrap();
+        let tolerance = 2_000.max(theirs / 10);
+        assert!(
+            ours.abs_diff(theirs) <= tolerance,
+            "median wake latency: tame {ours} ns, cyclictest {theirs} ns (±{tolerance})"
+        );
+        let measured = wake["count"].as_u64().unwrap();
+        assert!(
+            measured.abs_diff(loops) * 100 <= loops,
+            "activations with a known release: tame {measured}, cyclictest {loops}"
+        );
+    }
+}
+
+fn build(dir: &Path, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/watch/missloop.c");
+    let bin = dir.join(name);
+    let status = Command::new("gcc")
+        .args(["-O1", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .expect("run gcc");
+    assert!(status.success(), "gcc cannot build {}", src.display());
+    bin
+}
+
+/// Kills the competitor however the test ends.
+struct Competitor(std::process::Child);
+
+impl Drop for Competitor {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+mod misses {
+    use super::*;
+
+    #[test]
+    fn every_miss_is_counted_and_a_competitor_is_named_in_a_snapshot() {
+        let _machine = tame_testing::serial::module(module_path!());
+        if !require(is_root(), "root to trace the scheduler")
+            || !require(have_program("gcc"), "gcc to build the test programs")
+            || !require(have_program("chrt"), "chrt (util-linux)")
+        {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let looped = build(dir.path(), "missloop");
+        let rival = build(dir.path(), "competitor");
+        let cpu = last_cpu();
+        // 150 activations of 20 ms: 300 µs of work, 8 ms every 50th (a miss of the 6 ms
+        // deadline by the loop itself); a FIFO 60 competitor on the same CPU works 14 ms
+        // every 170 ms, missing the loop's deadline where it overlaps a release.
+        let _rival = Competitor(
+            Command::new("chrt")
+                .args(["-f", "60", "taskset", "-c", &cpu])
+                .arg(&rival)
+                .args(["170000", "14000", "0", "0", "40", "1000000"])
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let snaps = dir.path().join("snaps");
+        let json = dir.path().join("watch.json");
+        let out = tame(&[
+            "watch",
+            "--period",
+            "20ms",
+            "--deadline",
+            "6ms",
+            "--snapshot-on-miss",
+            snaps.to_str().unwrap(),
+            "--snapshots",
+            "100",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            "chrt",
+            "-f",
+            "50",
+            "taskset",
+            "-c",
+            &cpu,
+            looped.to_str().unwrap(),
+            "20000",
+            "300",
+            "8000",
+            "50",
+            "150",
+            "6000",
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let own: u64 = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("misses "))
+            .unwrap_or_else(|| panic!("the loop prints its misses: {stdout}"))
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(own >= 3, "the loop misses at least every 50th: {stdout}");
+        let result: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let thread = &result["watch"]["threads"][0];
+        assert_eq!(thread["comm"], "missloop", "{result:#}");
+        assert_eq!(
+            thread["misses"].as_u64().unwrap(),
+            own,
+            "every miss the loop saw, and no other: {stdout}"
+        );
+        let snapshots = result["watch"]["snapshots"].as_array().unwrap();
+        assert_eq!(snapshots.len() as u64, own, "one snapshot per miss");
+        for i in 1..=own {
+            assert!(snaps.join(format!("miss-{i}.json")).exists());
+            assert!(snaps.join(format!("miss-{i}.svg")).exists());
+        }
+        // The competitor: by name and priority (kernel 39 = FIFO 60), as the main cause.
+        let named = snapshots.iter().any(|s| {
+            let top = &s["causes"][0];
+            top["source"]
+                .as_str()
+                .is_some_and(|src| src.starts_with("competitor/"))
+                && top["prio"] == 39
+        });
+        assert!(
+            named,
+            "a snapshot blames the competitor: {}",
+            serde_json::to_string_pretty(snapshots).unwrap()
+        );
+        assert!(stdout.contains("competitor/"), "{stdout}");
+        assert!(stdout.contains("(real-time 60)"), "{stdout}");
+    }
+}
