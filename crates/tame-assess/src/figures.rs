@@ -195,6 +195,23 @@ impl JobTotals {
             .get_or_insert_with(|| done.result.settings.clone());
     }
 
+    /// Add a round of a watched program: the thread the verdict is about, judged
+    /// against the requirement in `job`.
+    pub fn add_watched(
+        &mut self,
+        work: &tame_bench::watch::analyze::ThreadRecorders,
+        job: &JobSettings,
+        interrupted: bool,
+    ) {
+        self.response.merge(&work.response);
+        self.start_delay.merge(&work.wake);
+        self.run_time.merge(&work.run);
+        self.misses += work.misses;
+        self.overruns += work.overruns;
+        self.interrupted |= interrupted;
+        self.settings.get_or_insert_with(|| job.clone());
+    }
+
     /// The figures so far; `None` before the first round.
     pub fn figures(&self, budget_ns: u64) -> Option<JobFigures> {
         let s = self.settings.as_ref()?;

@@ -10,6 +10,7 @@ pub mod error;
 pub mod figures;
 pub mod knobs;
 pub mod layout;
+pub mod program;
 pub mod report;
 pub mod requirement;
 pub mod rounds;

@@ -78,6 +78,16 @@ impl PhaseResults {
     }
 }
 
+/// The user's program as the work.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgramWork {
+    pub command: Vec<String>,
+    /// `--threads`: the threads the verdict is about; `None`: the one with the most
+    /// activations in each round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<String>,
+}
+
 /// How long it measured and how that was chosen.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunLength {
@@ -134,6 +144,10 @@ pub struct AssessReport {
     /// The work each activation ran, calibrated undisturbed before the first round.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<WorkCalibration>,
+    /// `tame assess -- CMD`: the user's program, watched as the work instead of the
+    /// calibrated one (each round's `results.watch` holds its threads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<ProgramWork>,
     /// Every round in the order it ran: shared 1, partitioned 1, shared 2, …
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rounds: Vec<Round>,

@@ -58,6 +58,9 @@ pub struct Round {
 pub struct RoundResults {
     pub job: Option<BenchResult<JobSettings>>,
     pub noise: Option<NoiseResult>,
+    /// `tame assess -- CMD`: the program watched as the work (in place of `job`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<Box<tame_bench::watch::WatchResult>>,
 }
 
 impl Round {

@@ -27,7 +27,8 @@ use crate::error::{invalid, io_failed, AssessError};
 use crate::figures::{JobTotals, NoiseFigures, WorkThroughput};
 use crate::knobs::{self, Knob};
 use crate::layout::{self, Layout, MARKER};
-use crate::report::{AssessReport, Phase, PhaseResults, Restoration, RunLength};
+use crate::program;
+use crate::report::{AssessReport, Phase, PhaseResults, ProgramWork, Restoration, RunLength};
 use crate::requirement::Requirement;
 use crate::rounds::{self, Configuration, Round};
 use crate::stretch::kernel_priority;
@@ -77,9 +78,19 @@ pub struct Options {
     /// the verdict's cost.
     pub cost_probe: bool,
     pub command_line: Vec<String>,
+    /// The user's own program as the work (`tame assess -- CMD`): watched instead of the
+    /// calibrated work, shared and partitioned alike.
+    pub program: Option<Program>,
 }
 
-/// `--duration`: a time per configuration, or `auto`.
+/// The user's program as the work.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub argv: Vec<std::ffi::OsString>,
+    /// `--threads`: which of its threads the verdict is about (ids or a name pattern);
+    /// `None`: the thread with the most activations.
+    pub threads: Option<String>,
+}
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Length {
     Fixed(u64),
@@ -191,7 +202,9 @@ pub fn assess(
     let mut session = Session { control, observer };
     session.observer.phase("calibrating the work", 0);
     // Ctrl-C before the work is calibrated: nothing is measured, and that is the report.
+    // The user's program is its own work: nothing to calibrate.
     let calibration = match plan.calibrate(&model, &layout, control) {
+        _ if plan.program.is_some() => None,
         Ok(c) => Some(c),
         Err(_) if control.stopped() => None,
         Err(e) => return Err(e),
@@ -211,7 +224,7 @@ pub fn assess(
         }
         let last = index == run_length.rounds;
         let (round, probed) = plan.shared_round(root, index, last, &mut session)?;
-        totals[0].add_round(&round);
+        totals[0].add_round(&round, &plan.job);
         rounds.push(round.0);
         throughput[0] = probed.or(throughput[0].take());
         if control.stopped() {
@@ -240,7 +253,7 @@ pub fn assess(
         if round.0.job.is_none() {
             no_partition = round.0.not_measured.clone();
         }
-        totals[1].add_round(&round);
+        totals[1].add_round(&round, &plan.job);
         rounds.push(round.0);
         throughput[1] = probed.or(throughput[1].take());
     }
@@ -296,6 +309,14 @@ pub fn assess(
         spec_file,
         run_length,
         calibration,
+        program: options.program.as_ref().map(|p| ProgramWork {
+            command: p
+                .argv
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            threads: p.threads.clone(),
+        }),
         effects: rounds::effects(&rounds),
         knobs,
         reboot_options,
@@ -441,6 +462,9 @@ fn write_results(dir: &Path, report: &AssessReport) -> Result<(), AssessError> {
         if let Some(noise) = &round.results.noise {
             write_file(&dir.join(format!("{name}-noise.json")), &noise.to_json())?;
         }
+        if let Some(watch) = &round.results.watch {
+            write_file(&dir.join(format!("{name}-watch.json")), &watch.to_json())?;
+        }
     }
     write_file(&dir.join("assess.json"), &report.to_json())
 }
@@ -450,12 +474,18 @@ fn write_file(path: &Path, text: &str) -> Result<(), AssessError> {
 }
 
 /// A round, as [`JobTotals`] takes it.
-struct RoundWithRun(Round, Option<Finished<JobSettings>>);
+struct RoundWithRun(Round, Option<RoundWork>);
 
 impl JobTotals {
-    fn add_round(&mut self, round: &RoundWithRun) {
-        if let Some(done) = &round.1 {
-            self.add(done);
+    fn add_round(&mut self, round: &RoundWithRun, job: &JobSettings) {
+        match &round.1 {
+            Some(RoundWork::Job(done)) => self.add(done),
+            Some(RoundWork::Watched(work)) => self.add_watched(
+                work,
+                job,
+                round.0.job.as_ref().is_some_and(|j| j.interrupted),
+            ),
+            None => {}
         }
     }
 }
@@ -476,6 +506,7 @@ struct MeasurementPlan {
     /// Measure ordinary work's throughput after the last rounds (stress-ng is there).
     cost_probe: bool,
     command_line: Vec<String>,
+    program: Option<Program>,
 }
 
 impl MeasurementPlan {
@@ -555,7 +586,11 @@ impl MeasurementPlan {
             cost_probe: o.cost_probe
                 && tame_bench::cost::check_tools(&[tame_bench::cost::Workload::Cpu]).is_ok(),
             command_line: o.command_line.clone(),
+            program: o.program.clone(),
         };
+        if let Some(p) = &plan.program {
+            program::validate(p)?;
+        }
         if let Some(load) = plan.load_on(&plan.online) {
             load.check_tools()?;
         }
@@ -783,22 +818,45 @@ impl MeasurementPlan {
         let name = format!("{} {}", self.job_rounds_label(index), configuration.name());
         let raw_name = format!("{}-{index}", configuration.name());
         let observer = &mut *session.observer;
-        observer.phase(&format!("{name}: the work"), self.job.expected_ns());
-        let total = self.job.progress_total().max(1);
-        let done: Finished<JobSettings> = session::run(
-            root,
-            self.job.clone(),
-            conditions,
-            session.control,
-            0,
-            |n| observer.progress(n * 1000 / total),
-            self.command(&raw_name, "job"),
-        )?;
-        let mut one = JobTotals::default();
-        one.add(&done);
-        round.job = one.figures(self.requirement.budget_ns);
-        round.load = done.result.load.clone();
-        round.results.job = Some(done.result.clone());
+        let done = if let Some(p) = &self.program {
+            observer.phase(&format!("{name}: the program"), self.job.expected_ns());
+            let watched = program::watch(
+                root,
+                p,
+                &self.job,
+                conditions,
+                session.control,
+                self.command(&raw_name, "watch"),
+            )?;
+            let mut one = JobTotals::default();
+            one.add_watched(
+                &watched.work,
+                &self.job,
+                watched.run.result.result.interrupted,
+            );
+            round.job = one.figures(self.requirement.budget_ns);
+            round.load = watched.run.result.result.load.clone();
+            round.results.watch = Some(Box::new(watched.run.result));
+            RoundWork::Watched(watched.work)
+        } else {
+            observer.phase(&format!("{name}: the work"), self.job.expected_ns());
+            let total = self.job.progress_total().max(1);
+            let done: Finished<JobSettings> = session::run(
+                root,
+                self.job.clone(),
+                conditions,
+                session.control,
+                0,
+                |n| observer.progress(n * 1000 / total),
+                self.command(&raw_name, "job"),
+            )?;
+            let mut one = JobTotals::default();
+            one.add(&done);
+            round.job = one.figures(self.requirement.budget_ns);
+            round.load = done.result.load.clone();
+            round.results.job = Some(done.result.clone());
+            RoundWork::Job(Box::new(done))
+        };
         if !session.control.stopped() {
             let observer = &mut *session.observer;
             observer.phase(&format!("{name}: busy-loop noise"), self.noise.duration_ns);
@@ -828,4 +886,10 @@ impl MeasurementPlan {
         round.ended_unix_ns = tame_bench::result::unix_now_ns();
         Ok(RoundWithRun(round, Some(done)))
     }
+}
+
+/// What a round's work gave: the calibrated work's run, or the watched program's thread.
+enum RoundWork {
+    Job(Box<Finished<JobSettings>>),
+    Watched(tame_bench::watch::analyze::ThreadRecorders),
 }

@@ -72,6 +72,8 @@ struct ThreadStats {
     /// The previous release [`ThreadStats::judge`] saw, for missed periods.
     judged_release: Option<u64>,
     misses: u64,
+    /// Responses beyond the period: the next release came before the activation ended.
+    overruns: u64,
     missed_periods: u64,
     page_faults: u64,
     migrations: u64,
@@ -127,6 +129,7 @@ impl Analyzer {
             last_release: None,
             judged_release: None,
             misses: 0,
+            overruns: 0,
             missed_periods: 0,
             page_faults: 0,
             migrations: 0,
@@ -347,6 +350,9 @@ impl Analyzer {
             _ => {}
         }
         stats.judged_release = (a.released_by == ReleasedBy::Timer).then_some(a.release_ns);
+        if period > 0 && response > period {
+            stats.overruns += 1;
+        }
         let deadline = self.config.deadline_ns.or(stats.period_ns);
         let Some(deadline) = deadline.filter(|&dl| response > dl) else {
             return;
@@ -433,6 +439,7 @@ impl Analyzer {
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut out = Vec::with_capacity(tids.len());
         let mut all = [Recorder::new(), Recorder::new(), Recorder::new()];
+        let mut recorders = Vec::with_capacity(tids.len());
         let mut counters: BTreeMap<String, u64> = BTreeMap::new();
         for tid in tids {
             let mut stats = self.threads.remove(&tid).expect("listed");
@@ -456,6 +463,13 @@ impl Analyzer {
             for &i in &stats.snapshot_ids {
                 self.snapshots[i].thread = label.clone();
             }
+            recorders.push(ThreadRecorders {
+                wake: stats.wake.clone(),
+                response: stats.response.clone(),
+                run: stats.run.clone(),
+                misses: stats.misses,
+                overruns: stats.overruns,
+            });
             let (f, group) = findings(tid, label, prio, stats, self.config.deadline_ns);
             for (k, v) in &group.counters {
                 *counters.entry(k.clone()).or_default() += v;
@@ -475,6 +489,7 @@ impl Analyzer {
                 timeline: None,
             },
             snapshots: self.snapshots,
+            recorders,
         }
     }
 }
@@ -484,6 +499,19 @@ pub struct Finished {
     pub threads: Vec<(ThreadFindings, GroupResult)>,
     pub merged: GroupResult,
     pub snapshots: Vec<Snapshot>,
+    /// Each thread's distributions as recorded (in `threads`' order), for a caller
+    /// that merges them with others (`tame assess -- CMD`).
+    pub recorders: Vec<ThreadRecorders>,
+}
+
+/// One thread's recorded distributions and counts.
+#[derive(Clone, Debug)]
+pub struct ThreadRecorders {
+    pub wake: Recorder,
+    pub response: Recorder,
+    pub run: Recorder,
+    pub misses: u64,
+    pub overruns: u64,
 }
 
 fn metrics(wake: &Recorder, response: &Recorder, run: &Recorder) -> Vec<Metric> {
@@ -510,6 +538,7 @@ fn findings(
     let counters: BTreeMap<String, u64> = [
         ("activations", s.activations),
         ("misses", s.misses),
+        ("overruns", s.overruns),
         ("missed_periods", s.missed_periods),
         ("page_faults", s.page_faults),
         ("migrations", s.migrations),

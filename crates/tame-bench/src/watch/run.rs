@@ -19,7 +19,7 @@ use tame_trace::capture::{Capture, Sink};
 use tame_trace::tracefs::{CaptureSpec, TraceClock, TraceError, TraceSession};
 use tame_trace::Event;
 
-use super::analyze::{Analyzer, AnalyzerConfig};
+use super::analyze::{Analyzer, AnalyzerConfig, ThreadRecorders};
 use super::{TraceStatus, WatchFindings, WatchResult, WatchSettings, BENCH};
 use crate::engine::{self, RunControl};
 use crate::error::{failed, invalid, io_failed, Result};
@@ -91,6 +91,8 @@ pub enum Watched {
 pub struct WatchRun {
     pub result: WatchResult,
     pub exit_code: Option<i32>,
+    /// Each thread's distributions as recorded, in `result.watch.threads`' order.
+    pub recorders: Vec<ThreadRecorders>,
 }
 
 /// Events the reader hands over, shared with the analysis.
@@ -201,7 +203,7 @@ pub fn run(
         ));
     }
     let reader_cpus = threads.cpus_left(&environment.online_cpus);
-    keep_off(&reader_cpus);
+    let _kept_off = KeptOff::keep_off(&reader_cpus);
     let capture = Capture::start_into(
         &pipes,
         trace_clock.timestamp(),
@@ -288,6 +290,7 @@ pub fn run(
     }
     let snapshots = finished.snapshots;
     let merged = finished.merged;
+    let recorders = finished.recorders;
     let (findings, groups): (Vec<_>, Vec<GroupResult>) = finished.threads.into_iter().unzip();
     let settings = WatchSettings {
         pids: if pids.is_empty() {
@@ -327,6 +330,7 @@ pub fn run(
             },
         },
         exit_code,
+        recorders,
     })
 }
 
@@ -348,11 +352,27 @@ fn stop(l: &mut Launched) -> i32 {
         .unwrap_or(-1)
 }
 
-/// Keep this thread (tame's main one, which analyses) off the watched CPUs where it can.
-fn keep_off(cpus: &[u32]) {
-    if !cpus.is_empty() {
+/// This thread (the caller's, which analyses) on `cpus` — off the watched ones — for the
+/// watch, back where it was afterwards (a caller such as assess goes on measuring).
+struct KeptOff(Option<Vec<u32>>);
+
+impl KeptOff {
+    fn keep_off(cpus: &[u32]) -> Self {
+        if cpus.is_empty() {
+            return KeptOff(None);
+        }
+        let before = tame_rt::sched::get_affinity(0).ok();
         // Best effort: where it cannot move, it is noise the report shows.
         let _ = tame_rt::sched::set_affinity(0, cpus.to_vec());
+        KeptOff(before)
+    }
+}
+
+impl Drop for KeptOff {
+    fn drop(&mut self) {
+        if let Some(cpus) = self.0.take() {
+            let _ = tame_rt::sched::set_affinity(0, cpus);
+        }
     }
 }
 

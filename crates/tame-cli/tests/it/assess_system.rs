@@ -44,7 +44,7 @@ fn assert_as_found(before: &BTreeMap<String, Vec<u8>>, journal: &Path) {
     .iter()
     .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
     .map(|e| e.file_name().to_string_lossy().into_owned())
-    .filter(|n| n.starts_with("tame-noise-"))
+    .filter(|n| n.starts_with("tame-noise-") || n.starts_with("tame-watch-"))
     .collect();
     assert_eq!(instances, Vec::<String>::new(), "tracing instances left");
     let trace_journals: Vec<_> = std::fs::read_dir(tame_trace::tracefs::JOURNAL_BASE)
@@ -625,6 +625,7 @@ fn child_assess_killed_at_a_phase() {
         attribute: true,
         cost_probe: false,
         command_line: vec!["assess-kill-test".into()],
+        program: None,
     };
     let mut observer = KillIn {
         target: target.to_string(),
@@ -698,4 +699,55 @@ fn kill_9_at_each_phase_then_the_next_assess_or_revert_restores_everything() {
         }
         assert_as_found(&before, &journal);
     }
+}
+
+/// `tame assess -- cyclictest …`: cyclictest is the work, watched shared and inside the
+/// partition; the verdict counts its measuring thread's activations (1 kHz), not its
+/// main thread's, and the machine is left as found.
+#[test]
+fn assess_watches_a_users_program_as_the_work() {
+    let _machine = tame_testing::serial::module(module_path!());
+    let _one = exclusive();
+    if !machine_fits()
+        || !crate::common::require(
+            crate::common::have_program("cyclictest"),
+            "cyclictest (rt-tests)",
+        )
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, out) = (dir.path().join("j"), dir.path().join("out"));
+    let json = dir.path().join("assess.json");
+    let _revert = RevertOnDrop(&journal);
+    let before = state();
+    let o = assess(&journal, &out, "3s", "cpu")
+        .args(["--rounds", "1", "--no-cost", "--json"])
+        .arg(&json)
+        .args(["--", "cyclictest", "-m", "-q", "-p", "90", "-i", "1000"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["program"]["command"][0], "cyclictest");
+    assert!(r.get("calibration").is_none(), "nothing is calibrated");
+    // The work's share of each 3 s configuration is 2 s: about 2000 activations at 1 kHz;
+    // the main thread's 100 Hz would give about 200.
+    for phase in ["shared", "partitioned"] {
+        let n = r[phase]["job"]["activations"].as_u64().unwrap();
+        assert!((1_600..=2_100).contains(&n), "{phase}: {n} activations");
+        assert_eq!(r["verdict"][phase]["activations"], n, "{phase}");
+    }
+    for x in r["rounds"].as_array().unwrap() {
+        let watch = &x["results"]["watch"];
+        assert_eq!(watch["bench"], "watch", "{x}");
+        assert!(x["results"]["job"].is_null());
+        let partitioned = x["configuration"] == "partitioned";
+        assert_eq!(watch["partition"] == "rt", partitioned, "{watch}");
+    }
+    let summary = String::from_utf8_lossy(&o.stdout);
+    assert!(summary.contains("your program `cyclictest"), "{summary}");
+    assert!(summary.contains("verdict: "), "{summary}");
+    assert_as_found(&before, &journal);
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use tame_assess::requirement::{
     parse_confidence, parse_miss_rate, parse_target_bound, Requirement,
 };
-use tame_assess::run::{Length, Observer, Options};
+use tame_assess::run::{Length, Observer, Options, Program};
 use tame_bench::load::LoadKind;
 use tame_bench::units::parse_duration_ns;
 
@@ -96,6 +96,14 @@ pub struct AssessArgs {
     /// Where the partition's journal lives (default /var/lib/tame below --root).
     #[arg(long, value_name = "DIR")]
     journal_dir: Option<PathBuf>,
+    /// With -- CMD: which of the program's threads the verdict is about, as thread ids or a
+    /// regular expression on their names (default: the one with the most activations).
+    #[arg(long, value_name = "TIDS|REGEX", requires = "program")]
+    threads: Option<String>,
+    /// Your own program as the work instead of the calibrated one: watched shared (on the
+    /// chosen CPU) and inside the partition, under the same load and rounds (tame watch).
+    #[arg(last = true, value_name = "CMD")]
+    program: Vec<std::ffi::OsString>,
 }
 
 /// `--load` unless given: the ordinary disturbances, and the two a partition cannot remove
@@ -195,6 +203,10 @@ fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
         attribute: !a.no_trace,
         cost_probe: !a.no_cost,
         command_line: ctx.command_line.clone(),
+        program: (!a.program.is_empty()).then(|| Program {
+            argv: a.program.clone(),
+            threads: a.threads.clone(),
+        }),
     })
 }
 

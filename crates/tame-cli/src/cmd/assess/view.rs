@@ -40,6 +40,17 @@ pub fn summary(r: &AssessReport, out_dir: &Path, page: Option<&Path>) -> String 
             c.trials
         );
     }
+    if let Some(p) = &r.program {
+        let _ = writeln!(
+            s,
+            "the work: your program `{}`, watched (tame watch) shared and inside the partition; the verdict is about {}",
+            p.command.join(" "),
+            match &p.threads {
+                Some(t) => format!("its threads --threads {t} admits, merged"),
+                None => "its thread with the most activations".into(),
+            }
+        );
+    }
     let _ = writeln!(
         s,
         "measured {} per configuration in {} interleaved round(s) each{}",
