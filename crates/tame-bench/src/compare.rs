@@ -24,26 +24,28 @@ use crate::error::{invalid, Result};
 use crate::noise::NoiseFindings;
 use crate::result::{BenchResult, GroupResult, Spread};
 use crate::stats::Summary;
+use crate::watch::WatchFindings;
 use tame_rt::duration::{format_ns_as, NsStyle};
 
-/// A result of any bench as `compare` reads it: the common part, and the noise findings
-/// when the bench is `noise`.
+/// A result of any bench as `compare` reads it: the common part, and the findings beside
+/// it where the bench writes them (`noise`, `watch`), so that the report can draw them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Compared {
     pub result: BenchResult,
     pub noise: Option<NoiseFindings>,
+    pub watch: Option<WatchFindings>,
 }
 
 impl Compared {
     /// From JSON already parsed; an error means it is not a tame bench result.
     pub fn from_value(value: serde_json::Value) -> serde_json::Result<Self> {
-        let noise = match value.get("noise") {
-            Some(n) => serde_json::from_value(n.clone())?,
-            None => None,
-        };
+        let beside = |key: &str| value.get(key).cloned().unwrap_or_default();
+        let noise = serde_json::from_value(beside("noise"))?;
+        let watch = serde_json::from_value(beside("watch"))?;
         Ok(Self {
             result: serde_json::from_value(value)?,
             noise,
+            watch,
         })
     }
 }
@@ -615,6 +617,7 @@ mod tests {
         Compared {
             result,
             noise: Some(noise),
+            watch: None,
         }
     }
 
@@ -721,6 +724,7 @@ mod tests {
                 ..base
             },
             noise: None,
+            watch: None,
         }
     }
 
