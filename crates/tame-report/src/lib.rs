@@ -87,6 +87,7 @@ pub fn render(inputs: &[Input]) -> Result<Rendered> {
                         file: i.file.clone(),
                         result: c.result.clone(),
                         noise: c.noise.clone(),
+                        watch: c.watch.clone(),
                     }),
                     _ => None,
                 })

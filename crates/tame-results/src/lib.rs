@@ -43,6 +43,7 @@ pub const BENCH_VERSIONS: &[(&str, &[u32])] = &[
     ("mem", &[1]),
     ("cache", &[1]),
     ("job", &[1]),
+    ("watch", &[1]),
 ];
 
 /// The kinds of document tame reads back.
@@ -82,7 +83,7 @@ impl Kind {
 /// One document, recognised and read into its type.
 #[derive(Clone, Debug)]
 pub enum Doc {
-    /// A bench result, with the noise findings when a noise result.
+    /// A bench result, with the findings beside it of a noise or watch result.
     Bench(Box<Compared>),
     Sweep(Box<SweepDoc>),
     Compare(Box<CompareDoc>),
