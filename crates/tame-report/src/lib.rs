@@ -60,6 +60,17 @@ pub fn read(paths: &[PathBuf]) -> Result<Vec<Input>> {
     Ok(inputs)
 }
 
+/// A watch's snapshot of a miss as a standalone SVG document (`miss-N.svg`): the CPU's
+/// time line before the activation ended, coloured by what ran, with its release, start,
+/// deadline and end marked.
+pub fn snapshot_svg(s: &tame_bench::watch::Snapshot) -> String {
+    plot::snapshot::draw(s)
+        .map(|d| d.svg)
+        // Drawing into a string fails only on a fault of tame's: a watch that missed still
+        // gets a file that says so rather than losing its result to a panic.
+        .unwrap_or_else(|e| plot::snapshot::not_drawn(&e.to_string()))
+}
+
 /// Draw the page of `inputs` (see [`read`]).
 pub fn render(inputs: &[Input]) -> Result<Rendered> {
     input::check_together(inputs)?;
