@@ -1,7 +1,7 @@
 //! `tame report`: the figures of tame's results — latency histograms, tail curves, values
-//! over time, noise attribution, comparisons, the assess verdict and the reserve study's
-//! tables — as one self-contained HTML page (inline SVG and CSS, no script, nothing
-//! fetched) and each figure as an SVG file. See docs/report.md.
+//! over time, noise attribution, a watch's snapshots of misses, comparisons, the assess
+//! verdict and the reserve study's tables — as one self-contained HTML page (inline SVG
+//! and CSS, no script, nothing fetched) and each figure as an SVG file. See docs/report.md.
 //!
 //! Figures are drawn with plotters' SVG backend only: no bitmap backend (PNG would need
 //! system font libraries), and text stays SVG text in a generic font family.
@@ -20,6 +20,7 @@ pub mod page;
 pub mod plot;
 pub mod reserve;
 pub mod summary;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 
