@@ -713,6 +713,44 @@ mod tests {
         }
     }
 
+    /// Two watch results (tame-report's fixtures, written from the watch's types): read
+    /// with their findings, compared thread by thread through the common groups.
+    #[test]
+    fn watch_results_compare_thread_by_thread() {
+        let load = |text: &str| Compared::from_value(serde_json::from_str(text).unwrap()).unwrap();
+        let a = load(include_str!("../../tame-report/tests/fixtures/watch.json"));
+        let b = load(include_str!(
+            "../../tame-report/tests/fixtures/watch-partitioned.json"
+        ));
+        let w = a.watch.as_ref().expect("the findings beside the result");
+        assert_eq!(w.threads.len(), a.result.groups.len());
+        assert!(!w.snapshots.is_empty());
+        let c = Comparison::new("watch.json", &a, "watch-partitioned.json", &b).unwrap();
+        unique(&c.rows);
+        let find = |g: &str, n: &str| {
+            c.rows
+                .iter()
+                .find(|r| r.group == g && r.name == n)
+                .unwrap_or_else(|| panic!("{g} / {n}"))
+        };
+        for (i, g) in a.result.groups.iter().enumerate() {
+            for (m, metric) in ["wake_latency", "response", "run_time"].iter().enumerate() {
+                let p50 = find(&g.label, &format!("{metric} p50"));
+                let want = |r: &Compared| r.result.groups[i].metrics[m].summary.p50 as f64;
+                assert_eq!((p50.a, p50.b), (Some(want(&a)), Some(want(&b))));
+                assert_eq!(p50.unit, "ns");
+            }
+        }
+        let misses = find("loop", "misses");
+        assert_eq!((misses.a, misses.b), (Some(20.0), Some(1.0)));
+        assert_eq!(find("logger", "period_ns").a, Some(10_000_000.0));
+        // `all` merges two threads: kept, its percentiles spread over them.
+        assert!(find("all", "response p50").beyond_spread.is_some());
+        assert!(table(&c)
+            .lines()
+            .any(|l| l.starts_with("loop ") && l.contains("wake_latency p99")));
+    }
+
     /// A result of `bench` with `groups` and the merged group `merged`.
     fn result_of(bench: &str, groups: Vec<GroupResult>, merged: GroupResult) -> Compared {
         let base = noise_result(1, 1, Vec::new()).result;
