@@ -488,6 +488,19 @@ mod tests {
     }
 
     #[test]
+    fn a_watch_result_is_read_with_its_findings() {
+        let text = include_str!("../../tame-report/tests/fixtures/watch.json");
+        let value: Value = serde_json::from_str(text).unwrap();
+        let Ok(Doc::Bench(c)) = recognise("watch.json", value, &[Kind::Bench]) else {
+            panic!("a watch result is a bench result");
+        };
+        assert_eq!(c.result.bench, "watch");
+        let w = c.watch.expect("its findings, read beside it");
+        assert_eq!(w.threads.len(), c.result.groups.len());
+        assert!(c.noise.is_none());
+    }
+
+    #[test]
     fn bench_results_are_read_by_bench_and_version() {
         let too_new = json!({"schema_version": 9, "bench": "ipc", "tool_version": "9.0"});
         let r = recognise("x.json", too_new, ALL).unwrap_err();
