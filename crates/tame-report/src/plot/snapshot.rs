@@ -6,7 +6,7 @@
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use tame_bench::watch::snapshot::{describe, priority_words};
+use tame_bench::watch::snapshot::{describe, priority_words, SnapshotSpan};
 use tame_bench::watch::Snapshot;
 use tame_rt::duration::{format_ns_as, NsStyle};
 use tame_trace::NoiseClass;
@@ -104,7 +104,7 @@ fn signed(ns: i64) -> String {
     format!("{sign}{}", rounded(ns.unsigned_abs()))
 }
 
-/// A marker: its name, where it is (ns from the window's start), and its label.
+/// A marker: where it is (ns from the window's start), its label and its line's width.
 struct Marker {
     at: i64,
     label: String,
@@ -165,9 +165,9 @@ fn range(s: &Snapshot) -> (i64, i64) {
     (lo, end_of_spans.max(lo + 1))
 }
 
-/// What a span is called inside it and in the legend: its source, and a thread's priority
-/// as a user sets it (the watched thread's from the snapshot).
-fn span_lines(s: &Snapshot, span: &tame_bench::watch::snapshot::SnapshotSpan) -> Vec<String> {
+/// What a span is called inside it: its source, and a thread's priority as a user sets it
+/// (the watched thread's from the snapshot).
+fn span_lines(s: &Snapshot, span: &SnapshotSpan) -> Vec<String> {
     let prio = match span.class {
         None => s.prio,
         Some(_) => span.prio,
@@ -317,14 +317,14 @@ fn fitting<DB: DrawingBackend>(
 ) -> std::result::Result<TextStyle<'static>, Box<dyn std::error::Error>> {
     let room = area.dim_in_pixel().0.saturating_sub(24);
     let mut style = title_style();
-    for size in [20.0, 18.0, 16.0, 14.0, 12.0] {
-        style = TextStyle::from((FONT, size).into_font());
+    for smaller in [18.0, 16.0, 14.0, 12.0] {
         let (w, _) = area
             .estimate_text_size(title, &style)
             .map_err(|e| e.to_string())?;
         if w <= room {
             break;
         }
+        style = TextStyle::from((FONT, smaller).into_font());
     }
     Ok(style)
 }
@@ -398,7 +398,7 @@ pub fn figure(id: &str, s: &Snapshot, contexts: Vec<Context>) -> Result<Figure> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tame_bench::watch::snapshot::{SnapshotSpan, SCHEMA};
+    use tame_bench::watch::snapshot::SCHEMA;
     use tame_bench::watch::Cause;
 
     fn span(
