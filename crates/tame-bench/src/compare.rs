@@ -24,26 +24,28 @@ use crate::error::{invalid, Result};
 use crate::noise::NoiseFindings;
 use crate::result::{BenchResult, GroupResult, Spread};
 use crate::stats::Summary;
+use crate::watch::WatchFindings;
 use tame_rt::duration::{format_ns_as, NsStyle};
 
-/// A result of any bench as `compare` reads it: the common part, and the noise findings
-/// when the bench is `noise`.
+/// A result of any bench as `compare` reads it: the common part, and the findings beside
+/// it where the bench writes them (`noise`, `watch`), so that the report can draw them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Compared {
     pub result: BenchResult,
     pub noise: Option<NoiseFindings>,
+    pub watch: Option<WatchFindings>,
 }
 
 impl Compared {
     /// From JSON already parsed; an error means it is not a tame bench result.
     pub fn from_value(value: serde_json::Value) -> serde_json::Result<Self> {
-        let noise = match value.get("noise") {
-            Some(n) => serde_json::from_value(n.clone())?,
-            None => None,
-        };
+        let beside = |key: &str| value.get(key).cloned().unwrap_or_default();
+        let noise = serde_json::from_value(beside("noise"))?;
+        let watch = serde_json::from_value(beside("watch"))?;
         Ok(Self {
             result: serde_json::from_value(value)?,
             noise,
+            watch,
         })
     }
 }
@@ -615,6 +617,7 @@ mod tests {
         Compared {
             result,
             noise: Some(noise),
+            watch: None,
         }
     }
 
@@ -710,6 +713,44 @@ mod tests {
         }
     }
 
+    /// Two watch results (tame-report's fixtures, written from the watch's types): read
+    /// with their findings, compared thread by thread through the common groups.
+    #[test]
+    fn watch_results_compare_thread_by_thread() {
+        let load = |text: &str| Compared::from_value(serde_json::from_str(text).unwrap()).unwrap();
+        let a = load(include_str!("../../tame-report/tests/fixtures/watch.json"));
+        let b = load(include_str!(
+            "../../tame-report/tests/fixtures/watch-partitioned.json"
+        ));
+        let w = a.watch.as_ref().expect("the findings beside the result");
+        assert_eq!(w.threads.len(), a.result.groups.len());
+        assert!(!w.snapshots.is_empty());
+        let c = Comparison::new("watch.json", &a, "watch-partitioned.json", &b).unwrap();
+        unique(&c.rows);
+        let find = |g: &str, n: &str| {
+            c.rows
+                .iter()
+                .find(|r| r.group == g && r.name == n)
+                .unwrap_or_else(|| panic!("{g} / {n}"))
+        };
+        for (i, g) in a.result.groups.iter().enumerate() {
+            for (m, metric) in ["wake_latency", "response", "run_time"].iter().enumerate() {
+                let p50 = find(&g.label, &format!("{metric} p50"));
+                let want = |r: &Compared| r.result.groups[i].metrics[m].summary.p50 as f64;
+                assert_eq!((p50.a, p50.b), (Some(want(&a)), Some(want(&b))));
+                assert_eq!(p50.unit, "ns");
+            }
+        }
+        let misses = find("loop", "misses");
+        assert_eq!((misses.a, misses.b), (Some(20.0), Some(1.0)));
+        assert_eq!(find("logger", "period_ns").a, Some(10_000_000.0));
+        // `all` merges two threads: kept, its percentiles spread over them.
+        assert!(find("all", "response p50").beyond_spread.is_some());
+        assert!(table(&c)
+            .lines()
+            .any(|l| l.starts_with("loop ") && l.contains("wake_latency p99")));
+    }
+
     /// A result of `bench` with `groups` and the merged group `merged`.
     fn result_of(bench: &str, groups: Vec<GroupResult>, merged: GroupResult) -> Compared {
         let base = noise_result(1, 1, Vec::new()).result;
@@ -721,6 +762,7 @@ mod tests {
                 ..base
             },
             noise: None,
+            watch: None,
         }
     }
 

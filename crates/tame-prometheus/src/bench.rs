@@ -32,6 +32,10 @@ const RUN_COUNTS: &[(&str, &str)] = &[
     ),
     ("gaps", "gaps above the noise threshold the detector saw"),
     ("gaps_dropped", "gaps counted but not kept for attribution"),
+    (
+        "misses",
+        "activations whose response exceeded the deadline (tame watch)",
+    ),
 ];
 
 /// How many sources per CPU: the largest offenders, enough to act on, with a bound on the

@@ -50,6 +50,7 @@ pub fn add(page: &mut Page, file: &str, r: &AssessReport) -> Result<()> {
                 file: name.clone(),
                 result: from_job(r, phase, label, job),
                 noise: None,
+                watch: None,
             });
         }
         match (&phase.results.cycle, &phase.cycle) {
@@ -63,6 +64,7 @@ pub fn add(page: &mut Page, file: &str, r: &AssessReport) -> Result<()> {
                     file: name.clone(),
                     result: from_figures(r, phase, label, figures),
                     noise: None,
+                    watch: None,
                 });
             }
             (None, None) => {}
@@ -139,6 +141,7 @@ fn config<S: Serialize>(
         file: file.into(),
         result,
         noise,
+        watch: None,
     })
 }
 

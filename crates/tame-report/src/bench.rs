@@ -33,6 +33,7 @@ pub fn add(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
         "cost" => crate::cost::add(page, configs, prefix),
         "mem" => crate::mem::add(page, configs, prefix),
         "cache" => crate::cache::add(page, configs, prefix),
+        "watch" => crate::watch::add(page, configs, prefix),
         _ => timed(page, configs, prefix),
     }
 }

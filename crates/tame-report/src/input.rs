@@ -31,7 +31,8 @@ pub struct Input {
 
 #[derive(Clone, Debug)]
 pub enum Doc {
-    /// A bench result (`tame bench … --json`), with the noise findings when a noise result.
+    /// A bench result (`tame bench … --json`, a watch's result too), with the findings beside
+    /// it of a noise or watch result.
     Bench(Box<Compared>),
     /// `tame compare --json`.
     Compare(Box<CompareDoc>),

@@ -1,7 +1,7 @@
 //! `tame report`: the figures of tame's results — latency histograms, tail curves, values
-//! over time, noise attribution, comparisons, the assess verdict and the reserve study's
-//! tables — as one self-contained HTML page (inline SVG and CSS, no script, nothing
-//! fetched) and each figure as an SVG file. See docs/report.md.
+//! over time, noise attribution, a watch's snapshots of misses, comparisons, the assess
+//! verdict and the reserve study's tables — as one self-contained HTML page (inline SVG
+//! and CSS, no script, nothing fetched) and each figure as an SVG file. See docs/report.md.
 //!
 //! Figures are drawn with plotters' SVG backend only: no bitmap backend (PNG would need
 //! system font libraries), and text stays SVG text in a generic font family.
@@ -20,6 +20,7 @@ pub mod page;
 pub mod plot;
 pub mod reserve;
 pub mod summary;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 
@@ -60,6 +61,17 @@ pub fn read(paths: &[PathBuf]) -> Result<Vec<Input>> {
     Ok(inputs)
 }
 
+/// A watch's snapshot of a miss as a standalone SVG document (`miss-N.svg`): the CPU's
+/// time line before the activation ended, coloured by what ran, with its release, start,
+/// deadline and end marked.
+pub fn snapshot_svg(s: &tame_bench::watch::Snapshot) -> String {
+    plot::snapshot::draw(s)
+        .map(|d| d.svg)
+        // Drawing into a string fails only on a fault of tame's: a watch that missed still
+        // gets a file that says so rather than losing its result to a panic.
+        .unwrap_or_else(|e| plot::snapshot::not_drawn(&e.to_string()))
+}
+
 /// Draw the page of `inputs` (see [`read`]).
 pub fn render(inputs: &[Input]) -> Result<Rendered> {
     input::check_together(inputs)?;
@@ -87,6 +99,7 @@ pub fn render(inputs: &[Input]) -> Result<Rendered> {
                         file: i.file.clone(),
                         result: c.result.clone(),
                         noise: c.noise.clone(),
+                        watch: c.watch.clone(),
                     }),
                     _ => None,
                 })

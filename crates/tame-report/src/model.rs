@@ -7,6 +7,7 @@ use std::path::Path;
 use tame_bench::distribution::Distribution;
 use tame_bench::noise::NoiseFindings;
 use tame_bench::timeline::{Timeline, Window};
+use tame_bench::watch::WatchFindings;
 use tame_bench::{BenchResult, Summary};
 use tame_host::environment::RunEnvironment;
 
@@ -17,6 +18,7 @@ pub struct Config {
     pub file: String,
     pub result: BenchResult,
     pub noise: Option<NoiseFindings>,
+    pub watch: Option<WatchFindings>,
 }
 
 /// What is printed beside a figure for each configuration it draws.

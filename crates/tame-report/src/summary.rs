@@ -89,8 +89,8 @@ pub fn ratios(id: &str, caption: &str, series: &[Series]) -> Option<Table> {
 }
 
 /// What a result warns of: the hypervisor, RT throttling, a run cut short, missed periods,
-/// raw samples not kept, and for noise results lost trace events, gaps not kept and
-/// attribution that did not run.
+/// raw samples not kept, for noise results lost trace events, gaps not kept and
+/// attribution that did not run, and for watch results lost trace events.
 pub fn warnings(c: &Config) -> Vec<String> {
     let r = &c.result;
     let who = format!("{} ({})", c.label, c.file);
@@ -150,6 +150,16 @@ pub fn warnings(c: &Config) -> Vec<String> {
             }
         }
         for p in &n.attribution.restore_problems {
+            w.push(format!("{who}: tracing setting not restored: {p}"));
+        }
+    }
+    if let Some(f) = &c.watch {
+        for (cpu, lost) in f.trace.lost.iter().filter(|(_, n)| **n > 0) {
+            w.push(format!(
+                "{who}: CPU {cpu}: {lost} trace events dropped by the kernel before they were read — activations around them may be missing or merged, their causes incomplete"
+            ));
+        }
+        for p in &f.trace.restore_problems {
             w.push(format!("{who}: tracing setting not restored: {p}"));
         }
     }

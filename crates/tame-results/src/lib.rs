@@ -43,6 +43,7 @@ pub const BENCH_VERSIONS: &[(&str, &[u32])] = &[
     ("mem", &[1]),
     ("cache", &[1]),
     ("job", &[1]),
+    ("watch", &[1]),
 ];
 
 /// The kinds of document tame reads back.
@@ -82,7 +83,7 @@ impl Kind {
 /// One document, recognised and read into its type.
 #[derive(Clone, Debug)]
 pub enum Doc {
-    /// A bench result, with the noise findings when a noise result.
+    /// A bench result, with the findings beside it of a noise or watch result.
     Bench(Box<Compared>),
     Sweep(Box<SweepDoc>),
     Compare(Box<CompareDoc>),
@@ -484,6 +485,19 @@ mod tests {
             "x.json: a status of schema 7, which this tame does not read (it reads 1)"
         );
         assert!(refused(status, &[Kind::Reserve]).contains("its schema 7 is none of tame's"));
+    }
+
+    #[test]
+    fn a_watch_result_is_read_with_its_findings() {
+        let text = include_str!("../../tame-report/tests/fixtures/watch.json");
+        let value: Value = serde_json::from_str(text).unwrap();
+        let Ok(Doc::Bench(c)) = recognise("watch.json", value, &[Kind::Bench]) else {
+            panic!("a watch result is a bench result");
+        };
+        assert_eq!(c.result.bench, "watch");
+        let w = c.watch.expect("its findings, read beside it");
+        assert_eq!(w.threads.len(), c.result.groups.len());
+        assert!(c.noise.is_none());
     }
 
     #[test]

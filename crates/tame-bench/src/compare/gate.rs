@@ -555,6 +555,7 @@ mod tests {
                 ..serde_json::from_str(include_str!("../../testdata/compare/a-sleep.json")).unwrap()
             },
             noise: None,
+            watch: None,
         }
     }
 

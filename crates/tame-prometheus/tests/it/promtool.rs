@@ -1,5 +1,6 @@
-//! Every recorded result of tame-report's fixtures, and a check and a status recorded on a
-//! real machine (`tame check --json`, `tame status --json`, no partition applied), exported
+//! Every recorded result of tame-report's fixtures (and its watch result, written from the
+//! types), and a check and a status recorded on a real machine (`tame check --json`,
+//! `tame status --json`, no partition applied), exported
 //! and read back: by `promtool check metrics` (Debian package prometheus; lint included,
 //! so no warning either), and by a small parser here that finds the values the documents
 //! hold.
@@ -11,6 +12,11 @@ use tame_testing::require::{have_program, require};
 
 fn recorded() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tame-report/tests/fixtures/recorded")
+}
+
+/// tame-report's fixtures beside the recorded ones (watch results, written from the types).
+fn report_fixture(name: &str) -> PathBuf {
+    recorded().join("..").join(name)
 }
 
 fn own(name: &str) -> PathBuf {
@@ -33,6 +39,7 @@ fn documents() -> Vec<PathBuf> {
         })
         .collect();
     all.sort();
+    all.push(report_fixture("watch.json"));
     all.push(own("check.json"));
     all.push(own("status.json"));
     assert!(all.len() >= 20, "{all:?}");
@@ -86,6 +93,31 @@ fn every_family_has_help_and_type_once() {
             }
         }
         assert_eq!(helps, types, "{}", path.display());
+    }
+}
+
+#[test]
+fn a_watch_result_gives_each_threads_figures_and_misses() {
+    let path = report_fixture("watch.json");
+    let text = one(&path);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for g in json["groups"].as_array().unwrap() {
+        let labels = format!(
+            "config=\"shared\",load=\"none\",group=\"{}\",cpu=\"\"",
+            g["label"].as_str().unwrap()
+        );
+        for m in g["metrics"].as_array().unwrap() {
+            let name = m["name"].as_str().unwrap();
+            let p50 = m["summary"]["p50"].as_u64().unwrap() as f64 / 1e9;
+            let series = format!("tame_watch_{name}_seconds{{{labels},quantile=\"0.5\"}}");
+            assert_eq!(value(&text, &series), Some(p50), "{series} in\n{text}");
+        }
+        for counter in ["misses", "missed_periods"] {
+            let want = g["counters"][counter].as_u64().unwrap() as f64;
+            let series = format!("tame_watch_{counter}{{{labels}}}");
+            assert_eq!(value(&text, &series), Some(want), "{series} in\n{text}");
+        }
     }
 }
 

@@ -5,6 +5,7 @@ pub mod attribution;
 pub mod histogram;
 pub mod lines;
 pub mod ratios;
+pub mod snapshot;
 pub mod tail;
 pub mod timeline;
 
@@ -24,7 +25,7 @@ pub const FONT: &str = "sans-serif";
 pub struct Figure {
     /// Unique on the page; also its file name (`ID.svg`).
     pub id: String,
-    /// histogram | tail | timeline | attribution | ratios | scaling | shares.
+    /// histogram | tail | timeline | attribution | ratios | scaling | shares | snapshot.
     pub kind: &'static str,
     pub title: String,
     pub x_label: String,

@@ -5,3 +5,4 @@
 mod browser;
 mod common;
 mod render;
+mod watch;

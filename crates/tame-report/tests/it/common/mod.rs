@@ -284,6 +284,43 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
                         assert!(has_figure(r, id), "{bench}: figure {id}");
                     }
                 }
+                "watch" => {
+                    // Per thread: each metric's key figures, its misses, each snapshot drawn.
+                    let many = inputs.len() > 1;
+                    let row = |label: &str, thread: &str| {
+                        if many {
+                            format!("{label}: {thread}")
+                        } else {
+                            thread.to_string()
+                        }
+                    };
+                    for (label, v) in labels.iter().zip(raw) {
+                        for g in v["groups"].as_array().unwrap() {
+                            let thread = row(label, g["label"].as_str().unwrap());
+                            for m in g["metrics"].as_array().unwrap() {
+                                assert_summary(html, &thread, &m["summary"]);
+                            }
+                        }
+                        let Some(w) = v.get("watch") else { continue };
+                        for t in w["threads"].as_array().unwrap() {
+                            let thread = row(label, t["label"].as_str().unwrap());
+                            for stat in ["misses", "missed_periods", "activations"] {
+                                assert_cell(html, &thread, stat, &t[stat].to_string());
+                            }
+                        }
+                        for i in 1..=w["snapshots"].as_array().unwrap().len() {
+                            let id = if many {
+                                format!("watch-{}-miss-{i}", tame_report::bench::slug(label))
+                            } else {
+                                format!("watch-miss-{i}")
+                            };
+                            assert!(has_figure(r, &id), "{id}");
+                        }
+                    }
+                    for metric in ["wake-latency", "response", "run-time"] {
+                        assert!(has_figure(r, &format!("watch-{metric}-tail")), "{metric}");
+                    }
+                }
                 _ => {
                     for (label, v) in labels.iter().zip(raw) {
                         assert_summary(html, label, &v["merged"]["metrics"][0]["summary"]);
