@@ -837,7 +837,7 @@ impl MeasurementPlan {
             round.job = one.figures(self.requirement.budget_ns);
             round.load = watched.run.result.result.load.clone();
             round.results.watch = Some(Box::new(watched.run.result));
-            RoundWork::Watched(watched.work)
+            RoundWork::Watched(Box::new(watched.work))
         } else {
             observer.phase(&format!("{name}: the work"), self.job.expected_ns());
             let total = self.job.progress_total().max(1);
@@ -891,5 +891,5 @@ impl MeasurementPlan {
 /// What a round's work gave: the calibrated work's run, or the watched program's thread.
 enum RoundWork {
     Job(Box<Finished<JobSettings>>),
-    Watched(tame_bench::watch::analyze::ThreadRecorders),
+    Watched(Box<tame_bench::watch::analyze::ThreadRecorders>),
 }

@@ -15,7 +15,8 @@ use std::collections::VecDeque;
 
 use crate::event::{Event, EventKind, TaskState};
 
-/// Names remembered from wakeups, for the inferred switch's `next_comm`.
+/// Names and priorities remembered from wakeups, for the inferred switch's `next_comm`
+/// and `next_prio`.
 const NAMES: usize = 32;
 
 /// The kernel priority of a normal task at nice 0, as the idle task prints.
@@ -27,7 +28,7 @@ pub struct IdleExits {
     /// The task on the CPU by the last switch (`None` before the first).
     current: Option<u32>,
     last_ts: u64,
-    names: VecDeque<(u32, String)>,
+    names: VecDeque<(u32, String, Option<i32>)>,
     /// Switches inferred so far.
     pub inferred: u64,
 }
@@ -57,7 +58,7 @@ impl IdleExits {
                     prev_state: Some(TaskState::Runnable),
                     next_comm: self.name(task),
                     next_pid: task,
-                    next_prio: None,
+                    next_prio: self.prio(task),
                     inferred: true,
                 },
             });
@@ -65,31 +66,42 @@ impl IdleExits {
         }
         match &e.kind {
             EventKind::Switch { next_pid, .. } => self.current = Some(*next_pid),
-            EventKind::Waking { comm, pid, .. } | EventKind::Wakeup { comm, pid } => {
-                self.remember(*pid, comm)
-            }
+            EventKind::Waking {
+                comm, pid, prio, ..
+            } => self.remember(*pid, comm, *prio),
+            EventKind::Wakeup { comm, pid } => self.remember(*pid, comm, None),
             _ => {}
         }
         self.last_ts = e.ts;
         out(e);
     }
 
-    fn remember(&mut self, pid: u32, comm: &str) {
-        if self.names.iter().any(|(p, c)| *p == pid && c == comm) {
+    fn remember(&mut self, pid: u32, comm: &str, prio: Option<i32>) {
+        if let Some(known) = self
+            .names
+            .iter_mut()
+            .find(|(p, c, _)| *p == pid && c == comm)
+        {
+            known.2 = prio.or(known.2);
             return;
         }
         if self.names.len() == NAMES {
             self.names.pop_front();
         }
-        self.names.push_back((pid, comm.to_string()));
+        self.names.push_back((pid, comm.to_string(), prio));
+    }
+
+    fn known(&self, pid: u32) -> Option<&(u32, String, Option<i32>)> {
+        self.names.iter().rev().find(|(p, _, _)| *p == pid)
     }
 
     fn name(&self, pid: u32) -> String {
-        self.names
-            .iter()
-            .rev()
-            .find(|(p, _)| *p == pid)
-            .map_or_else(|| "?".to_string(), |(_, c)| c.clone())
+        self.known(pid)
+            .map_or_else(|| "?".to_string(), |(_, c, _)| c.clone())
+    }
+
+    fn prio(&self, pid: u32) -> Option<i32> {
+        self.known(pid).and_then(|k| k.2)
     }
 }
 
@@ -127,7 +139,7 @@ mod tests {
                 prev_state: Some(TaskState::Runnable),
                 next_comm: "missloop".into(),
                 next_pid: 29360,
-                next_prio: None,
+                next_prio: Some(49),
                 inferred: true,
             }
         );

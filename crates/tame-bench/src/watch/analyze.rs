@@ -90,7 +90,6 @@ pub struct Analyzer {
     threads: BTreeMap<u32, ThreadStats>,
     snapshots: Vec<Snapshot>,
     latest_ns: u64,
-    events: u64,
 }
 
 impl Analyzer {
@@ -102,7 +101,6 @@ impl Analyzer {
             threads: BTreeMap::new(),
             snapshots: Vec::new(),
             latest_ns: 0,
-            events: 0,
         }
     }
 
@@ -160,24 +158,9 @@ impl Analyzer {
 
     /// Feed events in time order (across CPUs): track, attribute, count.
     pub fn feed(&mut self, events: impl IntoIterator<Item = Event>) {
-        let dbg = std::env::var_os("TAME_WATCH_DEBUG").is_some_and(|v| !v.is_empty());
-        let mut f = dbg.then(|| {
-            std::io::BufWriter::new(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open("/tmp/tame-watch-events.txt")
-                    .unwrap(),
-            )
-        });
         for e in events {
-            if let Some(f) = f.as_mut() {
-                use std::io::Write;
-                let _ = writeln!(f, "EV {} {} {:?}", e.cpu, e.ts, e.kind);
-            }
             self.tracker.apply(&e);
             self.latest_ns = self.latest_ns.max(e.ts);
-            self.events += 1;
             self.history.entry(e.cpu).or_default().push_back(e);
         }
         let finished = self.tracker.take();
@@ -218,17 +201,6 @@ impl Analyzer {
         timelines: &mut HashMap<(u32, u32), (Timeline, u64)>,
     ) {
         let parts = self.attribute(&activation, timelines);
-        if std::env::var_os("TAME_WATCH_DEBUG").is_some_and(|v| !v.is_empty()) {
-            eprintln!(
-                "DBG {} {:?} rel {} start {} end {} run {}",
-                activation.tid,
-                activation.released_by,
-                activation.release_ns,
-                activation.start_ns,
-                activation.end_ns,
-                activation.run_ns
-            );
-        }
         let Some(stats) = self.threads.get_mut(&activation.tid) else {
             return;
         };
@@ -322,7 +294,7 @@ impl Analyzer {
             let Some(g) = gap.first() else { continue };
             add_gap(&mut parts, g, i.stretch);
         }
-        parts.sort_by(|x, y| y.ns.cmp(&x.ns));
+        parts.sort_by_key(|p| std::cmp::Reverse(p.ns));
         parts
     }
 
@@ -562,7 +534,7 @@ fn findings(
         timeline: None,
     };
     let mut causes: Vec<Cause> = s.causes.into_values().collect();
-    causes.sort_by(|a, b| b.total_ns.cmp(&a.total_ns));
+    causes.sort_by_key(|c| std::cmp::Reverse(c.total_ns));
     let findings = ThreadFindings {
         label,
         tid,

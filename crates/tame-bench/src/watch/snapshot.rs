@@ -66,11 +66,17 @@ impl Snapshot {
     }
 }
 
-/// A cause in words, with a thread's priority as a user sets it (`FIFO 90`, `normal`).
+/// A cause in words, with a thread's priority as a user sets it (`real-time 90`,
+/// `normal, nice 0`); a source named as its class (`idle`, `unexplained`) once.
 pub fn describe(c: &Cause) -> String {
+    let what = if c.source == c.class.as_str() {
+        c.source.clone()
+    } else {
+        format!("{} {}", c.class, c.source)
+    };
     match c.prio {
-        Some(p) => format!("{} {} ({})", c.class, c.source, priority_words(p)),
-        None => format!("{} {}", c.class, c.source),
+        Some(p) => format!("{what} ({})", priority_words(p)),
+        None => what,
     }
 }
 
@@ -125,5 +131,12 @@ mod tests {
             max_ns: 5,
         };
         assert_eq!(describe(&c), "thread competitor/812 (real-time 90)");
+        let idle = Cause {
+            class: NoiseClass::Idle,
+            source: "idle".into(),
+            prio: None,
+            ..c
+        };
+        assert_eq!(describe(&idle), "idle");
     }
 }

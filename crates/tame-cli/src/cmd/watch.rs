@@ -198,6 +198,8 @@ fn write_snapshots(dir: &Path, result: &WatchResult) -> anyhow::Result<()> {
         let base = dir.join(format!("miss-{}", i + 1));
         std::fs::write(base.with_extension("json"), s.to_json() + "\n")
             .with_context(|| format!("cannot write {}.json", base.display()))?;
+        std::fs::write(base.with_extension("svg"), tame_report::snapshot_svg(s))
+            .with_context(|| format!("cannot write {}.svg", base.display()))?;
     }
     Ok(())
 }

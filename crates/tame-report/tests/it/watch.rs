@@ -421,6 +421,7 @@ fn watch_result(partitioned: bool) -> WatchResult {
                 events_missing,
                 lost: [(1, 0)].into_iter().collect(),
                 events_read: 123_456,
+                idle_exits_inferred: [(1, 1_800)].into_iter().collect(),
                 recovered: Vec::new(),
                 restore_problems: Vec::new(),
             },
