@@ -805,6 +805,7 @@ mod tests {
             ts,
             EventKind::Switch {
                 prev_pid: prev,
+                prev_comm: String::new(),
                 prev_prio: None,
                 prev_state: None,
                 next_comm: comm.into(),
@@ -1401,6 +1402,7 @@ mod tests {
             )
                 .prop_map(|(p, n)| EventKind::Switch {
                     prev_pid: p,
+                    prev_comm: String::new(),
                     prev_prio: None,
                     prev_state: None,
                     next_comm: "t".into(),

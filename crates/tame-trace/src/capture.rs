@@ -13,7 +13,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -45,6 +45,12 @@ pub trait Sink: Send + 'static {
     fn error(&mut self, error: String);
     /// At the end: how many switches out of idle `cpu`'s trace lacked ([`crate::idle`]).
     fn idle_exits_inferred(&mut self, cpu: u32, n: u64);
+    /// How long the reader sleeps when every pipe is empty. Reading close behind the
+    /// kernel's writer costs the traced CPUs (their buffer pages bounce between caches);
+    /// a consumer that can lag reads less often.
+    fn poll_interval(&self) -> Duration {
+        POLL
+    }
 }
 
 impl Sink for Captured {
@@ -71,6 +77,8 @@ impl Sink for Captured {
 pub struct Capture<S: Sink = Captured> {
     stop: Arc<AtomicBool>,
     handle: JoinHandle<S>,
+    /// The reader thread's id once it runs (0 before), to move it later.
+    reader_tid: Arc<AtomicU32>,
 }
 
 struct Pipe {
@@ -129,16 +137,33 @@ impl<S: Sink> Capture<S> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let reader_cpus = reader_cpus.to_vec();
+        let reader_tid = Arc::new(AtomicU32::new(0));
+        let tid = reader_tid.clone();
         let handle = std::thread::Builder::new()
             .name("tame-trace-reader".into())
             .spawn(move || {
+                // SAFETY: gettid has no preconditions and cannot fail.
+                tid.store(unsafe { libc::gettid() } as u32, Ordering::Release);
                 if !reader_cpus.is_empty() {
                     // Best effort: where it cannot move, it is noise the report shows.
                     let _ = tame_rt::sched::set_affinity(0, reader_cpus);
                 }
                 read_loop(open, stamp, &flag, sink)
             })?;
-        Ok(Self { stop, handle })
+        Ok(Self {
+            stop,
+            handle,
+            reader_tid,
+        })
+    }
+
+    /// Move the reader onto `cpus` (best effort, as at its start): a caller that learns
+    /// later which CPUs to keep it off (a watched program pins itself after exec).
+    pub fn move_reader(&self, cpus: &[u32]) {
+        let tid = self.reader_tid.load(Ordering::Acquire);
+        if tid != 0 && !cpus.is_empty() {
+            let _ = tame_rt::sched::set_affinity(tid as libc::pid_t, cpus.to_vec());
+        }
     }
 
     /// Stop after draining what is buffered, and return the sink (`None` if the reader panicked).
@@ -178,7 +203,7 @@ fn read_loop<S: Sink>(mut pipes: Vec<Pipe>, stamp: Timestamp, stop: &AtomicBool,
             break;
         }
         if !got {
-            std::thread::sleep(POLL);
+            std::thread::sleep(out.poll_interval());
         }
     }
     for pipe in pipes.iter_mut() {

@@ -37,6 +37,8 @@ pub enum EventKind {
     /// real-time, 100..=139 normal); `None` where the format has no such field.
     Switch {
         prev_pid: u32,
+        /// Empty where the format has no such field (and in inferred switches).
+        prev_comm: String,
         prev_prio: Option<i32>,
         /// How the previous task left the CPU; `None` where the format has no such field.
         prev_state: Option<TaskState>,
@@ -304,6 +306,7 @@ fn parse_kind(name: &str, f: &str, task_pid: u32) -> Option<EventKind> {
         },
         "sched_switch" => EventKind::Switch {
             prev_pid: num(f, "prev_pid")?,
+            prev_comm: field(f, "prev_comm").unwrap_or("").to_string(),
             // Optional: attribution works without them, only fairness needs them.
             prev_prio: num(f, "prev_prio"),
             prev_state: field(f, "prev_state").and_then(TaskState::parse),
@@ -440,6 +443,7 @@ mod tests {
             ev[8].kind,
             EventKind::Switch {
                 prev_pid: 25997,
+                prev_comm: "opt cgu.06".into(),
                 prev_prio: Some(120),
                 prev_state: Some(TaskState::Runnable),
                 next_comm: "bash".into(),
@@ -453,6 +457,7 @@ mod tests {
             ev[9].kind,
             EventKind::Switch {
                 prev_pid: 15,
+                prev_comm: "rcu_preempt".into(),
                 prev_prio: Some(120),
                 prev_state: Some(TaskState::Other),
                 next_comm: "opt cgu.06".into(),
@@ -571,6 +576,7 @@ CPU:1 [LOST 17 EVENTS]
                 },
                 EventKind::Switch {
                     prev_pid: 4411,
+                    prev_comm: "cyclictest".into(),
                     prev_prio: Some(19),
                     prev_state: Some(TaskState::Sleeping),
                     next_comm: "swapper/1".into(),

@@ -15,8 +15,8 @@ use std::collections::VecDeque;
 
 use crate::event::{Event, EventKind, TaskState};
 
-/// Names and priorities remembered from wakeups, for the inferred switch's `next_comm`
-/// and `next_prio`.
+/// Names and priorities remembered from wakeups and switches, for the inferred
+/// switch's `next_comm` and `next_prio`.
 const NAMES: usize = 32;
 
 /// The kernel priority of a normal task at nice 0, as the idle task prints.
@@ -54,6 +54,7 @@ impl IdleExits {
                 task: 0,
                 kind: EventKind::Switch {
                     prev_pid: 0,
+                    prev_comm: String::new(),
                     prev_prio: Some(IDLE_PRIO),
                     prev_state: Some(TaskState::Runnable),
                     next_comm: self.name(task),
@@ -65,7 +66,24 @@ impl IdleExits {
             self.current = Some(task);
         }
         match &e.kind {
-            EventKind::Switch { next_pid, .. } => self.current = Some(*next_pid),
+            EventKind::Switch {
+                prev_pid,
+                prev_comm,
+                prev_prio,
+                next_pid,
+                next_comm,
+                next_prio,
+                ..
+            } => {
+                // A capture may keep only some wakeups: switches name every task too.
+                if *prev_pid != 0 && !prev_comm.is_empty() {
+                    self.remember(*prev_pid, prev_comm, *prev_prio);
+                }
+                if *next_pid != 0 {
+                    self.remember(*next_pid, next_comm, *next_prio);
+                }
+                self.current = Some(*next_pid);
+            }
             EventKind::Waking {
                 comm, pid, prio, ..
             } => self.remember(*pid, comm, *prio),
@@ -135,6 +153,7 @@ mod tests {
             fixed[3].kind,
             EventKind::Switch {
                 prev_pid: 0,
+                prev_comm: String::new(),
                 prev_prio: Some(120),
                 prev_state: Some(TaskState::Runnable),
                 next_comm: "missloop".into(),
@@ -143,6 +162,34 @@ mod tests {
                 inferred: true,
             }
         );
+    }
+
+    #[test]
+    fn without_its_wakeup_a_task_is_named_from_its_last_switch() {
+        let text = "\
+      competitor-773     [001] d..2.   100: sched_switch: prev_comm=competitor prev_pid=773 prev_prio=39 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+          <idle>-0       [001] d.h1.   900: local_timer_exit: vector=236
+      competitor-773     [001] d.h1.  5000: local_timer_entry: vector=236
+";
+        let mut events = Vec::new();
+        parse_text(text, Timestamp::Counter, &mut events);
+        let mut idle = IdleExits::new();
+        let mut fixed = Vec::new();
+        for e in events {
+            idle.push(e, |e| fixed.push(e));
+        }
+        match &fixed[2].kind {
+            EventKind::Switch {
+                next_comm,
+                next_prio,
+                inferred,
+                ..
+            } => assert_eq!(
+                (next_comm.as_str(), *next_prio, *inferred),
+                ("competitor", Some(39), true)
+            ),
+            other => panic!("not the inferred switch: {other:?}"),
+        }
     }
 
     #[test]

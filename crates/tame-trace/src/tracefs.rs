@@ -107,6 +107,8 @@ pub struct CaptureSpec {
     pub use_instance: bool,
     /// Events beyond [`EVENTS`] (`group/event`), those missing skipped the same way.
     pub extra_events: &'static [&'static str],
+    /// Events of [`EVENTS`] this capture does without (each costs the traced CPUs time).
+    pub without_events: &'static [&'static str],
     /// Names the instance (`tame-PURPOSE-<session>`): which tame command owns it.
     pub purpose: &'static str,
 }
@@ -119,6 +121,7 @@ impl CaptureSpec {
             clock,
             use_instance: true,
             extra_events: &[],
+            without_events: &[],
             purpose,
         }
     }
@@ -398,7 +401,11 @@ impl TraceSession {
             &cpumask_hex(&spec.cpus),
             None,
         )?;
-        for event in EVENTS.iter().chain(spec.extra_events) {
+        let wanted = EVENTS
+            .iter()
+            .filter(|e| !spec.without_events.contains(e))
+            .chain(spec.extra_events);
+        for event in wanted {
             let path = format!("{dir}/events/{event}/enable");
             if !self.root.exists(&path) {
                 self.missing.push(event.to_string());

@@ -33,16 +33,38 @@ pub const WATCH_EVENTS: &[&str] = &[
     "exceptions/page_fault_user",
     "raw_syscalls/sys_exit",
 ];
-/// Events counted only for the watched threads (a filter on their ids): unfiltered, a
-/// memory- or syscall-heavy load elsewhere would flood the buffers.
-const PER_THREAD: &[&str] = &["exceptions/page_fault_user", "raw_syscalls/sys_exit"];
+/// Attribution events watch does without: each event on a watched thread's wakeup path
+/// costs it time (about 0.3–0.4 µs here, docs/benchmarks.md). sched_waking says all a
+/// wakeup needs, earlier; the timer interrupt's own entry and exit leave its time
+/// outside timer callbacks to whoever it interrupted (idle, mostly).
+const WITHOUT_EVENTS: &[&str] = &[
+    "sched/sched_wakeup",
+    "irq_vectors/local_timer_entry",
+    "irq_vectors/local_timer_exit",
+];
+/// Events kept only when a watched thread emits them: unfiltered, a memory- or
+/// syscall-heavy load elsewhere would flood the buffers, and the timers the kernel
+/// re-arms on the way out of idle would cost a wakeup an event each. (A thread the
+/// program starts is in the filter from the next look-up, 50 ms on; sched_waking is not
+/// filtered, or a new thread's first activations would be lost.)
+const PER_THREAD: &[&str] = &[
+    "exceptions/page_fault_user",
+    "raw_syscalls/sys_exit",
+    "timer/hrtimer_start",
+];
+const PAGE_FAULTS: &str = "exceptions/page_fault_user";
 /// A page-fault filter names at most this many threads (tracefs filters are short).
 const MAX_FILTERED_THREADS: usize = 64;
+/// How often the pipes are read: the analysis lags anyway, and reading far behind the
+/// kernel's writer keeps the reader off the traced CPUs' buffer pages.
+const READ_EVERY: Duration = Duration::from_millis(40);
 /// Events are analysed once this much older than now: every CPU's pipe has been
-/// read up to there (the reader polls every 5 ms).
+/// read up to there (the reader wakes every [`READ_EVERY`]).
 const LAG_NS: u64 = 150_000_000;
 /// How often the analysis runs and the watched threads are looked up again.
 const TICK: Duration = Duration::from_millis(50);
+/// Every this many ticks, the CPUs the watched threads are pinned to are read again.
+const REPLACE_EVERY: u64 = 10;
 
 /// Which threads of the watched processes.
 #[derive(Clone, Debug)]
@@ -132,6 +154,9 @@ impl Sink for Handover {
             self.lock().idle_exits_inferred.insert(cpu, n);
         }
     }
+    fn poll_interval(&self) -> Duration {
+        READ_EVERY
+    }
 }
 
 /// Settings checked before anything runs.
@@ -174,6 +199,7 @@ pub fn run(
     let online: Vec<u32> = environment.online_cpus.iter().collect();
     let spec = CaptureSpec {
         extra_events: WATCH_EVENTS,
+        without_events: WITHOUT_EVENTS,
         ..CaptureSpec::new(online.clone(), trace_clock, "watch")
     };
     let mut session = TraceSession::start(root, &spec).map_err(|e| match e {
@@ -202,8 +228,10 @@ pub fn run(
             "no thread to watch: none of the processes has a thread --threads admits — check the pids (tame ps) and the pattern",
         ));
     }
-    let reader_cpus = threads.cpus_left(&environment.online_cpus);
-    let _kept_off = KeptOff::keep_off(&reader_cpus);
+    let online_cpus = environment.online_cpus.clone();
+    let mut reader_cpus = threads.cpus_to_keep_off(&online_cpus);
+    let kept_off = KeptOff::new();
+    kept_off.move_to(&reader_cpus);
     let capture = Capture::start_into(
         &pipes,
         trace_clock.timestamp(),
@@ -224,10 +252,21 @@ pub fn run(
     let mut merger = Merger::new(clock, trace_clock);
     let mut exit_code = None;
     let mut interrupted = false;
+    let mut ticks = 0u64;
     loop {
         std::thread::sleep(TICK);
+        ticks += 1;
         if threads.refresh(&pids, group.as_deref(), &mut analyzer) {
             threads.filter_per_thread(&mut session);
+        }
+        // A program pins its threads after it starts (cyclictest -a): follow it.
+        if ticks % REPLACE_EVERY == 1 {
+            let cpus = threads.cpus_to_keep_off(&online_cpus);
+            if cpus != reader_cpus {
+                capture.move_reader(&cpus);
+                kept_off.move_to(&cpus);
+                reader_cpus = cpus;
+            }
         }
         merger.take(&handover);
         analyzer.feed(merger.ready(Some(merger.now_ns().saturating_sub(LAG_NS))));
@@ -352,19 +391,20 @@ fn stop(l: &mut Launched) -> i32 {
         .unwrap_or(-1)
 }
 
-/// This thread (the caller's, which analyses) on `cpus` — off the watched ones — for the
-/// watch, back where it was afterwards (a caller such as assess goes on measuring).
+/// This thread (the caller's, which analyses) kept off the watched CPUs for the watch,
+/// back where it was afterwards (a caller such as assess goes on measuring).
 struct KeptOff(Option<Vec<u32>>);
 
 impl KeptOff {
-    fn keep_off(cpus: &[u32]) -> Self {
-        if cpus.is_empty() {
-            return KeptOff(None);
+    fn new() -> Self {
+        KeptOff(tame_rt::sched::get_affinity(0).ok())
+    }
+
+    /// Best effort: where it cannot move, it is noise the report shows.
+    fn move_to(&self, cpus: &[u32]) {
+        if !cpus.is_empty() {
+            let _ = tame_rt::sched::set_affinity(0, cpus.to_vec());
         }
-        let before = tame_rt::sched::get_affinity(0).ok();
-        // Best effort: where it cannot move, it is noise the report shows.
-        let _ = tame_rt::sched::set_affinity(0, cpus.to_vec());
-        KeptOff(before)
     }
 }
 
@@ -381,8 +421,6 @@ struct Threads<'a> {
     root: &'a Root,
     filter: &'a ThreadFilter,
     tids: BTreeMap<u32, u32>,
-    /// The CPUs any watched thread may use, when first seen.
-    allowed: CpuList,
     notes: Vec<String>,
     /// Too many threads to name in a filter: said once.
     unfiltered: bool,
@@ -394,7 +432,6 @@ impl<'a> Threads<'a> {
             root,
             filter,
             tids: BTreeMap::new(),
-            allowed: CpuList::default(),
             notes: Vec::new(),
             unfiltered: false,
         }
@@ -442,9 +479,6 @@ impl<'a> Threads<'a> {
             if !self.filter.admits(tid, &stat.comm) {
                 continue;
             }
-            if let Some(cpus) = task.status().ok().and_then(|s| s.cpus_allowed()) {
-                self.allowed = self.allowed.union(&cpus);
-            }
             analyzer.watch(tid, pid, &stat.comm);
             self.tids.insert(tid, pid);
             added = true;
@@ -452,33 +486,57 @@ impl<'a> Threads<'a> {
         added
     }
 
-    /// The online CPUs no watched thread may use (empty: none is left).
-    fn cpus_left(&self, online: &CpuList) -> Vec<u32> {
-        online.difference(&self.allowed).iter().collect()
+    /// Where tame's own threads should run: the online CPUs no pinned watched thread
+    /// may use. Threads allowed everywhere pin nothing (they could meet tame anywhere);
+    /// empty when nothing is pinned or nothing is left.
+    fn cpus_to_keep_off(&self, online: &CpuList) -> Vec<u32> {
+        let mut pinned = CpuList::default();
+        for (&tid, &pid) in &self.tids {
+            let allowed = self
+                .root
+                .process(pid)
+                .task(tid)
+                .status()
+                .ok()
+                .and_then(|s| s.cpus_allowed());
+            if let Some(cpus) = allowed.filter(|c| c != online) {
+                pinned = pinned.union(&cpus);
+            }
+        }
+        if pinned.is_empty() {
+            return Vec::new();
+        }
+        online.difference(&pinned).iter().collect()
     }
 
-    /// Keep the per-thread events to the watched threads.
+    /// Keep the per-thread events to the watched threads. Past the filter's reach they
+    /// are all kept (costlier, and page faults of every task are then not counted).
     fn filter_per_thread(&mut self, session: &mut TraceSession) {
-        let too_many = self.tids.len() > MAX_FILTERED_THREADS || self.tids.is_empty();
-        let filter = if too_many {
-            if !self.unfiltered {
-                self.notes.push(format!(
-                    "page faults are not counted: more than {MAX_FILTERED_THREADS} threads are watched"
-                ));
-            }
+        if self.tids.is_empty() {
+            return;
+        }
+        let too_many = self.tids.len() > MAX_FILTERED_THREADS;
+        if too_many && !self.unfiltered {
+            self.notes.push(format!(
+                "more than {MAX_FILTERED_THREADS} threads are watched: page faults are not counted and every task's wakeups and timers are traced"
+            ));
             self.unfiltered = true;
-            "common_pid == 0".to_string()
-        } else {
-            self.tids
-                .keys()
-                .map(|t| format!("common_pid == {t}"))
-                .collect::<Vec<_>>()
-                .join(" || ")
-        };
+        }
         for event in PER_THREAD {
             if !session.events().0.iter().any(|e| e == event) {
                 continue;
             }
+            let filter = match (too_many, *event == PAGE_FAULTS) {
+                (true, true) => "common_pid == 0".to_string(),
+                // "0" clears a filter: every occurrence is kept.
+                (true, false) => "0".to_string(),
+                (false, _) => self
+                    .tids
+                    .keys()
+                    .map(|t| format!("common_pid == {t}"))
+                    .collect::<Vec<_>>()
+                    .join(" || "),
+            };
             if let Err(e) = session.set_filter(event, &filter) {
                 self.notes.push(format!("{event} is not followed: {e}"));
             }

@@ -450,6 +450,7 @@ mod tests {
             ts,
             EventKind::Switch {
                 prev_pid: prev,
+                prev_comm: String::new(),
                 prev_prio: Some(120),
                 prev_state: Some(state),
                 next_comm: if next == T { "loop" } else { "other" }.into(),

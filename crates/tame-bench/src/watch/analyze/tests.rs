@@ -22,6 +22,7 @@ fn switch(ts: u64, prev: u32, state: TaskState, next: u32, next_prio: i32) -> Ev
         ts,
         EventKind::Switch {
             prev_pid: prev,
+            prev_comm: String::new(),
             prev_prio: None,
             prev_state: Some(state),
             next_comm: match next {
