@@ -23,7 +23,7 @@
 //! All times here are nanoseconds on one time line; the caller converts event
 //! timestamps and gaps with the same function.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -597,6 +597,9 @@ impl Timeline {
             .partition_point(|s| s.start <= start)
             .saturating_sub(1);
         let mut shares: Vec<(usize, u64)> = Vec::new();
+        // Where each occurrence's share is: a gap of seconds (a starved thread's wait)
+        // spans tens of thousands of occurrences, and a scan per segment was quadratic.
+        let mut index: HashMap<usize, usize> = HashMap::new();
         let mut unexplained = 0u64;
         while i < self.segments.len() {
             let seg = self.segments[i];
@@ -607,9 +610,12 @@ impl Timeline {
             let overlap = seg_end.min(end) - seg.start.max(start);
             match seg.owner {
                 Owner::Detector => unexplained += overlap,
-                Owner::Occurrence(o) => match shares.iter_mut().find(|(id, _)| *id == o) {
-                    Some((_, t)) => *t += overlap,
-                    None => shares.push((o, overlap)),
+                Owner::Occurrence(o) => match index.get(&o) {
+                    Some(&at) => shares[at].1 += overlap,
+                    None => {
+                        index.insert(o, shares.len());
+                        shares.push((o, overlap));
+                    }
                 },
             }
             i += 1;

@@ -51,6 +51,9 @@ pub trait Sink: Send + 'static {
     fn poll_interval(&self) -> Duration {
         POLL
     }
+    /// After each pass over the pipes (and at the end): a sink that hands events to
+    /// another thread hands over what it gathered, under one lock for the pass.
+    fn flush(&mut self) {}
 }
 
 impl Sink for Captured {
@@ -157,13 +160,10 @@ impl<S: Sink> Capture<S> {
         })
     }
 
-    /// Move the reader onto `cpus` (best effort, as at its start): a caller that learns
-    /// later which CPUs to keep it off (a watched program pins itself after exec).
-    pub fn move_reader(&self, cpus: &[u32]) {
-        let tid = self.reader_tid.load(Ordering::Acquire);
-        if tid != 0 && !cpus.is_empty() {
-            let _ = tame_rt::sched::set_affinity(tid as libc::pid_t, cpus.to_vec());
-        }
+    /// The reader thread's id once it runs: for a caller that learns later where the
+    /// reader should run, and how (a watched program pins itself after exec).
+    pub fn reader_tid(&self) -> Option<u32> {
+        Some(self.reader_tid.load(Ordering::Acquire)).filter(|&t| t != 0)
     }
 
     /// Stop after draining what is buffered, and return the sink (`None` if the reader panicked).
@@ -199,6 +199,7 @@ fn read_loop<S: Sink>(mut pipes: Vec<Pipe>, stamp: Timestamp, stop: &AtomicBool,
                 }
             }
         }
+        out.flush();
         if stopping && !got {
             break;
         }
@@ -214,6 +215,7 @@ fn read_loop<S: Sink>(mut pipes: Vec<Pipe>, stamp: Timestamp, stop: &AtomicBool,
         }
         out.idle_exits_inferred(pipe.cpu, pipe.idle.inferred);
     }
+    out.flush();
     out
 }
 

@@ -111,6 +111,9 @@ pub struct CaptureSpec {
     pub without_events: &'static [&'static str],
     /// Names the instance (`tame-PURPOSE-<session>`): which tame command owns it.
     pub purpose: &'static str,
+    /// Per-CPU buffer size to set (KiB); `None` keeps the kernel's. A bigger buffer
+    /// rides out a reader that falls behind under load instead of losing events.
+    pub buffer_kb: Option<u32>,
 }
 
 impl CaptureSpec {
@@ -123,6 +126,7 @@ impl CaptureSpec {
             extra_events: &[],
             without_events: &[],
             purpose,
+            buffer_kb: None,
         }
     }
 }
@@ -282,6 +286,16 @@ fn remove_empty_journal_base(root: &Root) {
     }
 }
 
+/// `1408` or `7 (expanded: 1408)` → `1408`.
+fn expanded_size(text: &str) -> Option<String> {
+    let t = text.trim();
+    let n = match t.split_once("expanded:") {
+        Some((_, rest)) => rest.trim().trim_end_matches(')').trim(),
+        None => t,
+    };
+    n.parse::<u64>().ok().map(|n| n.to_string())
+}
+
 /// `[local] global x86-tsc` → `local`.
 fn selected_clock(text: &str) -> Option<String> {
     tame_host::reader::bracketed(text)
@@ -401,6 +415,12 @@ impl TraceSession {
             &cpumask_hex(&spec.cpus),
             None,
         )?;
+        if let Some(kb) = spec.buffer_kb {
+            let path = format!("{dir}/buffer_size_kb");
+            // `7 (expanded: 1408)` before first use: the size it will have is the restore value.
+            let before = self.root.read(&path).ok().and_then(|t| expanded_size(&t));
+            self.write(&path, &kb.to_string(), before.as_deref())?;
+        }
         let wanted = EVENTS
             .iter()
             .filter(|e| !spec.without_events.contains(e))
@@ -562,6 +582,16 @@ pub fn cpumask_hex(cpus: &[u32]) -> String {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn buffer_sizes_read_as_the_size_they_will_have() {
+        assert_eq!(
+            expanded_size("7 (expanded: 1408)\n").as_deref(),
+            Some("1408")
+        );
+        assert_eq!(expanded_size("4096\n").as_deref(), Some("4096"));
+        assert_eq!(expanded_size("X\n"), None);
+    }
 
     #[test]
     fn cpumask_words() {

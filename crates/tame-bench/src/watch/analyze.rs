@@ -38,6 +38,44 @@ pub(super) fn classify(class: Option<NoiseClass>, source: &str) -> (Option<Noise
     }
 }
 
+/// Events before the earliest stretch a batch attributes that its time line still needs:
+/// what ran when the stretch began (a handler entered just before it, the task).
+const LEAD_NS: u64 = 5_000_000;
+
+/// A batch's time lines, built on first use from the events its activations need.
+#[derive(Default)]
+struct Timelines {
+    /// Per CPU, the earliest time an activation of the batch needs (none: all kept).
+    from: BTreeMap<u32, u64>,
+    built: HashMap<(u32, u32), (Timeline, u64)>,
+}
+
+impl Timelines {
+    /// For `activations`: their stretches, and a snapshot's window before each end.
+    fn for_activations<'a>(
+        activations: impl Iterator<Item = &'a Activation>,
+        window: Option<u64>,
+    ) -> Self {
+        let mut from: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut need = |cpu: u32, t: u64| {
+            let f = from.entry(cpu).or_insert(t);
+            *f = (*f).min(t);
+        };
+        for a in activations {
+            for i in &a.intervals {
+                need(i.cpu, i.from_ns);
+            }
+            if let (Some(w), Some(last)) = (window, a.intervals.last()) {
+                need(last.cpu, a.end_ns.saturating_sub(w));
+            }
+        }
+        Timelines {
+            from,
+            built: HashMap::new(),
+        }
+    }
+}
+
 /// One activation's delay by one cause.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Part {
@@ -165,7 +203,14 @@ impl Analyzer {
         }
         let finished = self.tracker.take();
         if !finished.is_empty() {
-            let mut timelines = HashMap::new();
+            // Held activations (period not yet known) may be judged, and drawn, in this batch.
+            let held = self
+                .threads
+                .values()
+                .flat_map(|t| t.pending.iter().map(|d| &d.activation));
+            let mut timelines =
+                Timelines::for_activations(finished.iter().chain(held), self.snapshot_window());
+            self.contiguous();
             for activation in finished {
                 self.finished(activation, &mut timelines);
             }
@@ -178,28 +223,39 @@ impl Analyzer {
         }
     }
 
-    /// The time line of `cpu` with `tid` as its detector, built once per batch.
+    /// The window a snapshot still to be taken needs before an activation's end.
+    fn snapshot_window(&self) -> Option<u64> {
+        (self.snapshots.len() < self.config.snapshots as usize).then_some(self.config.window_ns)
+    }
+
+    /// Each CPU's kept events in one slice, for building time lines without copying.
+    fn contiguous(&mut self) {
+        for events in self.history.values_mut() {
+            events.make_contiguous();
+        }
+    }
+
+    /// The time line of `cpu` with `tid` as its detector, built once per batch from the
+    /// events the batch's activations need (history made contiguous first).
     fn timeline<'a>(
         history: &BTreeMap<u32, VecDeque<Event>>,
-        timelines: &'a mut HashMap<(u32, u32), (Timeline, u64)>,
+        timelines: &'a mut Timelines,
         cpu: u32,
         tid: u32,
     ) -> &'a (Timeline, u64) {
-        timelines.entry((cpu, tid)).or_insert_with(|| {
-            let events: Vec<Event> = history
-                .get(&cpu)
-                .map(|h| h.iter().cloned().collect())
-                .unwrap_or_default();
+        let from = timelines
+            .from
+            .get(&cpu)
+            .map_or(0, |f| f.saturating_sub(LEAD_NS));
+        timelines.built.entry((cpu, tid)).or_insert_with(|| {
+            let events: &[Event] = history.get(&cpu).map_or(&[], |h| h.as_slices().0);
+            let events = &events[events.partition_point(|e| e.ts < from)..];
             let first = events.first().map_or(u64::MAX, |e| e.ts);
-            (Timeline::build(&events, tid), first)
+            (Timeline::build(events, tid), first)
         })
     }
 
-    fn finished(
-        &mut self,
-        activation: Activation,
-        timelines: &mut HashMap<(u32, u32), (Timeline, u64)>,
-    ) {
+    fn finished(&mut self, activation: Activation, timelines: &mut Timelines) {
         let parts = self.attribute(&activation, timelines);
         let Some(stats) = self.threads.get_mut(&activation.tid) else {
             return;
@@ -266,11 +322,7 @@ impl Analyzer {
 
     /// What delayed the activation: each stretch attributed on its CPU. While it
     /// ran, its own time is its work; waiting or preempted, the time is what ran instead.
-    fn attribute(
-        &self,
-        a: &Activation,
-        timelines: &mut HashMap<(u32, u32), (Timeline, u64)>,
-    ) -> Vec<Part> {
+    fn attribute(&self, a: &Activation, timelines: &mut Timelines) -> Vec<Part> {
         let mut parts: Vec<Part> = Vec::new();
         for i in &a.intervals {
             let (timeline, first) = Self::timeline(&self.history, timelines, i.cpu, a.tid);
@@ -299,7 +351,7 @@ impl Analyzer {
     }
 
     /// Record an activation's figures against the period and deadline now known.
-    fn judge(&mut self, d: Done, timelines: &mut HashMap<(u32, u32), (Timeline, u64)>) {
+    fn judge(&mut self, d: Done, timelines: &mut Timelines) {
         let a = &d.activation;
         let Some(stats) = self.threads.get_mut(&a.tid) else {
             return;
@@ -341,12 +393,7 @@ impl Analyzer {
 
     /// The miss as a snapshot: the last `window_ns` of the CPU it ended on, while
     /// the events are still kept.
-    fn snapshot(
-        &self,
-        d: &Done,
-        deadline_ns: u64,
-        timelines: &mut HashMap<(u32, u32), (Timeline, u64)>,
-    ) -> Option<Snapshot> {
+    fn snapshot(&self, d: &Done, deadline_ns: u64, timelines: &mut Timelines) -> Option<Snapshot> {
         let a = &d.activation;
         let cpu = a.intervals.last().map_or(a.cpu, |i| i.cpu);
         let (timeline, first) = Self::timeline(&self.history, timelines, cpu, a.tid);
@@ -396,7 +443,9 @@ impl Analyzer {
     /// snapshots.
     pub fn finish(mut self) -> Finished {
         let tids: Vec<u32> = self.threads.keys().copied().collect();
-        let mut timelines = HashMap::new();
+        // Held activations may be drawn: every event kept is needed.
+        let mut timelines = Timelines::default();
+        self.contiguous();
         for tid in &tids {
             let stats = self.threads.get_mut(tid).expect("listed");
             if stats.period_ns.is_none() {

@@ -55,6 +55,9 @@ const PER_THREAD: &[&str] = &[
 const PAGE_FAULTS: &str = "exceptions/page_fault_user";
 /// A page-fault filter names at most this many threads (tracefs filters are short).
 const MAX_FILTERED_THREADS: usize = 64;
+/// Per-CPU trace buffer: under heavy load (stress-ng io and vm here: about 150 000
+/// events a second) the reader, an ordinary thread, falls behind for a while.
+const BUFFER_KB: u32 = 8192;
 /// How often the pipes are read: the analysis lags anyway, and reading far behind the
 /// kernel's writer keeps the reader off the traced CPUs' buffer pages.
 const READ_EVERY: Duration = Duration::from_millis(40);
@@ -127,20 +130,35 @@ struct Shared {
     idle_exits_inferred: BTreeMap<u32, u64>,
 }
 
-#[derive(Clone)]
-struct Handover(Arc<Mutex<Shared>>);
+/// The reader's end gathers a pass's events and hands them over under one lock: a lock
+/// per event made the reader and the analysis wake each other, and their own switches
+/// became events to read.
+#[derive(Clone, Default)]
+struct Handover {
+    shared: Arc<Mutex<Shared>>,
+    gathered: Vec<Event>,
+}
 
 impl Handover {
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 impl Sink for Handover {
     fn event(&mut self, event: Event) {
+        self.gathered.push(event);
+    }
+    fn flush(&mut self) {
+        if self.gathered.is_empty() {
+            return;
+        }
+        let gathered = std::mem::take(&mut self.gathered);
         let mut s = self.lock();
-        s.read += 1;
-        s.events.entry(event.cpu).or_default().push(event);
+        s.read += gathered.len() as u64;
+        for event in gathered {
+            s.events.entry(event.cpu).or_default().push(event);
+        }
     }
     fn lost(&mut self, cpu: u32, n: u64) {
         *self.lock().lost.entry(cpu).or_default() += n;
@@ -200,6 +218,7 @@ pub fn run(
     let spec = CaptureSpec {
         extra_events: WATCH_EVENTS,
         without_events: WITHOUT_EVENTS,
+        buffer_kb: Some(BUFFER_KB),
         ..CaptureSpec::new(online.clone(), trace_clock, "watch")
     };
     let mut session = TraceSession::start(root, &spec).map_err(|e| match e {
@@ -209,7 +228,7 @@ pub fn run(
         TraceError::Failed(why) => failed(format!("cannot set up tracing: {why}")),
     })?;
     let pipes: Vec<_> = online.iter().map(|&c| (c, session.pipe_path(c))).collect();
-    let handover = Handover(Arc::default());
+    let handover = Handover::default();
     let mut threads = Threads::new(root, filter);
     let mut analyzer = Analyzer::new(AnalyzerConfig {
         period_ns: settings.period_ns,
@@ -230,8 +249,8 @@ pub fn run(
     }
     let online_cpus = environment.online_cpus.clone();
     let mut reader_cpus = threads.cpus_to_keep_off(&online_cpus);
-    let kept_off = KeptOff::new();
-    kept_off.move_to(&reader_cpus);
+    let mut own = OwnThreads::new();
+    own.place(&reader_cpus, None);
     let capture = Capture::start_into(
         &pipes,
         trace_clock.timestamp(),
@@ -262,9 +281,8 @@ pub fn run(
         // A program pins its threads after it starts (cyclictest -a): follow it.
         if ticks % REPLACE_EVERY == 1 {
             let cpus = threads.cpus_to_keep_off(&online_cpus);
-            if cpus != reader_cpus {
-                capture.move_reader(&cpus);
-                kept_off.move_to(&cpus);
+            if cpus != reader_cpus || ticks == 1 {
+                own.place(&cpus, capture.reader_tid());
                 reader_cpus = cpus;
             }
         }
@@ -391,26 +409,52 @@ fn stop(l: &mut Launched) -> i32 {
         .unwrap_or(-1)
 }
 
-/// This thread (the caller's, which analyses) kept off the watched CPUs for the watch,
-/// back where it was afterwards (a caller such as assess goes on measuring).
-struct KeptOff(Option<Vec<u32>>);
+/// tame's own threads during the watch — this one (the caller's, which analyses) and
+/// the trace reader — and where they may run. On CPUs no watched thread uses they run
+/// at SCHED_FIFO 1, so a loaded machine cannot starve them into losing events (150 000
+/// a second under stress-ng io and vm here; an ordinary reader fell seconds behind);
+/// anywhere a watched thread may run they stay ordinary. This thread gets its place
+/// and policy back afterwards (a caller such as assess goes on measuring).
+struct OwnThreads {
+    affinity: Option<Vec<u32>>,
+    sched: Option<tame_rt::sched::ThreadSched>,
+}
 
-impl KeptOff {
+impl OwnThreads {
     fn new() -> Self {
-        KeptOff(tame_rt::sched::get_affinity(0).ok())
+        OwnThreads {
+            affinity: tame_rt::sched::get_affinity(0).ok(),
+            sched: tame_rt::sched::get_thread_sched(0).ok(),
+        }
     }
 
-    /// Best effort: where it cannot move, it is noise the report shows.
-    fn move_to(&self, cpus: &[u32]) {
-        if !cpus.is_empty() {
-            let _ = tame_rt::sched::set_affinity(0, cpus.to_vec());
+    /// Onto `cpus` at FIFO 1, or (empty: nowhere to keep off) ordinary where they were.
+    /// Best effort: where they cannot move, it is noise the report shows.
+    fn place(&mut self, cpus: &[u32], reader: Option<u32>) {
+        use tame_rt::sched::{apply_raw, set_affinity, SchedSpec};
+        let spec = if cpus.is_empty() {
+            SchedSpec::other()
+        } else {
+            SchedSpec::static_priority(tame_rt::Policy::Fifo, 1)
+        };
+        for tid in [Some(0), reader.map(|t| t as libc::pid_t)]
+            .into_iter()
+            .flatten()
+        {
+            if !cpus.is_empty() {
+                let _ = set_affinity(tid, cpus.to_vec());
+            }
+            let _ = apply_raw(tid, &spec, false);
         }
     }
 }
 
-impl Drop for KeptOff {
+impl Drop for OwnThreads {
     fn drop(&mut self) {
-        if let Some(cpus) = self.0.take() {
+        if let Some(s) = self.sched.take() {
+            let _ = tame_rt::sched::set_thread_sched(0, &s);
+        }
+        if let Some(cpus) = self.affinity.take() {
             let _ = tame_rt::sched::set_affinity(0, cpus);
         }
     }
