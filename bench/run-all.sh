@@ -10,7 +10,7 @@
 #                    records, per benchmark, start/end (UTC), 1-minute load average before and
 #                    after, whether it ran busy, its exit status and its JSON results
 #   --only LIST      comma-separated benchmarks (default all, in this order):
-#                    reproduce parity partition-timing partition-effect check noise ipc python-ipc reserve
+#                    reproduce parity partition-timing partition-effect check noise watch ipc python-ipc reserve
 #                    assess report
 #   --quick          the short counts the scripts have (--quick, fewer rounds and seconds)
 #   --max-load X     the 1-minute load average (/proc/loadavg) above which the machine is busy;
@@ -38,7 +38,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL=(reproduce parity partition-timing partition-effect check noise ipc python-ipc reserve assess report)
+ALL=(reproduce parity partition-timing partition-effect check noise watch ipc python-ipc reserve assess report)
 TAME=${TAME:-target/release/tame}
 LOADAVG=${TAME_LOADAVG:-/proc/loadavg}
 POLL=${TAME_LOAD_POLL:-10}
@@ -104,6 +104,7 @@ command_of() {
             else printf '%s\n' bench/partition.sh effect 30; fi ;;
         check) printf '%s\n' env "RUNS=$([ "$q" = 1 ] && echo 5 || echo 30)" bench/check.sh ;;
         noise) printf '%s\n' env "OUT=$d" bench/noise.sh "$([ "$q" = 1 ] && echo 3 || echo 10)" ;;
+        watch) echo bench/watch.sh; [ "$q" = 1 ] && echo --quick; printf '%s\n' --out "$d" ;;
         ipc) echo bench/ipc.sh; [ "$q" = 1 ] && printf '%s\n' --rounds 2 --round-trips 20000 --messages 200000; printf '%s\n' --out "$d" ;;
         python-ipc) echo bench/python-ipc.sh; [ "$q" = 1 ] && printf '%s\n' --rounds 1 --count 1000; printf '%s\n' --out "$d" ;;
         reserve) printf '%s\n' env "RESULT=$d/reserve.json" bench/reserve.sh; [ "$q" = 1 ] && echo --quick; true ;;

@@ -93,24 +93,34 @@ def tame_p50(path):
             m = next(m for m in g["metrics"] if m["name"] == "wake_latency")["summary"]
             return {"count": m["count"], "p50_us": m["p50"] / 1000, "p99_us": m["p99"] / 1000}
 
+def f(v, width):
+    """A percentile, or where it lies beyond the histogram's 200 µs."""
+    return f"{v:>{width}}" if v is not None else f"{'>200':>{width}}"
+
 rows = []
 print(f"cyclictest -p 90 -i 1000 on CPU {cpu}, {loops} loops per run, {rounds} rounds{' under stress-ng load' if load else ''}")
 print(f"{'round':>5} {'alone p50':>10} {'p99':>7} {'max':>7} | {'watched p50':>11} {'p99':>7} {'max':>7} | {'tame p50':>9}")
 for i in range(1, rounds + 1):
     a, w, t = hist(f"{out}/alone-{i}.hist"), hist(f"{out}/watched-{i}.hist"), tame_p50(f"{out}/watch-{i}.json")
     rows.append({"round": i, "alone": a, "watched": w, "tame": t})
-    print(f"{i:>5} {a['p50_us']:>10} {a['p99_us']:>7} {a['max_us']:>7} | {w['p50_us']:>11} {w['p99_us']:>7} {w['max_us']:>7} | {t['p50_us']:>9.2f}")
-med = lambda side, key: statistics.median(r[side][key] for r in rows)
+    print(f"{i:>5} {f(a['p50_us'], 10)} {f(a['p99_us'], 7)} {a['max_us']:>7} | {f(w['p50_us'], 11)} {f(w['p99_us'], 7)} {w['max_us']:>7} | {t['p50_us']:>9.2f}")
+def med(side, key):
+    known = [r[side][key] for r in rows if r[side][key] is not None]
+    return statistics.median(known) if len(known) == len(rows) else None
 summary = {"cpu": cpu, "loops": loops, "rounds": rounds, "load": load, "runs": rows}
 for key in ("p50_us", "p99_us"):
     a, w = med("alone", key), med("watched", key)
+    if a is None or w is None:
+        summary[key] = None
+        print(f"median over rounds, {key[:-3]}: beyond the histogram's 200 µs in some round")
+        continue
     summary[key] = {"alone": a, "watched": w, "difference": w - a, "ratio": w / a}
     print(f"median over rounds, {key[:-3]}: alone {a:.2f} µs, watched {w:.2f} µs: {w - a:+.2f} µs ({w / a:.2f}×)")
 paired = statistics.median(r["watched"]["p50_us"] - r["alone"]["p50_us"] for r in rows)
 summary["p50_paired_difference_us"] = paired
 print(f"median of the rounds' own differences (each watched run against the alone run before it), p50: {paired:+.2f} µs")
 t = statistics.median(r["tame"]["p50_us"] for r in rows)
-print(f"tame's own median for the watched thread, median over rounds: {t:.2f} µs (cyclictest says {med('watched', 'p50_us'):.2f} µs)")
+print(f"tame's own median for the watched thread, median over rounds: {t:.2f} µs (cyclictest says {f(med('watched', 'p50_us'), 0)} µs)")
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=2)
 print(f"results in {out}")
 EOF

@@ -56,9 +56,18 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// The cause that took most of the delay, in words: `thread competitor/812 (prio 9, FIFO 90)`.
+    /// What made the activation late, in words: the cause that took most of the delay
+    /// (`thread competitor/812 (real-time 90)`), or the thread's own work where that ran
+    /// longer than every delay (an overrun of its own).
     pub fn main_cause(&self) -> Option<String> {
-        self.causes.first().map(describe)
+        let top = self.causes.first();
+        if self.run_ns > 0 && top.is_none_or(|c| c.total_ns < self.run_ns) {
+            return Some(format!(
+                "its own run time ({})",
+                tame_rt::duration::format_ns_as(self.run_ns, tame_rt::duration::NsStyle::Fixed)
+            ));
+        }
+        top.map(describe)
     }
 
     pub fn to_json(&self) -> String {

@@ -433,7 +433,8 @@ mod tests {
             end_ns: 10_000_000,
             wake_latency_ns: 2_000_000,
             response_ns: 6_000_000,
-            run_ns: 2_500_000,
+            // Less than the rival held the CPU: the rival is the main cause.
+            run_ns: 500_000,
             causes: vec![Cause {
                 class: NoiseClass::Thread,
                 source: "rival/812".into(),
@@ -566,6 +567,7 @@ mod tests {
     fn an_empty_snapshot_still_draws() {
         let mut s = snapshot("loop", Vec::new());
         s.causes.clear();
+        s.run_ns = 0;
         s.window_ns = 0;
         s.release_ns = 0;
         s.start_ns = 0;
