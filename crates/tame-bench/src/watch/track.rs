@@ -81,6 +81,34 @@ pub struct Activation {
 }
 
 impl Activation {
+    /// Released (and, where the release is unknown, started) at `release_ns` on `cpu`.
+    fn new(
+        tid: u32,
+        release_ns: u64,
+        released_by: ReleasedBy,
+        delivered: Option<(u32, u64)>,
+        cpu: u32,
+    ) -> Self {
+        Activation {
+            tid,
+            release_ns,
+            released_by,
+            delivered,
+            start_ns: if released_by == ReleasedBy::Unknown {
+                release_ns
+            } else {
+                0
+            },
+            end_ns: 0,
+            run_ns: 0,
+            cpu,
+            intervals: Vec::with_capacity(4),
+            page_faults: 0,
+            migrations: 0,
+            involuntary_switches: 0,
+        }
+    }
+
     /// start − release (`None` when the release is unknown).
     pub fn wake_latency_ns(&self) -> Option<u64> {
         self.known().then(|| self.start_ns - self.release_ns)
@@ -292,20 +320,13 @@ impl Tracker {
             None => (ts, ReleasedBy::Wakeup, None),
         };
         thread.phase = Phase::Released;
-        thread.current = Some(Activation {
+        thread.current = Some(Activation::new(
             tid,
             release_ns,
             released_by,
             delivered,
-            start_ns: 0,
-            end_ns: 0,
-            run_ns: 0,
             cpu,
-            intervals: Vec::with_capacity(4),
-            page_faults: 0,
-            migrations: 0,
-            involuntary_switches: 0,
-        });
+        ));
     }
 
     fn switched_in(&mut self, tid: u32, cpu: u32, ts: u64) {
@@ -345,20 +366,7 @@ impl Tracker {
             }
             _ => {
                 // Running without a wakeup seen: an activation whose release is unknown.
-                thread.current = Some(Activation {
-                    tid,
-                    release_ns: ts,
-                    released_by: ReleasedBy::Unknown,
-                    delivered: None,
-                    start_ns: ts,
-                    end_ns: 0,
-                    run_ns: 0,
-                    cpu,
-                    intervals: Vec::with_capacity(4),
-                    page_faults: 0,
-                    migrations: 0,
-                    involuntary_switches: 0,
-                });
+                thread.current = Some(Activation::new(tid, ts, ReleasedBy::Unknown, None, cpu));
             }
         }
         thread.phase = Phase::Running { since: ts, cpu };
@@ -430,12 +438,13 @@ impl Tracker {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     const T: u32 = 4411;
 
-    fn ev(cpu: u32, ts: u64, kind: EventKind) -> Event {
+    /// An event of `cpu` at `ts` emitted in idle's context (the tests' default).
+    pub(in crate::watch) fn ev(cpu: u32, ts: u64, kind: EventKind) -> Event {
         Event {
             cpu,
             ts,

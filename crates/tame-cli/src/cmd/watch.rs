@@ -67,6 +67,11 @@ fn duration(flag: &str, text: &str) -> anyhow::Result<u64> {
 }
 
 pub fn run(ctx: &Context, a: WatchArgs) -> anyhow::Result<i32> {
+    if !ctx.caller.is_root() {
+        return Err(bad_input(
+            "tame watch needs root: it follows threads through the kernel's tracepoints (tracefs) — run it with sudo",
+        ));
+    }
     let modes = usize::from(!a.pids.is_empty())
         + usize::from(!a.command.is_empty())
         + usize::from(a.partition.is_some() && a.command.is_empty());

@@ -12,6 +12,12 @@ use crate::common::{expect_bad_input, have_program, is_root, last_cpu, require, 
 
 #[test]
 fn bad_input_is_refused_before_anything_runs() {
+    if !require(
+        is_root(),
+        "root: as another user every watch is refused for that first",
+    ) {
+        return;
+    }
     expect_bad_input(&["watch"], "say what to watch");
     expect_bad_input(&["watch", "1", "--", "true"], "say what to watch");
     expect_bad_input(
@@ -265,5 +271,66 @@ mod misses {
         );
         assert!(stdout.contains("competitor/"), "{stdout}");
         assert!(stdout.contains("(real-time 60)"), "{stdout}");
+    }
+}
+
+mod partition {
+    use super::*;
+    use crate::common::partitioned::exclusive;
+    use crate::common::{isolate_last_cpu, json_of, Killed};
+
+    /// `tame watch -p NAME`: every thread in the partition's cgroup, here cyclictest's,
+    /// started there by `tame run -p`.
+    #[test]
+    fn every_thread_in_a_partition_is_watched() {
+        let _machine = tame_testing::serial::module(module_path!());
+        let _one = exclusive();
+        if !require(have_program("cyclictest"), "cyclictest (rt-tests)") {
+            return;
+        }
+        let Some(isolated) = isolate_last_cpu("wrt") else {
+            return;
+        };
+        let _program = Killed(
+            Command::new(env!("CARGO_BIN_EXE_tame"))
+                .args(["run", "-p", "wrt", "--journal-dir", &isolated.journal, "--"])
+                // It ends by itself: a SIGKILL of tame run would leave it running.
+                .args([
+                    "cyclictest",
+                    "-m",
+                    "-q",
+                    "-p",
+                    "80",
+                    "-i",
+                    "1000",
+                    "-l",
+                    "3000",
+                ])
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let out = tame(&[
+            "watch",
+            "-p",
+            "wrt",
+            "--journal-dir",
+            &isolated.journal,
+            "--duration",
+            "1500ms",
+            "--json",
+            "-",
+        ]);
+        let result = json_of(&out);
+        assert_eq!(result["partition"], "wrt");
+        let group = group_with_period(&result, 1e6);
+        let n = metric(group, "wake_latency")["summary"]["count"]
+            .as_u64()
+            .unwrap();
+        assert!(
+            (1_000..=1_600).contains(&n),
+            "{n} activations in 1.5 s at 1 kHz"
+        );
     }
 }

@@ -2,19 +2,11 @@ use tame_trace::event::TaskState;
 use tame_trace::EventKind;
 
 use super::*;
+use crate::watch::track::tests::ev;
 
 const T: u32 = 500;
 const RIVAL: u32 = 812;
 const PERIOD: u64 = 1_000_000;
-
-fn ev(cpu: u32, ts: u64, kind: EventKind) -> Event {
-    Event {
-        cpu,
-        ts,
-        task: 0,
-        kind,
-    }
-}
 
 fn switch(ts: u64, prev: u32, state: TaskState, next: u32, next_prio: i32) -> Event {
     ev(
