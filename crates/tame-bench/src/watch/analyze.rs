@@ -412,6 +412,7 @@ impl Analyzer {
             prio: self.tracker.seen(a.tid).and_then(|s| s.1),
             cpu,
             activation: d.number,
+            released_by: Some(a.released_by),
             window_start_ns: from,
             window_ns: a.end_ns - from,
             release_ns: rel(a.release_ns),

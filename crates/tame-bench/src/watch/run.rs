@@ -243,9 +243,11 @@ pub fn run(
     };
     threads.refresh(&pids, group.as_deref(), &mut analyzer);
     if threads.tids.is_empty() && child.is_none() {
-        return Err(invalid(
-            "no thread to watch: none of the processes has a thread --threads admits — check the pids (tame ps) and the pattern",
-        ));
+        return Err(invalid(if group.is_some() {
+            "no thread to watch: the partition runs no thread --threads admits — start the program in it first (tame run -p NAME -- CMD), or watch it by pid"
+        } else {
+            "no thread to watch: none of the processes has a thread --threads admits — check the pids (tame ps) and the pattern"
+        }));
     }
     let online_cpus = environment.online_cpus.clone();
     let mut reader_cpus = threads.cpus_to_keep_off(&online_cpus);
@@ -261,7 +263,7 @@ pub fn run(
     threads.filter_per_thread(&mut session);
     session
         .begin()
-        .map_err(|e| invalid(format!("cannot start tracing: {e}")))?;
+        .map_err(|e| failed(format!("cannot start tracing: {e}")))?;
     let started_unix_ns = unix_now_ns();
     let started = clock.now();
     let mut launched: Option<Launched> = match child.take() {

@@ -41,6 +41,9 @@ pub struct Snapshot {
     pub cpu: u32,
     /// The miss's number among the thread's activations (1 = its first).
     pub activation: u64,
+    /// What released the activation (a timer, a wakeup); absent in older snapshots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_by: Option<super::ReleasedBy>,
     pub window_start_ns: u64,
     pub window_ns: u64,
     pub release_ns: i64,

@@ -425,6 +425,7 @@ mod tests {
             prio: Some(19),
             cpu: 3,
             activation: 10,
+            released_by: Some(tame_bench::watch::ReleasedBy::Timer),
             window_start_ns: 1_000_000_000,
             window_ns: 10_000_000,
             release_ns: 4_000_000,

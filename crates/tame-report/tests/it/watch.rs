@@ -142,6 +142,7 @@ fn miss(activation: u64, partitioned: bool, spans: Vec<SnapshotSpan>) -> Snapsho
         prio: Some(19),
         cpu: 1,
         activation,
+        released_by: Some(tame_bench::watch::ReleasedBy::Timer),
         window_start_ns: 5_000_000_000 + activation * 1_000_000,
         window_ns: 3_000_000,
         release_ns: 2_300_000,
