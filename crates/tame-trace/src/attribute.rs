@@ -313,7 +313,7 @@ fn push_actions(e: &Event, actions: &mut Vec<(u64, Action)>) {
         | EventKind::Waking { .. }
         | EventKind::MigrateTask { .. }
         | EventKind::HrtimerStart { .. }
-        | EventKind::PageFault { .. }
+        | EventKind::PageFault
         | EventKind::SysExit => return,
     };
     actions.push((e.ts, action));

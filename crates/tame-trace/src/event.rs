@@ -66,7 +66,7 @@ pub enum EventKind {
         orig_cpu: u32,
         dest_cpu: u32,
     },
-    /// `hrtimer_start`, in the context of the task that armed it (`task_pid`). Times
+    /// `hrtimer_start`, in the context of the task that armed it (the event's `task`). Times
     /// are on the timer's clock base (CLOCK_MONOTONIC for most): it may expire from
     /// `softexpires_ns` (the time asked for) to `expires_ns` (that plus the timer slack).
     HrtimerStart {
@@ -74,7 +74,6 @@ pub enum EventKind {
         function: String,
         expires_ns: u64,
         softexpires_ns: u64,
-        task_pid: u32,
     },
     WorkStart {
         function: String,
@@ -96,10 +95,8 @@ pub enum EventKind {
     /// `raw_syscalls/sys_exit`: the task the event names returns from a system call
     /// (after a sleep, right after it was switched in).
     SysExit,
-    /// `page_fault_user`: a fault taken by the task `task_pid` in user mode.
-    PageFault {
-        task_pid: u32,
-    },
+    /// `page_fault_user`: a fault taken in user mode by the event's `task`.
+    PageFault,
 }
 
 /// How a task left the CPU at a switch (`prev_state`).
@@ -202,7 +199,7 @@ fn parse_event(line: &str, stamp: Timestamp) -> Option<Event> {
         .rsplit_once('-')
         .and_then(|(_, pid)| pid.parse().ok())
         .unwrap_or(0);
-    let kind = parse_kind(name, fields, task_pid)?;
+    let kind = parse_kind(name, fields)?;
     Some(Event {
         cpu,
         ts,
@@ -288,7 +285,7 @@ fn hex(fields: &str, key: &str) -> Option<u64> {
     u64::from_str_radix(v.trim_start_matches("0x"), 16).ok()
 }
 
-fn parse_kind(name: &str, f: &str, task_pid: u32) -> Option<EventKind> {
+fn parse_kind(name: &str, f: &str) -> Option<EventKind> {
     Some(match name {
         "irq_handler_entry" => EventKind::IrqEntry {
             irq: num(f, "irq")?,
@@ -335,9 +332,8 @@ fn parse_kind(name: &str, f: &str, task_pid: u32) -> Option<EventKind> {
             function: field(f, "function")?.to_string(),
             expires_ns: num(f, "expires")?,
             softexpires_ns: num(f, "softexpires").or_else(|| num(f, "expires"))?,
-            task_pid,
         },
-        "page_fault_user" => EventKind::PageFault { task_pid },
+        "page_fault_user" => EventKind::PageFault,
         "sys_exit" => EventKind::SysExit,
         "workqueue_execute_start" => EventKind::WorkStart {
             function: field(f, "function")
@@ -563,6 +559,8 @@ CPU:1 [LOST 17 EVENTS]
 ";
         let mut ev = Vec::new();
         parse_text(text, Timestamp::Counter, &mut ev);
+        // The timer start and the fault are the loop's own: the task that emitted them.
+        assert_eq!((ev[0].task, ev[5].task, ev[2].task), (4411, 4411, 0));
         let kinds: Vec<_> = ev.iter().map(|e| e.kind.clone()).collect();
         assert_eq!(
             kinds,
@@ -572,7 +570,6 @@ CPU:1 [LOST 17 EVENTS]
                     function: "hrtimer_wakeup".into(),
                     expires_ns: 1410250000000,
                     softexpires_ns: 1410250000000,
-                    task_pid: 4411
                 },
                 EventKind::Switch {
                     prev_pid: 4411,
@@ -600,7 +597,7 @@ CPU:1 [LOST 17 EVENTS]
                     orig_cpu: 1,
                     dest_cpu: 0
                 },
-                EventKind::PageFault { task_pid: 4411 },
+                EventKind::PageFault,
             ]
         );
     }

@@ -179,21 +179,6 @@ impl Analyzer {
         self.tracker.watches(tid)
     }
 
-    /// Threads followed so far (exited ones included).
-    pub fn thread_ids(&self) -> Vec<u32> {
-        self.threads.keys().copied().collect()
-    }
-
-    /// Activations finished so far, all threads.
-    pub fn activations(&self) -> u64 {
-        self.threads.values().map(|t| t.activations).sum()
-    }
-
-    /// Misses so far, all threads.
-    pub fn misses(&self) -> u64 {
-        self.threads.values().map(|t| t.misses).sum()
-    }
-
     /// Feed events in time order (across CPUs): track, attribute, count.
     pub fn feed(&mut self, events: impl IntoIterator<Item = Event>) {
         for e in events {

@@ -62,7 +62,8 @@ pub struct WatchSettings {
     pub window_ns: u64,
     /// Snapshots taken at most.
     pub snapshots: u32,
-    /// The CPUs traced.
+    /// The CPUs traced (every online one) and the trace clock: recorded by
+    /// [`run::run`], whatever the caller put there.
     pub cpus: CpuList,
     pub trace_clock: TraceClock,
 }

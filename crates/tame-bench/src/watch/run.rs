@@ -357,6 +357,7 @@ pub fn run(
         } else {
             pids
         },
+        cpus: online_cpus,
         trace_clock,
         ..settings
     };

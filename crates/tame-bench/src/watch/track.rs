@@ -175,8 +175,6 @@ pub struct Tracker {
     armed: HashMap<u64, Armed>,
     cpus: BTreeMap<u32, CpuTimers>,
     done: Vec<Activation>,
-    /// Threads seen to exit.
-    exited: Vec<u32>,
     /// Each thread's name and kernel priority as last switched in, kept after it exits
     /// (a program started by tame is still called `tame` until it execs).
     seen: BTreeMap<u32, (String, Option<i32>)>,
@@ -209,20 +207,14 @@ impl Tracker {
         std::mem::take(&mut self.done)
     }
 
-    /// Threads that exited since the last call (no longer followed).
-    pub fn take_exited(&mut self) -> Vec<u32> {
-        std::mem::take(&mut self.exited)
-    }
-
     /// Apply one event; events must come in time order across CPUs.
     pub fn apply(&mut self, e: &Event) {
         match &e.kind {
             EventKind::HrtimerStart {
                 hrtimer,
                 softexpires_ns,
-                task_pid,
                 ..
-            } if self.threads.contains_key(task_pid) => {
+            } if self.threads.contains_key(&e.task) => {
                 if self.armed.len() >= MAX_ARMED {
                     self.armed.clear();
                 }
@@ -246,8 +238,8 @@ impl Tracker {
                 }
             }
             EventKind::SysExit => self.returned(e.task, e.ts),
-            EventKind::PageFault { task_pid } => {
-                if let Some(a) = self.current_of(*task_pid) {
+            EventKind::PageFault => {
+                if let Some(a) = self.current_of(e.task) {
                     a.page_faults += 1;
                 }
             }
@@ -430,7 +422,6 @@ impl Tracker {
         }
         if state == Some(TaskState::Exited) {
             self.threads.remove(&tid);
-            self.exited.push(tid);
         } else {
             thread.phase = Phase::Asleep;
         }
@@ -471,17 +462,20 @@ pub(super) mod tests {
     }
 
     fn armed(cpu: u32, ts: u64, expiry: u64) -> Event {
-        ev(
-            cpu,
-            ts,
-            EventKind::HrtimerStart {
-                hrtimer: 0xabc,
-                function: "hrtimer_wakeup".into(),
-                expires_ns: expiry,
-                softexpires_ns: expiry,
-                task_pid: T,
-            },
-        )
+        // In the thread's own context: the timer it arms.
+        Event {
+            task: T,
+            ..ev(
+                cpu,
+                ts,
+                EventKind::HrtimerStart {
+                    hrtimer: 0xabc,
+                    function: "hrtimer_wakeup".into(),
+                    expires_ns: expiry,
+                    softexpires_ns: expiry,
+                },
+            )
+        }
     }
 
     fn entry(cpu: u32, ts: u64, hrtimer: u64, now: u64) -> Event {
@@ -537,7 +531,10 @@ pub(super) mod tests {
                 task: T,
                 ..ev(1, 60_800 + off, EventKind::SysExit)
             },
-            ev(1, 61_000 + off, EventKind::PageFault { task_pid: T }),
+            Event {
+                task: T,
+                ..ev(1, 61_000 + off, EventKind::PageFault)
+            },
             switch(1, 90_000 + off, T, TaskState::Sleeping, 0),
         ]);
         assert_eq!(got.len(), 1, "{got:#?}");
@@ -618,7 +615,6 @@ pub(super) mod tests {
         let got = t.take();
         assert_eq!(got[0].released_by, ReleasedBy::Unknown);
         assert_eq!(got[0].wake_latency_ns(), None);
-        assert_eq!(t.take_exited(), vec![T]);
         assert!(!t.watches(T));
     }
 

@@ -357,6 +357,11 @@ mod partition {
         ]);
         let result = json_of(&out);
         assert_eq!(result["partition"], "wrt");
+        assert!(
+            !result["settings"]["cpus"].as_str().unwrap_or("").is_empty(),
+            "the traced CPUs are recorded: {}",
+            result["settings"]
+        );
         let group = group_with_period(&result, 1e6);
         let n = metric(group, "wake_latency")["summary"]["count"]
             .as_u64()

@@ -30,17 +30,20 @@ fn switch(ts: u64, prev: u32, state: TaskState, next: u32, next_prio: i32) -> Ev
 }
 
 fn arm(ts: u64, due: u64) -> Event {
-    ev(
-        0,
-        ts,
-        EventKind::HrtimerStart {
-            hrtimer: 0xfeed,
-            function: "hrtimer_wakeup".into(),
-            expires_ns: due,
-            softexpires_ns: due,
-            task_pid: T,
-        },
-    )
+    // In the loop's own context: the timer it arms.
+    Event {
+        task: T,
+        ..ev(
+            0,
+            ts,
+            EventKind::HrtimerStart {
+                hrtimer: 0xfeed,
+                function: "hrtimer_wakeup".into(),
+                expires_ns: due,
+                softexpires_ns: due,
+            },
+        )
+    }
 }
 
 /// Activation k: released at k ms by its timer (the interrupt 3 µs late), switched in
