@@ -79,6 +79,8 @@ RELEASE_DIR ?= $(or $(CARGO_TARGET_DIR),target)/release
 INSTALL_BIN ?= $(RELEASE_DIR)/tame
 INSTALL_LIBS ?= $(RELEASE_DIR)
 IPC_LIBS := libtame_ipc.so libtame_ipc.a
+# The systemd units in contrib/systemd, installed with ExecStart naming $(BINDIR)/tame.
+UNITS := tame-serve.service tame-partition.service
 COMPLETIONS := $(DATADIR)/bash-completion/completions/tame $(DATADIR)/zsh/site-functions/_tame \
 	$(DATADIR)/fish/vendor_completions.d/tame.fish
 
@@ -104,13 +106,15 @@ install-files:
 	install -m 644 "$$gen/bash" $(DESTDIR)$(DATADIR)/bash-completion/completions/tame; \
 	install -m 644 "$$gen/zsh" $(DESTDIR)$(DATADIR)/zsh/site-functions/_tame; \
 	install -m 644 "$$gen/fish" $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/tame.fish; \
-	sed -e 's|/usr/local/bin/tame|$(BINDIR)/tame|g' -e 's|file:///usr/share/doc/tame|file://$(DOCDIR)|g' \
-		contrib/systemd/tame-serve.service > "$$gen/unit"; \
-	install -m 644 "$$gen/unit" $(DESTDIR)$(UNITDIR)/tame-serve.service
+	for unit in $(UNITS); do \
+		sed -e 's|/usr/local/bin/tame|$(BINDIR)/tame|g' -e 's|file:///usr/share/doc/tame|file://$(DOCDIR)|g' \
+			contrib/systemd/$$unit > "$$gen/$$unit"; \
+		install -m 644 "$$gen/$$unit" $(DESTDIR)$(UNITDIR)/$$unit; \
+	done
 	install -m 644 docs/*.md contrib/serve.toml $(DESTDIR)$(DOCDIR)/
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/tame $(addprefix $(DESTDIR)$(LIBDIR)/,$(IPC_LIBS)) \
-		$(DESTDIR)$(INCLUDEDIR)/tame_ipc.h $(DESTDIR)$(UNITDIR)/tame-serve.service \
+		$(DESTDIR)$(INCLUDEDIR)/tame_ipc.h $(addprefix $(DESTDIR)$(UNITDIR)/,$(UNITS)) \
 		$(DESTDIR)$(MANDIR)/man1/tame.1 $(DESTDIR)$(MANDIR)/man1/tame-*.1 $(addprefix $(DESTDIR),$(COMPLETIONS))
 	rm -rf $(DESTDIR)$(DOCDIR)

@@ -20,7 +20,7 @@ mod timers;
 mod virt;
 
 pub use finding::{Category, Finding, Severity};
-pub use report::{score, CategoryScore, CheckReport};
+pub use report::{score, CategoryScore, CheckReport, EnabledAtBoot};
 pub use target::Target;
 
 use tame_host::HostModel;

@@ -33,6 +33,21 @@ pub struct CheckReport {
     /// report written before it existed.
     #[serde(default)]
     pub next: String,
+    /// The partition `tame enable` keeps at boot and the state of its boot parameters
+    /// (written, pending a reboot, or carried by the running kernel); set by the caller,
+    /// which reads the enable journal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<EnabledAtBoot>,
+}
+
+/// What `tame check` says about a partition enabled at boot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnabledAtBoot {
+    pub spec_file: String,
+    /// The boot parameters the running kernel does not carry yet.
+    pub pending: Vec<String>,
+    /// One line: written and active after a reboot, active, or not written.
+    pub boot: String,
 }
 
 impl CheckReport {
@@ -46,6 +61,7 @@ impl CheckReport {
             findings,
             scores,
             next,
+            enabled: None,
         }
     }
 

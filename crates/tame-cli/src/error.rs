@@ -98,6 +98,7 @@ fn layer<'a>(e: &'a (dyn StdError + 'static)) -> Option<&'a dyn LayerError> {
     is::<BadInput>(e)
         .or_else(|| is::<ReserveError>(e))
         .or_else(|| is::<ApplyError>(e))
+        .or_else(|| is::<tame_partition::enable::EnableError>(e))
         .or_else(|| is::<tame_partition::Invalid>(e))
         .or_else(|| is::<tame_partition::applied::AppliedSpecError>(e))
         .or_else(|| is::<AssessError>(e))

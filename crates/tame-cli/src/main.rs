@@ -66,6 +66,11 @@ enum Command {
     Status(cmd::partition::StatusArgs),
     /// Undo every change of `tame apply`, from its journal.
     Revert(cmd::partition::RevertArgs),
+    /// Keep a partition across reboots: its spec, a unit applying it at boot, systemd
+    /// drop-ins and boot parameters, each file journaled (`tame disable` removes them).
+    Enable(cmd::enable::EnableArgs),
+    /// Remove what `tame enable` installed, byte for byte.
+    Disable(cmd::enable::DisableArgs),
     /// Compare two results of the same bench: per-metric and per-source differences and ratios;
     /// --gate: fail (exit 1) when a new result is worse than baselines by more than their spread.
     Compare(cmd::compare::CompareArgs),
@@ -107,6 +112,8 @@ fn main() {
         Command::Apply(a) => cmd::partition::run_apply(&ctx, a),
         Command::Status(a) => cmd::partition::run_status(&ctx, a),
         Command::Revert(a) => cmd::partition::run_revert(&ctx, a),
+        Command::Enable(a) => cmd::enable::run_enable(&ctx, a),
+        Command::Disable(a) => cmd::enable::run_disable(&ctx, a),
         Command::Compare(a) => cmd::compare::run(&ctx, a),
         Command::Export(c) => cmd::export::run(&ctx, c),
         Command::Report(a) => cmd::report::run(&ctx, a),

@@ -85,6 +85,55 @@ pub trait HostBackend: Send + Sync + fmt::Debug {
         let _ = pid;
         Err(io::ErrorKind::Unsupported.into())
     }
+
+    // Configuration files (`tame enable`): plain files on the machine and on a fixture
+    // tree alike, so one implementation serves both.
+
+    /// Create the regular file `path` holding `data` with permission bits `mode` (not the
+    /// umask's), complete or not at all: written beside it, synced, then linked into place,
+    /// which fails when `path` exists (never replaces, never follows a link).
+    fn create_file(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+        create_file(path, data, mode)
+    }
+
+    /// Make the symbolic link `path` pointing at `target` (fails when `path` exists).
+    fn symlink(&self, target: &Path, path: &Path) -> io::Result<()> {
+        std::os::unix::fs::symlink(target, path)
+    }
+
+    /// Where the symbolic link `path` points (an error when it is not one).
+    fn read_link(&self, path: &Path) -> io::Result<std::path::PathBuf> {
+        std::fs::read_link(path)
+    }
+}
+
+fn create_file(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    let mut staged = name.to_os_string();
+    staged.push(format!(".tame-{}", std::process::id()));
+    let staged = path.with_file_name(staged);
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&staged)?;
+        file.write_all(data)?;
+        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        file.sync_all()?;
+        std::fs::hard_link(&staged, path)
+    })();
+    let _ = std::fs::remove_file(&staged);
+    result?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// The machine itself: plain file operations and the kernel's system calls.

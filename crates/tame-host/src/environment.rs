@@ -157,6 +157,12 @@ fn parameters(cmdline: &str, keys: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// Whether systemd is the running init system (its own test, sd_booted: the directory it
+/// creates at start). Live machine only: a host tree has no running init.
+pub fn systemd_running() -> bool {
+    std::path::Path::new("/run/systemd/system").is_dir()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,6 +20,10 @@
 //! - `place SEQ PID TID OLD_AFFINITY OLD_SCHED OLD_CGROUP NEW_AFFINITY NEW_SCHED NEW_CGROUP` —
 //!   a thread's placement ([`ThreadPlacement`]); each part `-` when not concerned, the
 //!   scheduling attributes as `POLICY:PRIORITY:NICE:RESET_ON_FORK:RUNTIME:DEADLINE:PERIOD`;
+//! - `install SEQ PATH MODE =CONTENT` — a configuration file created where none was (mode in
+//!   octal); revert removes it while it still holds CONTENT, and leaves it (saying so) when
+//!   someone changed it since;
+//! - `link SEQ PATH =TARGET` — a symbolic link created where nothing was;
 //! - `done SEQ` / `failed SEQ REASON` — the outcome, for status (not synced: revert never needs it).
 //!
 //! Every change is made through the root's backend, so the journal works the same
@@ -50,7 +54,9 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::OFlag;
 
-pub use self::allow::{mode_refusal, path_refusal, ALLOWED_ROOTS};
+pub use self::allow::{
+    config_path_refusal, mode_refusal, path_refusal, ALLOWED_ROOTS, CONFIG_ROOTS,
+};
 use self::dir::JournalDir;
 pub use self::lock::{Holder, JournalLock, LOCK_FILE};
 pub use crate::backend::Ownership;
@@ -73,6 +79,13 @@ pub fn journal_dir(root: &Root, given: Option<&Path>) -> PathBuf {
 pub const JOURNAL_FILE: &str = "journal";
 /// The note recording the bytes of a torn last line cut off before appending.
 pub const TORN_NOTE: &str = "torn";
+/// The note recording the boot a journal was begun in ([`crate::kernel::boot_id`]): a
+/// reboot undid every change of a journal from an earlier boot, and its thread and
+/// process ids name other tasks now, so revert must not act on it.
+pub const BOOT_ID_NOTE: &str = "boot_id";
+/// The note marking a journal whose changes outlive a reboot (files `tame enable`
+/// installs): it is never from a previous boot.
+pub const PERSISTS_NOTE: &str = "persists";
 const HEADER: &str = "tame-journal";
 const FORMAT_VERSION: &str = "1";
 
@@ -108,7 +121,7 @@ pub enum JournalError {
         line: usize,
         reason: String,
     },
-    #[error("cannot journal a change of {path}: {reason} — tame only changes kernel settings below {}", ALLOWED_ROOTS.join(", "))]
+    #[error("cannot journal a change of {path}: {reason} — tame only changes kernel settings below {} and installs configuration only in {}", ALLOWED_ROOTS.join(", "), CONFIG_ROOTS.join(", "))]
     NotAllowed { path: String, reason: String },
 }
 
@@ -130,7 +143,15 @@ impl JournalError {
 
 /// Refuse, before anything is recorded or changed, a path a journal may not hold.
 fn allowed(path: &str) -> Result<(), JournalError> {
-    match path_refusal(path) {
+    refused(path, path_refusal(path))
+}
+
+fn allowed_config(path: &str) -> Result<(), JournalError> {
+    refused(path, config_path_refusal(path))
+}
+
+fn refused(path: &str, refusal: Option<String>) -> Result<(), JournalError> {
+    match refusal {
         Some(reason) => Err(JournalError::NotAllowed {
             path: path.to_string(),
             reason,
@@ -169,6 +190,17 @@ pub enum Change {
         tid: u32,
         old: ThreadPlacement,
         new: ThreadPlacement,
+    },
+    /// A configuration file created where none was.
+    Install {
+        path: String,
+        mode: u32,
+        content: Vec<u8>,
+    },
+    /// A symbolic link created where nothing was.
+    Link {
+        path: String,
+        target: String,
     },
 }
 
@@ -212,6 +244,18 @@ pub struct Recorded {
 }
 
 impl Recorded {
+    /// The journal was begun in an earlier boot than the running one: none of its changes
+    /// is in effect (unknown — no note, or no boot id to compare — counts as this boot).
+    pub fn from_previous_boot(&self, root: &Root) -> bool {
+        if self.note(PERSISTS_NOTE).is_some() {
+            return false;
+        }
+        match (self.note(BOOT_ID_NOTE), crate::kernel::boot_id(root)) {
+            (Some(then), Some(now)) => then != now.as_bytes(),
+            _ => false,
+        }
+    }
+
     pub fn note(&self, key: &str) -> Option<&[u8]> {
         self.notes
             .iter()
@@ -334,6 +378,9 @@ impl Journal {
                 .dir()
                 .sync()
                 .map_err(|e| io_err("sync the directory of", e))?;
+            if let Some(id) = crate::kernel::boot_id(root) {
+                journal.note(BOOT_ID_NOTE, id.as_bytes())?;
+            }
         } else if torn > 0 {
             journal.note(TORN_NOTE, &bytes[keep..])?;
         }
@@ -459,10 +506,13 @@ impl Journal {
         path: &str,
         members: Option<(&str, &str)>,
     ) -> Result<io::Result<()>, JournalError> {
-        allowed(path)?;
-        if let Some((list, parent)) = members {
-            allowed(list)?;
-            allowed(parent)?;
+        match members {
+            Some((list, parent)) => {
+                allowed(path)?;
+                allowed(list)?;
+                allowed(parent)?;
+            }
+            None => allowed(path).or_else(|_| allowed_config(path))?,
         }
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -485,6 +535,69 @@ impl Journal {
         let result = self
             .stage(Stage::Journaled(seq))
             .and_then(|()| self.root.create_dir(path));
+        let _ = self.stage(Stage::Made(seq));
+        self.append(&[outcome_line(seq, &result)])?;
+        Ok(result)
+    }
+
+    /// Create the configuration file `path` (below [`CONFIG_ROOTS`]) holding `content`
+    /// with permission bits `mode`, journaled first. An existing file is refused (the
+    /// inner error, EEXIST): tame installs only files nobody else wrote.
+    pub fn install_file(
+        &mut self,
+        path: &str,
+        content: &[u8],
+        mode: u32,
+    ) -> Result<io::Result<()>, JournalError> {
+        allowed_config(path)?;
+        if let Some(reason) = mode_refusal(mode) {
+            return Err(JournalError::NotAllowed {
+                path: path.to_string(),
+                reason,
+            });
+        }
+        let change = Change::Install {
+            path: path.to_string(),
+            mode,
+            content: content.to_vec(),
+        };
+        self.make_new(change, |root| root.create_file(path, content, mode))
+    }
+
+    /// Create the symbolic link `path` (below [`CONFIG_ROOTS`]) to `target`, journaled first.
+    pub fn link(&mut self, path: &str, target: &str) -> Result<io::Result<()>, JournalError> {
+        allowed_config(path)?;
+        let change = Change::Link {
+            path: path.to_string(),
+            target: target.to_string(),
+        };
+        self.make_new(change, |root| root.symlink(target, path))
+    }
+
+    /// Record `change`, then `make` it; something already at its path is recorded as
+    /// failed in the same synced write (revert must never remove what it did not make).
+    fn make_new(
+        &mut self,
+        change: Change,
+        make: impl FnOnce(&Root) -> io::Result<()>,
+    ) -> Result<io::Result<()>, JournalError> {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let (Change::Install { path, .. } | Change::Link { path, .. }) = &change else {
+            unreachable!("only new files and links are made here")
+        };
+        let taken = self.root.exists(path) || self.root.read_link(path).is_ok();
+        if taken {
+            let exists = Err(io::Error::from_raw_os_error(
+                nix::errno::Errno::EEXIST as i32,
+            ));
+            self.append_synced(&[format_change(seq, &change), outcome_line(seq, &exists)])?;
+            return Ok(exists);
+        }
+        self.append_synced(&[format_change(seq, &change)])?;
+        let result = self
+            .stage(Stage::Journaled(seq))
+            .and_then(|()| make(&self.root));
         let _ = self.stage(Stage::Made(seq));
         self.append(&[outcome_line(seq, &result)])?;
         Ok(result)
@@ -765,6 +878,20 @@ fn format_change(seq: u64, change: &Change) -> String {
             placement_fields(old),
             placement_fields(new)
         ),
+        Change::Install {
+            path,
+            mode,
+            content,
+        } => format!(
+            "install {seq} {} {mode:o} ={}\n",
+            escape(path.as_bytes()),
+            escape(content)
+        ),
+        Change::Link { path, target } => format!(
+            "link {seq} {} ={}\n",
+            escape(path.as_bytes()),
+            escape(target.as_bytes())
+        ),
     }
 }
 
@@ -863,6 +990,12 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Recorded, JournalError> {
                 None => Ok(p),
             }
         };
+        let config_path = |p: String| -> Result<String, JournalError> {
+            match config_path_refusal(&p) {
+                Some(reason) => Err(hostile(reason)),
+                None => Ok(p),
+            }
+        };
         let fields: Vec<&str> = line.split(' ').collect();
         let text_field = |i: usize| -> Result<String, JournalError> {
             let raw = fields.get(i).ok_or_else(|| corrupt("missing field"))?;
@@ -919,7 +1052,12 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Recorded, JournalError> {
                 restore_with: value(5)?,
             },
             "mkdir" => Change::CreateDir {
-                path: host_path(text_field(2)?)?,
+                path: match fields.len() {
+                    // A plain directory may be configuration's; refused as a kernel path.
+                    3 => host_path(text_field(2)?)
+                        .or_else(|e| config_path(text_field(2)?).map_err(|_| e))?,
+                    _ => host_path(text_field(2)?)?,
+                },
                 members: match fields.len() {
                     3 => None,
                     5 => Some((host_path(text_field(3)?)?, host_path(text_field(4)?)?)),
@@ -989,6 +1127,34 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Recorded, JournalError> {
                     new: placement(7)?,
                 }
             }
+            "install" => {
+                if fields.len() != 5 {
+                    return Err(corrupt("install takes a path, a mode and the content"));
+                }
+                let mode = fields
+                    .get(3)
+                    .and_then(|m| u32::from_str_radix(m, 8).ok())
+                    .ok_or_else(|| corrupt("bad mode"))?;
+                if let Some(reason) = mode_refusal(mode) {
+                    return Err(hostile(reason));
+                }
+                Change::Install {
+                    path: config_path(text_field(2)?)?,
+                    mode,
+                    content: value(4)?.ok_or_else(|| corrupt("missing content"))?,
+                }
+            }
+            "link" => {
+                if fields.len() != 4 {
+                    return Err(corrupt("link takes a path and its target"));
+                }
+                let target = value(3)?.ok_or_else(|| corrupt("missing target"))?;
+                Change::Link {
+                    path: config_path(text_field(2)?)?,
+                    target: String::from_utf8(target)
+                        .map_err(|_| corrupt("target is not UTF-8"))?,
+                }
+            }
             _ => return Err(corrupt("unknown record")),
         };
         rec.entries.push(Entry {
@@ -1040,6 +1206,9 @@ pub struct RevertReport {
     /// Changes the journal records as failed, left alone: they were not made (a
     /// `mkdir` refused with EEXIST names someone else's directory).
     pub not_made: usize,
+    /// The journal was from an earlier boot: the reboot had undone its changes, so it
+    /// was removed without acting on it.
+    pub previous_boot: bool,
 }
 
 impl RevertReport {
@@ -1060,6 +1229,10 @@ pub struct RevertDoc {
     journal_removed: bool,
     not_restored: Vec<NotRestoredView>,
     nothing_to_revert: bool,
+    /// The journal was from an earlier boot and was removed without acting on it (only
+    /// then present: the document is otherwise as it always was).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    previous_boot: bool,
     restored: usize,
     schema: crate::Schema,
 }
@@ -1088,6 +1261,7 @@ impl From<&RevertReport> for RevertDoc {
                 })
                 .collect(),
             nothing_to_revert: r.nothing_to_revert,
+            previous_boot: r.previous_boot,
             restored: r.restored,
             schema: <Self as crate::Document>::SCHEMA,
         }
@@ -1126,6 +1300,18 @@ fn revert_in(root: &Root, dir: &JournalDir) -> Result<RevertReport, JournalError
         entries: rec.entries.len(),
         ..Default::default()
     };
+    if rec.from_previous_boot(root) {
+        report.previous_boot = true;
+        dir.remove(JOURNAL_FILE)
+            .and_then(|()| dir.sync())
+            .map_err(|source| JournalError::Io {
+                action: "remove",
+                path: path.clone(),
+                source,
+            })?;
+        report.journal_removed = true;
+        return Ok(report);
+    }
     let created: Vec<&str> = rec
         .entries
         .iter()
@@ -1202,6 +1388,8 @@ fn describe(change: &Change) -> String {
             "thread {tid} of process {pid} (back to {})",
             crate::placement::describe(old)
         ),
+        Change::Install { path, .. } => format!("{path} (installed file to be removed)"),
+        Change::Link { path, .. } => format!("{path} (link to be removed)"),
     }
 }
 
@@ -1271,6 +1459,39 @@ fn undo(
             Err(e) => Err(format!("cannot read owner and mode: {e}")),
         },
         Change::Placement { pid, tid, old, .. } => undo_placement(root, *pid, *tid, old),
+        Change::Install { path, content, .. } => remove_installed(root, path, content),
+        Change::Link { path, target } => match root.read_link(path) {
+            Ok(now) if now.as_os_str().as_encoded_bytes() == target.as_bytes() => root
+                .remove_file(path)
+                .map(|()| true)
+                .map_err(|e| format!("cannot remove: {e}")),
+            Ok(now) => Err(format!(
+                "it points at {} now, not at {target}: left in place",
+                now.display()
+            )),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(_) => Err("it is no longer a symbolic link: left in place".to_string()),
+        },
+    }
+}
+
+/// Remove a file tame installed, only while it holds what tame wrote: a file someone
+/// changed since is theirs now.
+fn remove_installed(root: &Root, path: &str, content: &[u8]) -> Result<bool, String> {
+    if root.read_link(path).is_ok() {
+        return Err("it is a symbolic link now, not the file tame wrote: left in place".into());
+    }
+    match root.read_raw(path) {
+        Ok(now) if now == content => root
+            .remove_file(path)
+            .map(|()| true)
+            .map_err(|e| format!("cannot remove: {e}")),
+        Ok(_) => Err(
+            "it was changed since tame wrote it: left in place (remove it yourself if the change is not wanted)"
+                .into(),
+        ),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(format!("cannot read: {e}")),
     }
 }
 

@@ -637,6 +637,18 @@ impl Root {
     }
 }
 
+/// Where the kernel says which boot this is (a random UUID per boot).
+const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+
+/// This boot's id, `None` where it cannot be read (a fixture tree without it): tells a
+/// record written before the last reboot from one written since.
+pub fn boot_id(root: &crate::Root) -> Option<String> {
+    root.read(BOOT_ID)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

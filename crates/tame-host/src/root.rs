@@ -233,6 +233,25 @@ impl Root {
         self.backend.remove_file(&self.path(host_path))
     }
 
+    pub(crate) fn create_file(
+        &self,
+        host_path: impl AsRef<Path>,
+        data: &[u8],
+        mode: u32,
+    ) -> io::Result<()> {
+        self.backend.create_file(&self.path(host_path), data, mode)
+    }
+
+    pub(crate) fn symlink(&self, target: &str, host_path: impl AsRef<Path>) -> io::Result<()> {
+        self.backend
+            .symlink(Path::new(target), &self.path(host_path))
+    }
+
+    /// Where the symbolic link at host path `host_path` points.
+    pub fn read_link(&self, host_path: impl AsRef<Path>) -> io::Result<PathBuf> {
+        self.backend.read_link(&self.path(host_path))
+    }
+
     pub(crate) fn set_ownership(
         &self,
         host_path: impl AsRef<Path>,

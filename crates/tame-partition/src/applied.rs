@@ -176,8 +176,10 @@ impl Applied {
             }
             other => other?,
         };
+        // A journal from before the last reboot: nothing of it is applied now.
         Ok(loaded
             .as_ref()
+            .filter(|rec| !rec.from_previous_boot(root))
             .and_then(|rec| Self::of_record(root, rec, journal_dir))
             .transpose()?)
     }

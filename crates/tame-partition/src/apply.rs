@@ -172,10 +172,14 @@ pub fn apply_file(
     // our plan and our changes, nor append to our journal.
     let lock = JournalLock::acquire(journal_dir)?;
     let plan = plan::plan(spec, &HostModel::read(root))?;
+    let previous_boot = clear_previous_boot(root, journal_dir)?;
     no_other_spec_applied(root, journal_dir, spec)?;
     let mut report = ApplyReport {
         schema: <ApplyReport as tame_host::Document>::SCHEMA.version,
-        warnings: plan.warnings.clone(),
+        warnings: previous_boot
+            .into_iter()
+            .chain(plan.warnings.iter().cloned())
+            .collect(),
         journal: journal::journal_path(journal_dir).display().to_string(),
         kept: plan.stay.iter().filter_map(Kept::of).collect(),
         applied: Applied::new(root, spec.clone(), spec_text, journal_dir),
@@ -237,6 +241,21 @@ fn note_spec(
 /// `path` is not the spec file the journal noted last.
 fn new_path(recorded: &journal::Recorded, path: &[u8]) -> bool {
     recorded.note(SPEC_PATH_NOTE) != Some(path)
+}
+
+/// A journal begun before the last reboot holds nothing in effect (the reboot undid it,
+/// and its task ids name other tasks now): removed without acting on it, under the lock
+/// the caller holds. Returns what to tell the user.
+fn clear_previous_boot(root: &Root, journal_dir: &Path) -> Result<Option<String>, ApplyError> {
+    if !journal::load(journal_dir)?.is_some_and(|r| r.from_previous_boot(root)) {
+        return Ok(None);
+    }
+    let report = journal::revert(root, journal_dir)?;
+    unpublish_spec(journal_dir, &report);
+    Ok(Some(format!(
+        "the journal in {} was from before the last reboot (nothing of it was in effect): set aside without acting on it",
+        journal_dir.display()
+    )))
 }
 
 /// Apply may run again with the spec it applied (to repair drift), not with another.

@@ -9,6 +9,7 @@
 
 pub mod applied;
 pub mod apply;
+pub mod enable;
 pub mod plan;
 pub mod spec;
 mod spec_file;

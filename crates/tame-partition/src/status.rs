@@ -14,6 +14,7 @@ use tame_host::{CpuList, HostModel, Root};
 
 use crate::applied::{noted_text, Applied};
 use crate::apply::SPEC_PATH_NOTE;
+use crate::enable::Enabled;
 use crate::plan::{same_value, Step, ValueKind};
 use crate::spec::{Role, Spec};
 use crate::spec_file::read_spec_file;
@@ -93,13 +94,27 @@ pub struct Status {
     /// refused), when there is drift and it cannot.
     pub reapply_refused: Option<String>,
     pub audit: Audit,
+    /// The partition `tame enable` keeps at boot, when there is one.
+    #[serde(default)]
+    pub enabled: Option<Enabled>,
+    /// The journal found is from before the last reboot: nothing of it is in effect
+    /// (`tame apply` or `tame revert` clears it).
+    #[serde(default)]
+    pub previous_boot: bool,
 }
 
 /// Read the state of the journal in `dir` and audit the host against it.
 pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
     let path = journal::journal_path(dir).display().to_string();
-    let Some(rec) = journal::load(dir)? else {
+    let running = tame_host::kernel::parse_cmdline(
+        &root.read(tame_host::kernel::CMDLINE).unwrap_or_default(),
+    );
+    let enabled = crate::enable::enabled(root, dir, &running)?;
+    let loaded = journal::load(dir)?;
+    let previous_boot = loaded.as_ref().is_some_and(|r| r.from_previous_boot(root));
+    let Some(rec) = loaded.filter(|_| !previous_boot) else {
         return Ok(Status {
+            previous_boot,
             schema: <Status as tame_host::Document>::SCHEMA.version,
             applied: false,
             journal: path,
@@ -112,6 +127,7 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
             spec_file_unread: None,
             reapply_refused: None,
             audit: Audit::default(),
+            enabled,
         });
     };
     let applied = Applied::of_record(root, &rec, dir);
@@ -161,6 +177,8 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
         spec_file_unread,
         reapply_refused,
         audit: audit_model(&model, root, &isolated, &own),
+        enabled,
+        previous_boot: false,
     })
 }
 

@@ -72,7 +72,8 @@ pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<i32> {
             Target::asked(&model, cpus)
         }
     };
-    let report = tame_check::check(&model, &target);
+    let mut report = tame_check::check(&model, &target);
+    report.enabled = enabled_at_boot(ctx, &model);
     if args.json {
         print_json(&report)?;
     } else {
@@ -87,6 +88,18 @@ pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<i32> {
 
 /// Without --cpus: the isolated partitions of the applied spec (so `check` and `status`
 /// agree on what is isolated), else the host's own default.
+/// The partition `tame enable` keeps at boot. Its journal is root's: a user who cannot
+/// read it gets the check without this part rather than no check.
+fn enabled_at_boot(ctx: &Context, model: &HostModel) -> Option<tame_check::EnabledAtBoot> {
+    let dir = ctx.journal_dir(None);
+    let e = tame_partition::enable::enabled(&ctx.root, &dir, &model.kernel.cmdline).ok()??;
+    Some(tame_check::EnabledAtBoot {
+        spec_file: e.spec_file.clone(),
+        pending: e.missing_from_running_kernel.clone(),
+        boot: e.boot_line(),
+    })
+}
+
 fn default_target(model: &HostModel, applied: Option<&Applied>) -> Target {
     let isolated = applied
         .map(|a| a.spec.isolated_cpus().intersection(&model.cpus.online))
@@ -153,6 +166,13 @@ pub fn human(r: &CheckReport) -> String {
         .count();
     if reboots > 0 {
         let _ = writeln!(s, "\n{reboots} of the fixes need a reboot.");
+    }
+    if let Some(e) = &r.enabled {
+        let _ = writeln!(
+            s,
+            "\nEnabled at boot ({}, tame enable): {}",
+            e.spec_file, e.boot
+        );
     }
     if !r.next.is_empty() {
         let _ = writeln!(s, "\nnext: {}", r.next);

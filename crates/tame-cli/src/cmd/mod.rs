@@ -10,6 +10,7 @@ pub mod bench_mem;
 pub mod bench_reserve;
 pub mod check;
 pub mod compare;
+pub mod enable;
 pub mod export;
 pub mod generate;
 pub mod host;

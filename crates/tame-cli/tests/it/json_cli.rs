@@ -370,3 +370,33 @@ fn every_command_with_a_json_flag_has_a_row() {
     }
     assert!(with_json.len() >= 12, "{with_json:?}");
 }
+
+#[test]
+fn enable_dry_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", fixture()))
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    std::fs::create_dir_all(root.join("etc/systemd/system")).unwrap();
+    let spec = workspace().join("examples/isolate-cpu0.toml");
+    let v = matches_docs(
+        "tame enable SPEC --json",
+        &[
+            "--root",
+            root.to_str().unwrap(),
+            "enable",
+            spec.to_str().unwrap(),
+            "--boot",
+            "none",
+            "--dry-run",
+            "--json",
+        ],
+    );
+    assert_eq!(v["dry_run"], true);
+    assert_eq!(v["boot"]["loader"], "none");
+}

@@ -16,6 +16,7 @@ mod bench_reserve;
 mod cgroup_v2;
 mod common;
 mod compare_gate_cli;
+mod enable_cli;
 mod export_kubernetes_cli;
 mod export_prometheus;
 mod install;

@@ -2,6 +2,10 @@
 //! root, so a record naming anything but the kernel settings tame changes is
 //! refused: when it is recorded (nothing is written) and when it is read back
 //! (a journal altered to make revert write elsewhere).
+//!
+//! `tame enable` installs configuration files: those records (`install`, `link`, a
+//! `mkdir` without task lists) may name only the places in [`CONFIG_ROOTS`], and the
+//! kernel records only the kernel trees.
 
 use std::path::{Component, Path};
 
@@ -9,8 +13,51 @@ use std::path::{Component, Path};
 /// cgroup hierarchies, resctrl, tracefs and debugfs are mounted.
 pub const ALLOWED_ROOTS: &[&str] = &["/proc/irq", "/proc/sys", "/sys"];
 
+/// Where `tame enable` installs files (each the directory itself or below it): its spec,
+/// its unit and systemd drop-ins, its GRUB drop-in, and the kernel-install command line.
+pub const CONFIG_ROOTS: &[&str] = &[
+    "/etc/tame",
+    "/etc/systemd/system",
+    "/etc/systemd/system.conf.d",
+    "/etc/default/grub.d",
+    "/etc/kernel/cmdline",
+];
+
 /// Why `path` may not appear in a journal; `None` when it may.
 pub fn path_refusal(path: &str) -> Option<String> {
+    if let Some(reason) = plain_path_refusal(path) {
+        return Some(reason);
+    }
+    let p = Path::new(path);
+    let below = |root: &&str| p.starts_with(root) && p != Path::new(root);
+    if !ALLOWED_ROOTS.iter().any(below) {
+        return Some(format!(
+            "{path} is outside the trees tame changes ({})",
+            ALLOWED_ROOTS.join(", ")
+        ));
+    }
+    None
+}
+
+/// Why `path` may not appear in a record of an installed configuration file or
+/// directory; `None` when it may.
+pub fn config_path_refusal(path: &str) -> Option<String> {
+    if let Some(reason) = plain_path_refusal(path) {
+        return Some(reason);
+    }
+    if !CONFIG_ROOTS
+        .iter()
+        .any(|root| Path::new(path).starts_with(root))
+    {
+        return Some(format!(
+            "{path} is outside the places tame installs configuration ({})",
+            CONFIG_ROOTS.join(", ")
+        ));
+    }
+    None
+}
+
+fn plain_path_refusal(path: &str) -> Option<String> {
     if !path.starts_with('/') {
         return Some(format!("{path:?} is not an absolute path"));
     }
@@ -26,15 +73,7 @@ pub fn path_refusal(path: &str) -> Option<String> {
             "{path:?} is not a plain path (it has an empty, `.` or `..` component)"
         ));
     }
-    let p = Path::new(path);
-    let below = |root: &&str| p.starts_with(root) && p != Path::new(root);
-    if !ALLOWED_ROOTS.iter().any(below) {
-        return Some(format!(
-            "{path} is outside the trees tame changes ({})",
-            ALLOWED_ROOTS.join(", ")
-        ));
-    }
-    debug_assert!(p
+    debug_assert!(Path::new(path)
         .components()
         .all(|c| matches!(c, Component::RootDir | Component::Normal(_))));
     None
@@ -83,6 +122,31 @@ mod tests {
             "/sys/a\0b",
         ] {
             assert!(path_refusal(bad).is_some(), "{bad:?} passed");
+        }
+    }
+
+    #[test]
+    fn configuration_goes_only_where_enable_installs_it() {
+        for ok in [
+            "/etc/tame",
+            "/etc/tame/partition.toml",
+            "/etc/systemd/system/tame-partition.service",
+            "/etc/systemd/system/sysinit.target.wants",
+            "/etc/default/grub.d/tame.cfg",
+            "/etc/kernel/cmdline",
+        ] {
+            assert_eq!(config_path_refusal(ok), None, "{ok}");
+            assert!(path_refusal(ok).is_some(), "{ok} passed as a kernel file");
+        }
+        for bad in [
+            "/etc/passwd",
+            "/etc/kernel/install.d/x",
+            "/etc/tame/../shadow",
+            "/etc/default/grub",
+            "/proc/sys/kernel/x",
+            "/etc/systemd",
+        ] {
+            assert!(config_path_refusal(bad).is_some(), "{bad:?} passed");
         }
     }
 

@@ -373,3 +373,92 @@ fn a_value_the_kernel_prints_differently_is_restored_with_its_restore_value() {
     assert!(report.not_restored.is_empty(), "{report:?}");
     assert_eq!(snapshot(&root), before);
 }
+
+/// `tame enable`'s records: a new file (its mode, not the umask's) and a link, removed by
+/// revert only while they are what was made; a file changed since is left, saying so.
+#[test]
+fn installed_files_and_links_are_removed_only_while_unchanged() {
+    use std::os::unix::fs::MetadataExt as _;
+    let (_d, root, jdir) = fixture();
+    std::fs::create_dir_all(root.path("/etc/systemd/system")).unwrap();
+    let before = snapshot(&root);
+    let mut j = Journal::open(&root, &jdir).unwrap();
+    j.create_dir("/etc/tame", None).unwrap().unwrap();
+    j.install_file("/etc/tame/partition.toml", b"[x]\n", 0o644)
+        .unwrap()
+        .unwrap();
+    j.link(
+        "/etc/systemd/system/tame.service",
+        "/etc/tame/partition.toml",
+    )
+    .unwrap()
+    .unwrap();
+    // Never over a file someone else has: refused (EEXIST), and revert leaves it.
+    std::fs::write(root.path("/etc/systemd/system/theirs"), "x").unwrap();
+    let taken = j
+        .install_file("/etc/systemd/system/theirs", b"y", 0o644)
+        .unwrap();
+    assert_eq!(
+        taken.unwrap_err().raw_os_error(),
+        Some(nix::errno::Errno::EEXIST as i32)
+    );
+    assert!(j.install_file("/etc/passwd", b"y", 0o644).is_err());
+    drop(j);
+    let meta = std::fs::metadata(root.path("/etc/tame/partition.toml")).unwrap();
+    assert_eq!(meta.mode() & 0o7777, 0o644);
+    assert_eq!(
+        std::fs::read_link(root.path("/etc/systemd/system/tame.service")).unwrap(),
+        PathBuf::from("/etc/tame/partition.toml")
+    );
+
+    std::fs::write(root.path("/etc/tame/partition.toml"), "[changed]\n").unwrap();
+    let r = revert(&root, &jdir).unwrap();
+    assert_eq!(r.not_restored.len(), 2, "{r:?}");
+    assert!(r.not_restored[0]
+        .reason
+        .contains("changed since tame wrote it"));
+    assert!(root.exists("/etc/tame/partition.toml"));
+    assert!(!root.exists("/etc/systemd/system/tame.service"));
+    assert_eq!(root.read("/etc/systemd/system/theirs").unwrap(), "x");
+
+    std::fs::write(root.path("/etc/tame/partition.toml"), "[x]\n").unwrap();
+    let r = revert(&root, &jdir).unwrap();
+    assert!(r.journal_removed, "{r:?}");
+    std::fs::remove_file(root.path("/etc/systemd/system/theirs")).unwrap();
+    assert_eq!(snapshot(&root), before);
+}
+
+/// A journal begun in an earlier boot holds nothing in effect (the reboot undid it, its
+/// task ids name other tasks now): revert removes it without writing anything; one whose
+/// changes persist (enable's files) is reverted as usual.
+#[test]
+fn a_journal_from_an_earlier_boot_is_removed_without_acting_on_it() {
+    let (_d, root, jdir) = fixture();
+    let boot_id = root.path("/proc/sys/kernel/random/boot_id");
+    std::fs::create_dir_all(boot_id.parent().unwrap()).unwrap();
+    std::fs::write(&boot_id, "aaaa\n").unwrap();
+    let mut j = Journal::open(&root, &jdir).unwrap();
+    j.write("/proc/irq/24/smp_affinity_list", b"0", None)
+        .unwrap()
+        .unwrap();
+    drop(j);
+    // This boot: reverted as usual.
+    assert!(!load(&jdir).unwrap().unwrap().from_previous_boot(&root));
+    std::fs::write(&boot_id, "bbbb\n").unwrap();
+    // The machine booted since; "0" is what this boot's kernel happens to hold.
+    let r = revert(&root, &jdir).unwrap();
+    assert!(r.previous_boot && r.journal_removed, "{r:?}");
+    assert_eq!(r.restored, 0);
+    assert_eq!(root.read("/proc/irq/24/smp_affinity_list").unwrap(), "0");
+
+    let mut j = Journal::open(&root, &jdir).unwrap();
+    j.note(PERSISTS_NOTE, b"files").unwrap();
+    j.write("/proc/irq/24/smp_affinity_list", b"1", None)
+        .unwrap()
+        .unwrap();
+    drop(j);
+    std::fs::write(&boot_id, "cccc\n").unwrap();
+    let r = revert(&root, &jdir).unwrap();
+    assert!(!r.previous_boot && r.restored == 1, "{r:?}");
+    assert_eq!(root.read("/proc/irq/24/smp_affinity_list").unwrap(), "0");
+}

@@ -358,3 +358,26 @@ fn a_journaled_mkdir_that_failed_is_not_undone() {
     assert_eq!(t.read("/sys/fs/cgroup/cpuset/theirs/tasks"), "77\n");
     assert_eq!(t.read("/sys/fs/cgroup/cpuset/tasks"), "1\n2\n");
 }
+
+#[test]
+fn configuration_records_stay_in_the_places_enable_installs() {
+    let t = tree();
+    for (record, needle) in [
+        (
+            "install 0 /etc/passwd 644 =x\n",
+            "outside the places tame installs",
+        ),
+        (
+            "install 0 /proc/sys/kernel/x 644 =x\n",
+            "outside the places",
+        ),
+        ("install 0 /etc/tame/../shadow 644 =x\n", "plain path"),
+        ("install 0 /etc/tame/x 4755 =x\n", "setuid"),
+        ("install 0 /etc/tame/x 666 =x\n", "anyone write"),
+        ("link 0 /etc/cron.d/x =/etc/tame/x\n", "outside the places"),
+        ("mkdir 0 /etc/cron.d\n", "outside the trees"),
+    ] {
+        t.journal(record);
+        assert_hostile(load(&t.jdir).unwrap_err(), 2, needle);
+    }
+}

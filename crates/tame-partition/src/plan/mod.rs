@@ -7,7 +7,7 @@
 //! cgroups ([`cgroup_v1`] or [`cgroup_v2`], then the task-list owners), IRQs,
 //! kernel knobs, power, resctrl; [`boot`] lists the boot parameters to add.
 
-mod boot;
+pub mod boot;
 mod builder;
 mod cgroup_v1;
 mod cgroup_v2;

@@ -30,3 +30,48 @@ fn apply_publishes_the_spec_readably_and_revert_removes_it() {
     assert!(!public.exists(), "the published spec goes with the journal");
     assert!(Applied::read(&f.root, &f.journal).unwrap().is_none());
 }
+
+/// After a reboot (a new boot id) the journal of the last apply holds nothing in effect:
+/// the partition reads as not applied, and apply — what tame-partition.service runs at
+/// boot — sets the old journal aside and journals this boot's changes alone, so revert
+/// never acts on task ids of the previous boot.
+#[test]
+fn apply_after_a_reboot_starts_a_journal_of_its_own() {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let f = v1_fixture();
+    put(&f.root, "/proc/sys/kernel/random/boot_id", "boot-1\n");
+    let spec = Spec::parse("test.toml", MINIMAL_8).unwrap();
+    let first = apply(&f.root, &spec, MINIMAL_8, &f.journal, None).unwrap();
+    assert!(!first.warnings.iter().any(|w| w.contains("reboot")));
+    let stale = std::fs::read(f.journal.join("journal")).unwrap();
+    // What a reboot does: the kernel's values are back, the boot id is new; the journal stays.
+    assert!(revert(&f.root, &f.journal).unwrap().journal_removed);
+    put(&f.root, "/proc/sys/kernel/random/boot_id", "boot-2\n");
+    let pristine = snapshot(&f.root);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(f.journal.join("journal"))
+        .and_then(|mut j| std::io::Write::write_all(&mut j, &stale))
+        .unwrap();
+    assert!(Applied::read(&f.root, &f.journal).unwrap().is_none());
+    let status = tame_partition::status(&f.root, &f.journal).unwrap();
+    assert!(!status.applied && status.previous_boot);
+
+    let again = apply(&f.root, &spec, MINIMAL_8, &f.journal, None).unwrap();
+    assert!(
+        again
+            .warnings
+            .iter()
+            .any(|w| w.contains("before the last reboot")),
+        "{:?}",
+        again.warnings
+    );
+    let journal = std::fs::read_to_string(f.journal.join("journal")).unwrap();
+    assert_eq!(journal.matches("tame-journal 1").count(), 1);
+    assert!(journal.contains("note boot_id boot-2"), "{journal}");
+    assert!(!journal.contains("boot-1"), "{journal}");
+    assert!(revert(&f.root, &f.journal).unwrap().journal_removed);
+    assert!(differences(&pristine, &snapshot(&f.root)).is_empty());
+}

@@ -36,6 +36,13 @@ pub fn plan(spec: &Path, plan: &Plan, verbose: bool) -> String {
     for p in &plan.needs_reboot {
         line!(o, "  {}    # {}", p.parameter, p.why);
     }
+    if !plan.needs_reboot.is_empty() {
+        line!(
+            o,
+            "  (`tame enable {}` writes them for the boot loader and applies the spec at every boot)",
+            spec.display()
+        );
+    }
     if !plan.warnings.is_empty() {
         line!(o, "\nWarnings:");
         for w in &plan.warnings {
@@ -256,12 +263,22 @@ fn quote(s: &str) -> String {
 
 pub fn status(status: &Status, invocation: &Invocation) -> String {
     let mut o = String::new();
+    if !status.applied && status.previous_boot {
+        line!(
+            o,
+            "No partitions applied: the journal at {} is from before the last reboot, which undid its changes (`tame apply` or `tame revert` clears it).",
+            status.journal
+        );
+        enabled(&mut o, status);
+        return o;
+    }
     if !status.applied {
         line!(
             o,
             "No partitions applied (no journal at {}).",
             status.journal
         );
+        enabled(&mut o, status);
         return o;
     }
     line!(
@@ -285,7 +302,27 @@ pub fn status(status: &Status, invocation: &Invocation) -> String {
     drift(&mut o, status, invocation);
     audit_tasks(&mut o, &status.audit);
     audit_irqs_and_timers(&mut o, &status.audit);
+    enabled(&mut o, status);
     o
+}
+
+/// The partition kept at boot (`tame enable`), and whether its boot parameters are active.
+fn enabled(o: &mut String, status: &Status) {
+    let Some(e) = &status.enabled else {
+        return;
+    };
+    line!(
+        o,
+        "\nEnabled at boot: {} (tame-partition.service; `tame disable` removes it)",
+        e.spec_file
+    );
+    line!(o, "  boot parameters: {}", e.boot_line());
+    for path in &e.changed_since {
+        line!(
+            o,
+            "  {path} no longer holds what tame enable wrote: disable will leave it in place"
+        );
+    }
 }
 
 fn drift(o: &mut String, status: &Status, invocation: &Invocation) {
@@ -416,6 +453,13 @@ pub fn revert(dir: &Path, report: &RevertReport) -> String {
     let mut o = String::new();
     if report.nothing_to_revert {
         line!(o, "Nothing to revert (no journal in {}).", dir.display());
+    } else if report.previous_boot {
+        line!(
+            o,
+            "Nothing to revert: the journal in {} was from before the last reboot, which undid its {} changes; it is removed without acting on it.",
+            dir.display(),
+            report.entries
+        );
     } else if report.not_restored.is_empty() {
         line!(
             o,
@@ -512,6 +556,8 @@ mod tests {
                 .into_iter()
                 .collect(),
             },
+            enabled: None,
+            previous_boot: false,
         };
         let user = Invocation {
             sudo: true,
@@ -569,6 +615,37 @@ On isolated CPUs 2-3:
         }];
     }
 
+    #[test]
+    fn status_says_what_is_enabled_at_boot_and_what_a_reboot_undid() {
+        let mut s = empty_status();
+        s.enabled = Some(tame_partition::enable::Enabled {
+            spec_file: "/etc/tame/partition.toml".into(),
+            loader: Some(tame_partition::enable::BootLoader::Grub),
+            boot_file: Some("/etc/default/grub.d/tame.cfg".into()),
+            parameters: vec!["nohz_full=1".into(), "irqaffinity=0".into()],
+            missing_from_running_kernel: vec!["nohz_full=1".into()],
+            rebooted_since: Some(false),
+            changed_since: vec!["/etc/systemd/system.conf.d/tame.conf".into()],
+        });
+        let text = status(&s, &Invocation::default());
+        assert!(text.contains("\nEnabled at boot: /etc/tame/partition.toml (tame-partition.service; `tame disable` removes it)\n  boot parameters: nohz_full=1 written to /etc/default/grub.d/tame.cfg: active after a reboot\n  /etc/systemd/system.conf.d/tame.conf no longer holds what tame enable wrote"), "{text}");
+        s.enabled.as_mut().unwrap().rebooted_since = Some(true);
+        let text = status(&s, &Invocation::default());
+        assert!(
+            text.contains("lacks nohz_full=1 although the machine rebooted since"),
+            "{text}"
+        );
+        s.enabled = None;
+        s.previous_boot = true;
+        let text = status(&s, &Invocation::default());
+        assert!(
+            text.starts_with(
+                "No partitions applied: the journal at /j/journal is from before the last reboot"
+            ),
+            "{text}"
+        );
+    }
+
     fn empty_status() -> Status {
         Status {
             schema: 1,
@@ -583,6 +660,8 @@ On isolated CPUs 2-3:
             spec_file_unread: None,
             reapply_refused: None,
             audit: Audit::default(),
+            enabled: None,
+            previous_boot: false,
         }
     }
 
