@@ -12,6 +12,7 @@ pub mod check;
 pub mod compare;
 pub mod export;
 pub mod generate;
+pub mod guard;
 pub mod host;
 pub mod ipc;
 pub mod launch;
