@@ -34,9 +34,14 @@ impl Default for Rules {
 pub enum Verdict {
     Repair,
     /// It came back too often: pause repairs until `until_ns` (this call started the pause).
-    StartBackoff { until_ns: u64, pause_ns: u64 },
+    StartBackoff {
+        until_ns: u64,
+        pause_ns: u64,
+    },
     /// A pause started earlier still runs.
-    BackingOff { until_ns: u64 },
+    BackingOff {
+        until_ns: u64,
+    },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -71,9 +76,7 @@ impl<K: Ord + Clone> Backoff<K> {
             };
         }
         // Quiet for a whole window after the last pause: forgive it.
-        if st.level > 0
-            && st.repairs.is_empty()
-            && now_ns.saturating_sub(st.until_ns) > r.window_ns
+        if st.level > 0 && st.repairs.is_empty() && now_ns.saturating_sub(st.until_ns) > r.window_ns
         {
             st.level = 0;
         }
@@ -135,7 +138,10 @@ mod tests {
                 pause_ns: 10 * S
             }
         );
-        assert_eq!(b.decide(&k, 5 * S), Verdict::BackingOff { until_ns: 13 * S });
+        assert_eq!(
+            b.decide(&k, 5 * S),
+            Verdict::BackingOff { until_ns: 13 * S }
+        );
         // The other writer keeps on: three more repairs, then twice the pause.
         for t in [13, 14, 15] {
             assert_eq!(b.decide(&k, t * S), Verdict::Repair);

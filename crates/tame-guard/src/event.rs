@@ -172,7 +172,10 @@ impl Event {
         opt("pid", self.pid.map(|v| v.to_string()));
         opt("tid", self.tid.map(|v| v.to_string()));
         opt("comm", self.comm.clone());
-        opt("cpus_allowed", self.cpus_allowed.as_ref().map(CpuList::to_string));
+        opt(
+            "cpus_allowed",
+            self.cpus_allowed.as_ref().map(CpuList::to_string),
+        );
         opt("irq", self.irq.map(|v| v.to_string()));
         opt("name", self.name.clone());
         opt("managed", self.managed.map(|v| v.to_string()));
@@ -198,8 +201,7 @@ impl Event {
 /// control characters escaped.
 pub fn quote(v: &str) -> String {
     let plain = !v.is_empty()
-        && v
-            .chars()
+        && v.chars()
             .all(|c| !c.is_whitespace() && !c.is_control() && c != '"' && c != '=' && c != '\\');
     if plain {
         return v.to_string();

@@ -306,7 +306,12 @@ pub fn run(
 ) -> Result<(), Error> {
     let mut guard = Guard::new(config.clone(), metrics.clone())?;
     let isolated = guard.scope().isolated_cpus();
-    let names: Vec<String> = guard.scope().partitions.iter().map(|(n, _)| n.clone()).collect();
+    let names: Vec<String> = guard
+        .scope()
+        .partitions
+        .iter()
+        .map(|(n, _)| n.clone())
+        .collect();
     let (tx, rx) = mpsc::channel();
     let (waker, mode, how) = if config.trace {
         match Waker::start(&config.root, &isolated, tx) {
@@ -394,7 +399,10 @@ pub fn run(
     last.detail = Some(if left.is_empty() {
         why_stopped
     } else {
-        format!("{why_stopped}; tracing settings not restored: {}", left.join("; "))
+        format!(
+            "{why_stopped}; tracing settings not restored: {}",
+            left.join("; ")
+        )
     });
     guard.emit(last, out);
     result

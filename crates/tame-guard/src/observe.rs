@@ -225,7 +225,10 @@ pub fn irq_rates(
     a.iter()
         .filter_map(|(cpu, n)| {
             let d = n.checked_sub(*b.get(cpu)?)?;
-            Some((*cpu, (u128::from(d) * 1_000_000_000 / u128::from(elapsed_ns)) as u64))
+            Some((
+                *cpu,
+                (u128::from(d) * 1_000_000_000 / u128::from(elapsed_ns)) as u64,
+            ))
         })
         .collect()
 }
@@ -266,7 +269,13 @@ pub fn observe(
             e.rate = Some(*rate);
             e.threshold = Some(max_rate);
             e.source = Some("scan".into());
-            out.insert(Key::Rate(*cpu), Item { event: e, fix: None });
+            out.insert(
+                Key::Rate(*cpu),
+                Item {
+                    event: e,
+                    fix: None,
+                },
+            );
         }
     }
     out

@@ -87,7 +87,10 @@ impl Waker {
         let mut session = TraceSession::start(root, &spec).map_err(|e| e.to_string())?;
         let (enabled, missing) = session.events();
         if !missing.is_empty() {
-            return Err(format!("this kernel lacks the tracepoints {}", missing.join(", ")));
+            return Err(format!(
+                "this kernel lacks the tracepoints {}",
+                missing.join(", ")
+            ));
         }
         debug_assert_eq!(enabled.len(), WAKE_EVENTS.len());
         session

@@ -16,7 +16,12 @@ use crate::{bad_input, Context};
 pub struct GuardArgs {
     /// Watch only these isolated partitions (repeat, or a comma-separated list; default:
     /// every isolated partition applied).
-    #[arg(short = 'p', long = "partition", value_name = "NAME", value_delimiter = ',')]
+    #[arg(
+        short = 'p',
+        long = "partition",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
     partitions: Vec<String>,
     /// Put back what erodes: a stray task onto the system partition, a drifted value
     /// written again — through the apply journal, so `tame revert` still restores the
@@ -97,10 +102,14 @@ pub fn run(ctx: &Context, args: GuardArgs) -> anyhow::Result<i32> {
             })?;
             eprintln!("tame guard: metrics at http://{bound}/metrics");
             let reader = shared.clone();
-            Some(tame_prometheus::http::spawn(listener, stop.clone(), move || {
-                let m = reader.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                tame_prometheus::guard::render(&m).map_err(|e| e.to_string())
-            })?)
+            Some(tame_prometheus::http::spawn(
+                listener,
+                stop.clone(),
+                move || {
+                    let m = reader.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    tame_prometheus::guard::render(&m).map_err(|e| e.to_string())
+                },
+            )?)
         }
         None => None,
     };

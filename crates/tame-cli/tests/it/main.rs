@@ -18,6 +18,7 @@ mod common;
 mod compare_gate_cli;
 mod export_kubernetes_cli;
 mod export_prometheus;
+mod guard_system;
 mod install;
 mod ipc_cli;
 mod json_cli;
