@@ -106,11 +106,14 @@ install-files:
 	install -m 644 "$$gen/fish" $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/tame.fish; \
 	sed -e 's|/usr/local/bin/tame|$(BINDIR)/tame|g' -e 's|file:///usr/share/doc/tame|file://$(DOCDIR)|g' \
 		contrib/systemd/tame-serve.service > "$$gen/unit"; \
-	install -m 644 "$$gen/unit" $(DESTDIR)$(UNITDIR)/tame-serve.service
+	install -m 644 "$$gen/unit" $(DESTDIR)$(UNITDIR)/tame-serve.service; \
+	sed -e 's|/usr/local/bin/tame|$(BINDIR)/tame|g' -e 's|file:///usr/share/doc/tame|file://$(DOCDIR)|g' \
+		contrib/systemd/tame-guard.service > "$$gen/guard"; \
+	install -m 644 "$$gen/guard" $(DESTDIR)$(UNITDIR)/tame-guard.service
 	install -m 644 docs/*.md contrib/serve.toml $(DESTDIR)$(DOCDIR)/
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/tame $(addprefix $(DESTDIR)$(LIBDIR)/,$(IPC_LIBS)) \
 		$(DESTDIR)$(INCLUDEDIR)/tame_ipc.h $(DESTDIR)$(UNITDIR)/tame-serve.service \
-		$(DESTDIR)$(MANDIR)/man1/tame.1 $(DESTDIR)$(MANDIR)/man1/tame-*.1 $(addprefix $(DESTDIR),$(COMPLETIONS))
+		$(DESTDIR)$(UNITDIR)/tame-guard.service $(DESTDIR)$(MANDIR)/man1/tame.1 $(DESTDIR)$(MANDIR)/man1/tame-*.1 $(addprefix $(DESTDIR),$(COMPLETIONS))
 	rm -rf $(DESTDIR)$(DOCDIR)

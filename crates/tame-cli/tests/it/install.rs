@@ -128,6 +128,7 @@ fn install_puts_everything_in_prefix_and_uninstall_takes_it_back() {
         "lib/libtame_ipc.a",
         "include/tame_ipc.h",
         "lib/systemd/system/tame-serve.service",
+        "lib/systemd/system/tame-guard.service",
         "share/bash-completion/completions/tame",
         "share/zsh/site-functions/_tame",
         "share/fish/vendor_completions.d/tame.fish",
@@ -174,7 +175,16 @@ fn install_puts_everything_in_prefix_and_uninstall_takes_it_back() {
         .unwrap();
     ok(&v, "installed tame --version");
 
-    unit_runs_the_installed_binary(&usr.join("lib/systemd/system/tame-serve.service"));
+    unit_runs_the_installed_binary(
+        &usr.join("lib/systemd/system/tame-serve.service"),
+        2,
+        "reserve.md",
+    );
+    unit_runs_the_installed_binary(
+        &usr.join("lib/systemd/system/tame-guard.service"),
+        1,
+        "guard.md",
+    );
     man_pages_parse(&usr.join("share/man/man1"), &pages);
     completions_parse_and_complete(&usr.join("share"));
 
@@ -192,10 +202,12 @@ fn install_puts_everything_in_prefix_and_uninstall_takes_it_back() {
     );
 }
 
-fn unit_runs_the_installed_binary(unit: &Path) {
+/// The unit's `Exec*=` lines (at least `execs`) run the installed binary, and its
+/// documentation is the installed `doc` page.
+fn unit_runs_the_installed_binary(unit: &Path, execs: usize, doc: &str) {
     let text = std::fs::read_to_string(unit).unwrap();
     let exec: Vec<&str> = text.lines().filter(|l| l.starts_with("Exec")).collect();
-    assert!(exec.len() >= 2, "ExecStart and ExecStopPost: {exec:?}");
+    assert!(exec.len() >= execs, "{execs} Exec lines: {exec:?}");
     for line in exec {
         let program = line.split_once('=').unwrap().1.split(' ').next().unwrap();
         assert_eq!(program, "/usr/bin/tame", "{line}");
@@ -205,7 +217,7 @@ fn unit_runs_the_installed_binary(unit: &Path) {
         "a path outside PREFIX is left:\n{text}"
     );
     assert!(
-        text.contains("Documentation=file:///usr/share/doc/tame/reserve.md"),
+        text.contains(&format!("Documentation=file:///usr/share/doc/tame/{doc}")),
         "{text}"
     );
 }

@@ -77,6 +77,11 @@ fn config(f: &Fx, repair: bool) -> Config {
     }
 }
 
+/// The spec applied on `f` through the fixture backend.
+fn applied(f: &Fx) {
+    applied(&f);
+}
+
 /// One pass; the lines it logged.
 fn pass(g: &mut Guard) -> Vec<String> {
     let mut out = Vec::new();
