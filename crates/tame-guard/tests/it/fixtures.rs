@@ -79,7 +79,14 @@ fn config(f: &Fx, repair: bool) -> Config {
 
 /// The spec applied on `f` through the fixture backend.
 fn applied(f: &Fx) {
-    applied(&f);
+    apply(
+        &f.root,
+        &Spec::parse("t", SPEC).unwrap(),
+        SPEC,
+        &f.journal,
+        None,
+    )
+    .unwrap();
 }
 
 /// One pass; the lines it logged.
@@ -103,14 +110,7 @@ fn nothing_applied_and_unknown_partitions_are_bad_input() {
     let e = Guard::new(config(&f, false), Arc::default()).err().unwrap();
     assert!(e.is_bad_input());
     assert!(e.to_string().contains("no partition is applied"), "{e}");
-    apply(
-        &f.root,
-        &Spec::parse("t", SPEC).unwrap(),
-        SPEC,
-        &f.journal,
-        None,
-    )
-    .unwrap();
+    applied(&f);
     let mut c = config(&f, false);
     c.partitions = vec!["nope".into()];
     let e = Guard::new(c.clone(), Arc::default()).err().unwrap();
@@ -124,14 +124,7 @@ fn nothing_applied_and_unknown_partitions_are_bad_input() {
 #[test]
 fn drift_is_reported_once_when_it_appears_and_once_when_it_goes() {
     let f = fixture();
-    apply(
-        &f.root,
-        &Spec::parse("t", SPEC).unwrap(),
-        SPEC,
-        &f.journal,
-        None,
-    )
-    .unwrap();
+    applied(&f);
     let metrics = Arc::new(Mutex::new(Metrics::new(0, "proc_scan", &["rt".into()])));
     let mut g = Guard::new(config(&f, false), metrics.clone()).unwrap();
     let first = pass(&mut g);
@@ -171,14 +164,7 @@ fn drift_is_reported_once_when_it_appears_and_once_when_it_goes() {
 fn a_repair_goes_through_the_journal_backs_off_and_revert_restores_the_tree() {
     let f = fixture();
     let before = tame_testing::snapshot_tree(f.root.base());
-    apply(
-        &f.root,
-        &Spec::parse("t", SPEC).unwrap(),
-        SPEC,
-        &f.journal,
-        None,
-    )
-    .unwrap();
+    applied(&f);
     let metrics = Arc::new(Mutex::new(Metrics::default()));
     let mut g = Guard::new(config(&f, true), metrics.clone()).unwrap();
     pass(&mut g);
