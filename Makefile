@@ -80,7 +80,7 @@ INSTALL_BIN ?= $(RELEASE_DIR)/tame
 INSTALL_LIBS ?= $(RELEASE_DIR)
 IPC_LIBS := libtame_ipc.so libtame_ipc.a
 # The systemd units in contrib/systemd, installed with ExecStart naming $(BINDIR)/tame.
-UNITS := tame-serve.service tame-partition.service
+UNITS := tame-serve.service tame-partition.service tame-guard.service
 COMPLETIONS := $(DATADIR)/bash-completion/completions/tame $(DATADIR)/zsh/site-functions/_tame \
 	$(DATADIR)/fish/vendor_completions.d/tame.fish
 

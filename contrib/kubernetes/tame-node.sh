@@ -6,6 +6,9 @@
 # the results as Prometheus text where node_exporter's textfile collector reads them.
 # The last round's JSON results stay in $out/json (the collector reads only *.prom files
 # at the top), for `kubectl cp` and `tame compare` across nodes (docs/fleet.md).
+# Between rounds `tame guard` watches the applied partitions live (reporting only: one log
+# line per event, `kubectl logs`; its counts at :TAME_GUARD_PORT/metrics, docs/guard.md);
+# it is started again each round while a partition is applied and it is not running.
 set -u
 
 out=${TAME_METRICS_DIR:-/var/lib/tame-metrics}
@@ -14,9 +17,22 @@ duration=${TAME_BENCH_DURATION:-5s}
 # Each measuring thread costs its locked 1 MiB stack and buffers (about 1.8 MiB measured)
 # against the container's memory limit (256Mi in 02-daemonset.yaml): at most this many.
 max_cpus=${TAME_BENCH_MAX_CPUS:-64}
+guard_port=${TAME_GUARD_PORT:-9641}
 work=$out/json
 mkdir -p "$work" || exit 1
-trap 'exit 0' TERM INT
+guard=
+trap '[ -n "$guard" ] && kill -TERM "$guard" 2>/dev/null; exit 0' TERM INT
+
+# guard_running: start `tame guard` when it is not running (it exits 2 while nothing is
+# applied, and is tried again next round). Through /host: the /proc scan, no tracepoints.
+guard_running() {
+    if [ -n "$guard" ] && kill -0 "$guard" 2>/dev/null; then
+        return
+    fi
+    tame --root /host guard --journal-dir /host/var/lib/tame \
+        --metrics "0.0.0.0:$guard_port" --metrics-remote &
+    guard=$!
+}
 
 # keep FILE CMD...: FILE holds CMD's JSON when CMD printed a result; else FILE is removed,
 # so a failed step drops its series instead of breaking the export of the others.
@@ -48,6 +64,7 @@ spread() {
 }
 
 while :; do
+    guard_running
     # The kubelet may confine this pod to a CPU set: measure on the CPUs it may use.
     cpus=$(spread "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)" "$max_cpus")
     keep "$work/check.json" tame --root /host check --json

@@ -83,6 +83,9 @@ enum Command {
     Reserve(cmd::reserve::ReserveArgs),
     /// The scheduling server behind `tame reserve --backend server`.
     Serve(cmd::serve::ServeArgs),
+    /// Watch the applied partitions live: tasks, IRQs and values that erode them, one
+    /// line per event; with --repair put them back through the journal.
+    Guard(cmd::guard::GuardArgs),
     /// Print a shell completion script (bash, zsh or fish) to stdout.
     Completions(cmd::generate::CompletionsArgs),
     /// Write one manual page per command into a directory (`make install` runs it).
@@ -119,6 +122,7 @@ fn main() {
         Command::Report(a) => cmd::report::run(&ctx, a),
         Command::Reserve(a) => cmd::reserve::run(&ctx, a),
         Command::Serve(a) => cmd::serve::run(&ctx, a),
+        Command::Guard(a) => cmd::guard::run(&ctx, a),
         Command::Completions(a) => cmd::generate::completions(&ctx, a),
         Command::Man(a) => cmd::generate::man(&ctx, a),
         Command::ReserveKit(a) => cmd::bench_reserve::run_kit(a),

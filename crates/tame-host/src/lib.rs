@@ -36,6 +36,7 @@ pub mod sched;
 pub mod schema;
 pub mod timer_list;
 pub mod tracing;
+pub mod utc;
 pub mod virt;
 
 pub use cpulist::{CpuList, UnusableCpus};

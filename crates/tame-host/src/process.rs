@@ -252,6 +252,12 @@ impl Processes {
     }
 }
 
+/// One thread read as [`Processes::read`] reads each (`None` once it is gone): for a
+/// watcher told of one task that need not read them all.
+pub fn read_one(root: &crate::Root, pid: u32, tid: u32) -> Option<Task> {
+    read_task(&mut Reader::new(root), pid, tid)
+}
+
 fn read_task(r: &mut Reader, pid: u32, tid: u32) -> Option<Task> {
     let dir = format!("/proc/{pid}/task/{tid}");
     // Threads come and go while we read: a vanished one is not a problem.

@@ -40,6 +40,9 @@ pub struct Drift {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditTask {
+    /// The process the thread belongs to (0 in documents written before it was kept).
+    #[serde(default)]
+    pub pid: u32,
     pub tid: u32,
     pub comm: String,
     pub kernel_thread: bool,
@@ -276,6 +279,7 @@ fn audit_model(model: &HostModel, root: &Root, isolated: &CpuList, own: &BTreeSe
         .iter()
         .filter(|t| !own.contains(&t.tid) && !t.affinity.intersection(isolated).is_empty())
         .map(|t| AuditTask {
+            pid: t.pid,
             tid: t.tid,
             comm: t.comm.clone(),
             kernel_thread: t.kthread,

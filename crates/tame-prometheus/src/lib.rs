@@ -12,6 +12,7 @@ pub mod assess;
 pub mod bench;
 pub mod check;
 pub mod cpu_tally;
+pub mod guard;
 pub mod http;
 pub mod input;
 pub mod live;

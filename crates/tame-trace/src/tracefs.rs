@@ -509,6 +509,11 @@ impl TraceSession {
             .path(format!("{}/per_cpu/cpu{cpu}/trace_pipe", self.dir))
     }
 
+    /// The pipe of every traced CPU at once, merged by the kernel (a real path, for opening).
+    pub fn trace_pipe(&self) -> PathBuf {
+        self.root.path(format!("{}/trace_pipe", self.dir))
+    }
+
     /// Undo every change (in reverse), remove the instance, unmount if we mounted.
     pub fn restore(mut self) -> RestoreReport {
         self.restore_inner()

@@ -13,6 +13,7 @@ pub mod compare;
 pub mod enable;
 pub mod export;
 pub mod generate;
+pub mod guard;
 pub mod host;
 pub mod ipc;
 pub mod launch;

@@ -47,8 +47,8 @@ pub struct ServeArgs {
     metrics_remote: bool,
 }
 
-/// `--metrics ADDR`, checked before anything starts.
-fn metrics_addr(text: &str, remote: bool) -> anyhow::Result<SocketAddr> {
+/// `--metrics ADDR`, checked before anything starts (`tame serve`'s and `tame guard`'s).
+pub(crate) fn metrics_addr(text: &str, remote: bool) -> anyhow::Result<SocketAddr> {
     let addr: SocketAddr = match text.parse::<u16>() {
         Ok(port) => SocketAddr::from(([127, 0, 0, 1], port)),
         Err(_) => text.parse().map_err(|_| {
@@ -59,7 +59,7 @@ fn metrics_addr(text: &str, remote: bool) -> anyhow::Result<SocketAddr> {
     };
     if !remote && !tame_prometheus::http::is_local(&addr) {
         return Err(bad_input(format!(
-            "--metrics {addr}: not a loopback address — tame serve runs as root and its figures name its clients; serve them on 127.0.0.1:{} (and let the scraper reach it through a proxy or tunnel), or add --metrics-remote to serve them on {addr} anyway",
+            "--metrics {addr}: not a loopback address — tame runs as root and its figures name processes of this machine; serve them on 127.0.0.1:{} (and let the scraper reach it through a proxy or tunnel), or add --metrics-remote to serve them on {addr} anyway",
             addr.port()
         )));
     }

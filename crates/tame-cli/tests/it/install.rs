@@ -129,6 +129,7 @@ fn install_puts_everything_in_prefix_and_uninstall_takes_it_back() {
         "include/tame_ipc.h",
         "lib/systemd/system/tame-serve.service",
         "lib/systemd/system/tame-partition.service",
+        "lib/systemd/system/tame-guard.service",
         "share/bash-completion/completions/tame",
         "share/zsh/site-functions/_tame",
         "share/fish/vendor_completions.d/tame.fish",
@@ -175,11 +176,12 @@ fn install_puts_everything_in_prefix_and_uninstall_takes_it_back() {
         .unwrap();
     ok(&v, "installed tame --version");
 
-    for (unit, doc) in [
-        ("tame-serve.service", "reserve.md"),
-        ("tame-partition.service", "partitions.md"),
+    for (unit, execs, doc) in [
+        ("tame-serve.service", 2, "reserve.md"),
+        ("tame-partition.service", 2, "partitions.md"),
+        ("tame-guard.service", 1, "guard.md"),
     ] {
-        unit_runs_the_installed_binary(&usr.join("lib/systemd/system").join(unit), doc);
+        unit_runs_the_installed_binary(&usr.join("lib/systemd/system").join(unit), execs, doc);
     }
     man_pages_parse(&usr.join("share/man/man1"), &pages);
     completions_parse_and_complete(&usr.join("share"));
@@ -198,10 +200,12 @@ fn install_puts_everything_in_prefix_and_uninstall_takes_it_back() {
     );
 }
 
-fn unit_runs_the_installed_binary(unit: &Path, doc: &str) {
+/// The unit's `Exec*=` lines (at least `execs`) run the installed binary, and its
+/// documentation is the installed `doc` page.
+fn unit_runs_the_installed_binary(unit: &Path, execs: usize, doc: &str) {
     let text = std::fs::read_to_string(unit).unwrap();
     let exec: Vec<&str> = text.lines().filter(|l| l.starts_with("Exec")).collect();
-    assert!(exec.len() >= 2, "ExecStart and ExecStop(Post): {exec:?}");
+    assert!(exec.len() >= execs, "{execs} Exec lines: {exec:?}");
     for line in exec {
         let program = line.split_once('=').unwrap().1.split(' ').next().unwrap();
         assert_eq!(program, "/usr/bin/tame", "{line}");

@@ -19,6 +19,7 @@ mod compare_gate_cli;
 mod enable_cli;
 mod export_kubernetes_cli;
 mod export_prometheus;
+mod guard_system;
 mod install;
 mod ipc_cli;
 mod json_cli;

@@ -3,7 +3,7 @@
 use tame_host::irq::{affinity_list_path, DEFAULT_AFFINITY};
 use tame_host::HostModel;
 
-use super::{irq_cpus, Builder, ValueKind};
+use super::{irq_cpus, irq_target, Builder, ValueKind};
 use crate::spec::Spec;
 
 pub(super) fn steps(spec: &Spec, host: &HostModel, b: &mut Builder) {
@@ -17,12 +17,7 @@ pub(super) fn steps(spec: &Spec, host: &HostModel, b: &mut Builder) {
             continue;
         };
         // Keep a deliberate narrower pin when it already fits.
-        let kept = current.intersection(&target);
-        let new = if kept.is_empty() {
-            target.clone()
-        } else {
-            kept
-        };
+        let new = irq_target(current, &target);
         if &new == current {
             continue;
         }

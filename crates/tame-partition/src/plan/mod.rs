@@ -354,6 +354,17 @@ pub fn irq_cpus(spec: &Spec) -> CpuList {
         .fold(CpuList::new(), |a, p| a.union(&p.cpus))
 }
 
+/// Where an IRQ allowed on `current` goes: the part of it on the IRQ CPUs `target` (a
+/// deliberate narrower pin that fits is kept), else all of `target`.
+pub fn irq_target(current: &CpuList, target: &CpuList) -> CpuList {
+    let kept = current.intersection(target);
+    if kept.is_empty() {
+        target.clone()
+    } else {
+        kept
+    }
+}
+
 /// Whether the kernel's printed value `current` already is `wanted`.
 pub fn same_value(current: &str, wanted: &str, kind: ValueKind) -> bool {
     let (c, w) = (current.trim(), wanted.trim());

@@ -496,6 +496,7 @@ mod tests {
     #[test]
     fn status_shows_the_spec_drift_and_what_runs_on_isolated_cpus() {
         let task = |tid, comm: &str, kernel_thread, bound_by_kernel| AuditTask {
+            pid: tid,
             tid,
             comm: comm.into(),
             kernel_thread,

@@ -1,0 +1,3 @@
+//! tame-guard's integration tests: one binary, each file a module (docs/testing.md).
+
+mod fixtures;
