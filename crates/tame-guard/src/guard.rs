@@ -42,6 +42,14 @@ pub struct Config {
 
 /// The longest the loop waits before it looks at its stop flag.
 const STOP_CHECK: Duration = Duration::from_millis(100);
+/// The sweep of every task's affinity runs this many times per interval: an affinity change
+/// (taskset) fires no tracepoint, and a full pass (the whole host model) is too costly to
+/// run as often; the sweep reads only each task's stat and status.
+const SWEEPS_PER_PASS: u32 = 4;
+/// How long the tasks tracepoints name are gathered before one look at them all.
+const COALESCE: Duration = Duration::from_millis(20);
+/// The shortest time between sweeps.
+const MIN_SWEEP: Duration = Duration::from_millis(100);
 
 /// What the guard knows between passes.
 pub struct Guard {
@@ -137,9 +145,10 @@ impl Guard {
         Ok(true)
     }
 
-    /// Look at the tasks of the processes a tracepoint named (between passes): a stray
-    /// among them is reported (and repaired) now; nothing is reported gone until a pass.
-    pub fn look_at(&mut self, pids: &BTreeSet<u32>, out: &mut dyn Write) {
+    /// Look at the tasks of the processes a tracepoint named, or of every process (the
+    /// sweep between passes, `source` "sweep"): a stray among them is reported (and
+    /// repaired) now; nothing is reported gone until a pass.
+    pub fn look_at(&mut self, pids: &BTreeSet<u32>, source: &str, out: &mut dyn Write) {
         let root = self.config.root.clone();
         let own: BTreeSet<u32> = self
             .applied
@@ -169,10 +178,12 @@ impl Guard {
                     kernel_thread: t.kthread,
                     cpus_allowed: t.affinity,
                 };
-                observed.extend(task_item(&audit, &self.scope, "tracepoint"));
+                observed.extend(task_item(&audit, &self.scope, source));
             }
         }
-        self.metrics().wakeups += 1;
+        if source == "tracepoint" {
+            self.metrics().wakeups += 1;
+        }
         self.settle(observed, false, out);
     }
 
@@ -312,14 +323,16 @@ pub fn run(
         .iter()
         .map(|(n, _)| n.clone())
         .collect();
+    let sweep_every = (config.interval / SWEEPS_PER_PASS).max(MIN_SWEEP);
     let (tx, rx) = mpsc::channel();
     let (waker, mode, how) = if config.trace {
         match Waker::start(&config.root, &isolated, tx) {
             Ok(w) => {
                 let how = format!(
-                    "tracepoints {} in {} wake a look at the tasks they name; a /proc scan every {} ms catches the rest",
+                    "tracepoints {} in {} wake a look at the tasks they name; a sweep of every task's affinity every {} ms and a full pass every {} ms catch the rest",
                     crate::waker::WAKE_EVENTS.join(","),
                     w.dir().unwrap_or_default(),
+                    sweep_every.as_millis(),
                     config.interval.as_millis()
                 );
                 (Some(w), "tracepoints", how)
@@ -328,7 +341,8 @@ pub fn run(
                 None,
                 "proc_scan",
                 format!(
-                    "no tracepoints ({why}): a /proc scan every {} ms only",
+                    "no tracepoints ({why}): a sweep of every task's affinity every {} ms and a full pass every {} ms",
+                    sweep_every.as_millis(),
                     config.interval.as_millis()
                 ),
             ),
@@ -339,7 +353,8 @@ pub fn run(
             None,
             "proc_scan",
             format!(
-                "tracepoints not asked for: a /proc scan every {} ms only",
+                "tracepoints not asked for: a sweep of every task's affinity every {} ms and a full pass every {} ms",
+                sweep_every.as_millis(),
                 config.interval.as_millis()
             ),
         )
@@ -357,6 +372,7 @@ pub fn run(
     guard.emit(first, out);
     let rx = waker.as_ref().map(|_| rx);
     let mut next = Instant::now();
+    let mut next_sweep = next + sweep_every;
     let mut why_stopped = "asked to stop (SIGTERM/SIGINT)".to_string();
     let result = loop {
         if stop.load(Ordering::Relaxed) {
@@ -376,16 +392,34 @@ pub fn run(
             if next < Instant::now() {
                 next = Instant::now() + config.interval;
             }
+            next_sweep = Instant::now() + sweep_every;
             continue;
         }
-        let wait = (next - now).min(STOP_CHECK);
+        if now >= next_sweep && next_sweep < next {
+            let mut pids: BTreeSet<u32> = config.root.pids().into_iter().collect();
+            pids.remove(&std::process::id());
+            guard.look_at(&pids, "sweep", out);
+            next_sweep = Instant::now() + sweep_every;
+            continue;
+        }
+        let wait = (next.min(next_sweep) - now).min(STOP_CHECK);
         match &rx {
             Some(rx) => match rx.recv_timeout(wait) {
                 Ok(pid) => {
+                    // A fork storm names thousands of tasks a second: gather for a moment,
+                    // then look once (at most 1/COALESCE looks a second).
                     let mut pids = BTreeSet::from([pid]);
-                    pids.extend(rx.try_iter());
+                    let until = Instant::now() + COALESCE;
+                    while let Some(left) = until.checked_duration_since(Instant::now()) {
+                        match rx.recv_timeout(left) {
+                            Ok(p) => {
+                                pids.insert(p);
+                            }
+                            Err(_) => break,
+                        }
+                    }
                     pids.remove(&std::process::id());
-                    guard.look_at(&pids, out);
+                    guard.look_at(&pids, "tracepoint", out);
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 // The reader ended: the scan goes on.

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use tame_host::cgroup::members::kernel_places;
 use tame_host::cgroup::CgroupVersion;
-use tame_host::journal::{Journal, ThreadPlacement};
+use tame_host::journal::{self, Journal, JournalLock, ThreadPlacement};
 use tame_host::{CpuList, Root};
 use tame_partition::Applied;
 
@@ -30,12 +30,9 @@ pub fn repair_all(
     if fixes.is_empty() {
         return Vec::new();
     }
-    let mut journal = match Journal::open(root, journal_dir) {
+    let mut journal = match open_existing(root, journal_dir) {
         Ok(j) => j,
-        Err(e) => {
-            let why = format!("cannot open the journal: {e}");
-            return fixes.iter().map(|_| Err(why.clone())).collect();
-        }
+        Err(why) => return fixes.iter().map(|_| Err(why.clone())).collect(),
     };
     fixes
         .iter()
@@ -49,6 +46,19 @@ pub fn repair_all(
         })
         .collect()
     // The journal (and its lock) is dropped here.
+}
+
+/// The apply journal, locked, only while it exists: a revert between the guard's pass and
+/// its repair must not leave a new journal of repairs to a partition no longer applied.
+fn open_existing(root: &Root, journal_dir: &Path) -> Result<Journal, String> {
+    let lock =
+        JournalLock::acquire(journal_dir).map_err(|e| format!("cannot lock the journal: {e}"))?;
+    match journal::load(journal_dir) {
+        Ok(Some(rec)) if !rec.entries.is_empty() => {}
+        Ok(_) => return Err("the partitions were reverted meanwhile: nothing to repair".into()),
+        Err(e) => return Err(format!("cannot read the journal: {e}")),
+    }
+    Journal::open_locked(root, lock).map_err(|e| format!("cannot open the journal: {e}"))
 }
 
 fn pin_irq(journal: &mut Journal, scope: &Scope, irq: u32) -> Result<String, String> {

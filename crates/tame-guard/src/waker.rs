@@ -1,5 +1,7 @@
-//! Tracepoints that wake the guard early: `sched/sched_process_fork`, `task/task_newtask`
-//! and `sched/sched_migrate_task` (filtered to migrations onto a watched CPU) in a private
+//! Tracepoints that wake the guard early: `sched/sched_process_fork` and `task/task_newtask`
+//! (filtered to those made on a watched CPU: a task confined to the system CPUs only makes
+//! children confined there too, and a fork storm there must cost the guard nothing) and
+//! `sched/sched_migrate_task` (filtered to migrations onto a watched CPU) in a private
 //! tracefs instance. A line only names a task to look at; the truth is read back from the
 //! task itself. A reader thread polls the instance's pipe and hands the pids on.
 
@@ -53,6 +55,18 @@ pub fn pid_of(line: &str) -> Option<u32> {
     }
 }
 
+/// The tracefs filters keeping events made on `cpus` (the `CPU` field every event has): the
+/// cpumask form of kernels since 6.6 first, then the same as a list of comparisons.
+pub fn on_cpu_filters(cpus: &CpuList) -> [String; 2] {
+    [
+        format!("CPU & CPUS{{{cpus}}}"),
+        cpus.iter()
+            .map(|c| format!("CPU == {c}"))
+            .collect::<Vec<_>>()
+            .join(" || "),
+    ]
+}
+
 /// The tracefs filter keeping migrations onto `cpus`.
 pub fn migrate_filter(cpus: &CpuList) -> String {
     cpus.iter()
@@ -96,6 +110,13 @@ impl Waker {
         session
             .set_filter("sched/sched_migrate_task", &migrate_filter(watched))
             .map_err(|e| e.to_string())?;
+        for event in ["sched/sched_process_fork", "task/task_newtask"] {
+            let [mask, list] = on_cpu_filters(watched);
+            session
+                .set_filter(event, &mask)
+                .or_else(|_| session.set_filter(event, &list))
+                .map_err(|e| e.to_string())?;
+        }
         let pipe = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK)
@@ -198,6 +219,17 @@ mod tests {
             "the first pid= after the event name (a comm with ` pid=` in it is rare and harmless: it only wakes a look)"
         );
         assert_eq!(pid_of("sched_switch: prev_comm=a prev_pid=1"), None);
+    }
+
+    #[test]
+    fn forks_are_kept_only_on_watched_cpus() {
+        assert_eq!(
+            on_cpu_filters(&CpuList::parse("1,3-4").unwrap()),
+            [
+                "CPU & CPUS{1,3-4}".to_string(),
+                "CPU == 1 || CPU == 3 || CPU == 4".to_string()
+            ]
+        );
     }
 
     #[test]

@@ -36,8 +36,9 @@ pub struct GuardArgs {
     /// Allow --metrics on an address other than loopback (its series name processes).
     #[arg(long, requires = "metrics")]
     metrics_remote: bool,
-    /// How often a full pass reads the partitions' state (a task moved by `taskset` emits no
-    /// tracepoint: this pass finds it).
+    /// How often a full pass reads the partitions' state (drift, IRQs, rates); every task's
+    /// affinity is swept four times as often (at most every 100 ms): a `taskset` emits no
+    /// tracepoint, and the sweep finds it.
     #[arg(long, default_value = "1s", value_name = "DURATION")]
     interval: String,
     /// Interrupts per second on an isolated CPU above which it is reported.

@@ -160,10 +160,9 @@ fn guard_reports_and_repairs_a_taskset_and_an_irq_then_leaves_nothing() {
         let took = t0.elapsed();
         eprintln!("reported and repaired after {took:?}");
         assert!(line.contains("action=repaired"), "{line}");
-        assert!(
-            took < Duration::from_millis(1200),
-            "reported after {took:?}"
-        );
+        // The sweep of every task's affinity runs every quarter interval (250 ms): well
+        // within the second asked for, even on a loaded VM.
+        assert!(took < Duration::from_secs(1), "reported after {took:?}");
         assert_eq!(allowed(pid), system, "moved back to the system CPUs");
 
         let irq = movable_irq(&system).expect("a movable IRQ");
