@@ -10,8 +10,8 @@
 #                    records, per benchmark, start/end (UTC), 1-minute load average before and
 #                    after, whether it ran busy, its exit status and its JSON results
 #   --only LIST      comma-separated benchmarks (default all, in this order):
-#                    reproduce parity partition-timing partition-effect check noise watch ipc python-ipc reserve
-#                    assess report
+#                    reproduce parity partition-timing partition-effect check noise watch guard ipc python-ipc
+#                    reserve assess report
 #   --quick          the short counts the scripts have (--quick, fewer rounds and seconds)
 #   --max-load X     the 1-minute load average (/proc/loadavg) above which the machine is busy;
 #                    default 0.5 per online CPU (1.0 on 2 CPUs): an idle guest shows 0.0–0.3, a
@@ -38,7 +38,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL=(reproduce parity partition-timing partition-effect check noise watch ipc python-ipc reserve assess report)
+ALL=(reproduce parity partition-timing partition-effect check noise watch guard ipc python-ipc reserve assess report)
 TAME=${TAME:-target/release/tame}
 LOADAVG=${TAME_LOADAVG:-/proc/loadavg}
 POLL=${TAME_LOAD_POLL:-10}
@@ -105,6 +105,7 @@ command_of() {
         check) printf '%s\n' env "RUNS=$([ "$q" = 1 ] && echo 5 || echo 30)" bench/check.sh ;;
         noise) printf '%s\n' env "OUT=$d" bench/noise.sh "$([ "$q" = 1 ] && echo 3 || echo 10)" ;;
         watch) echo bench/watch.sh; [ "$q" = 1 ] && echo --quick; printf '%s\n' --out "$d" ;;
+        guard) printf '%s\n' env "DURATION=$([ "$q" = 1 ] && echo 10 || echo 60)" bench/guard.sh "$TAME" ;;
         ipc) echo bench/ipc.sh; [ "$q" = 1 ] && printf '%s\n' --rounds 2 --round-trips 20000 --messages 200000; printf '%s\n' --out "$d" ;;
         python-ipc) echo bench/python-ipc.sh; [ "$q" = 1 ] && printf '%s\n' --rounds 1 --count 1000; printf '%s\n' --out "$d" ;;
         reserve) printf '%s\n' env "RESULT=$d/reserve.json" bench/reserve.sh; [ "$q" = 1 ] && echo --quick; true ;;

@@ -71,6 +71,9 @@ pub fn run_enable(ctx: &Context, args: EnableArgs) -> anyhow::Result<i32> {
         }),
         binary: this_binary(),
     };
+    if !args.dry_run && !tame_host::privilege::may_change(&ctx.root) {
+        return Err(enable::EnableError::NotRoot.into());
+    }
     let host = HostModel::read(&ctx.root);
     let mut report = enable::plan(&ctx.root, &host, &spec, &text, &options, &dir)?;
     let live = ctx.root.base() == Path::new("/");
