@@ -1300,8 +1300,12 @@ fn revert_in(root: &Root, dir: &JournalDir) -> Result<RevertReport, JournalError
         entries: rec.entries.len(),
         ..Default::default()
     };
-    if rec.from_previous_boot(root) {
-        report.previous_boot = true;
+    // A reboot undid it, and its task ids name other tasks now: removed, nothing undone.
+    report.previous_boot = rec.from_previous_boot(root);
+    if !report.previous_boot {
+        undo_all(root, &rec, &mut report);
+    }
+    if report.not_restored.is_empty() {
         dir.remove(JOURNAL_FILE)
             .and_then(|()| dir.sync())
             .map_err(|source| JournalError::Io {
@@ -1310,8 +1314,12 @@ fn revert_in(root: &Root, dir: &JournalDir) -> Result<RevertReport, JournalError
                 source,
             })?;
         report.journal_removed = true;
-        return Ok(report);
     }
+    Ok(report)
+}
+
+/// Undo every change of `rec`, newest first, into `report`.
+fn undo_all(root: &Root, rec: &Recorded, report: &mut RevertReport) {
     let created: Vec<&str> = rec
         .entries
         .iter()
@@ -1343,17 +1351,6 @@ fn revert_in(root: &Root, dir: &JournalDir) -> Result<RevertReport, JournalError
             }),
         }
     }
-    if report.not_restored.is_empty() {
-        dir.remove(JOURNAL_FILE)
-            .and_then(|()| dir.sync())
-            .map_err(|source| JournalError::Io {
-                action: "remove",
-                path: path.clone(),
-                source,
-            })?;
-        report.journal_removed = true;
-    }
-    Ok(report)
 }
 
 /// Whether revert should undo `entry`: what was done (`done`), or may have been

@@ -4,7 +4,9 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+use tame_launch::spawn::Spawn;
+use tame_launch::LaunchError;
 
 use tame_host::HostModel;
 use tame_partition::enable::{self, BootLoader, EnableOptions, EnableReport};
@@ -145,10 +147,10 @@ pub fn run_disable(ctx: &Context, args: DisableArgs) -> anyhow::Result<i32> {
 }
 
 /// Run the first of `commands` that exists; `None` when none does.
-fn run_first(commands: &[&[&str]]) -> Option<(String, std::io::Result<std::process::Output>)> {
+fn run_first(commands: &[&[&str]]) -> Option<(String, Result<std::process::Output, LaunchError>)> {
     let found = commands.iter().find(|c| on_path(c[0]))?;
     let shown = found.join(" ");
-    Some((shown, Command::new(found[0]).args(&found[1..]).output()))
+    Some((shown, Spawn::program(found[0]).args(&found[1..]).output()))
 }
 
 fn on_path(program: &str) -> bool {
@@ -194,10 +196,11 @@ fn reload_systemd(after: &mut Vec<String>) {
         after.push("systemd is not the init system here: nothing reloaded (the files take effect where systemd boots this machine)".into());
         return;
     }
-    match Command::new("systemctl").arg("daemon-reload").status() {
-        Ok(s) if s.success() => after.push("ran systemctl daemon-reload".into()),
-        Ok(s) => after.push(format!(
-            "systemctl daemon-reload failed ({s}): run it yourself"
+    match Spawn::program("systemctl").arg("daemon-reload").output() {
+        Ok(o) if o.status.success() => after.push("ran systemctl daemon-reload".into()),
+        Ok(o) => after.push(format!(
+            "systemctl daemon-reload failed ({}): run it yourself",
+            o.status
         )),
         Err(e) => after.push(format!(
             "cannot run systemctl daemon-reload: {e} — run it yourself"

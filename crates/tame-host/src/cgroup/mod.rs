@@ -175,6 +175,20 @@ pub struct CgroupModel {
 }
 
 impl CgroupModel {
+    /// systemd manages cpusets itself (`AllowedCPUs=`): cgroup v2 is the unified hierarchy
+    /// at /sys/fs/cgroup (not a hybrid's /sys/fs/cgroup/unified) and no v1 hierarchy holds
+    /// the cpuset controller.
+    pub fn systemd_cpusets(&self) -> bool {
+        let v1_cpuset = self
+            .v1
+            .iter()
+            .any(|h| h.controllers.iter().any(|c| c == "cpuset"));
+        self.v2
+            .as_ref()
+            .is_some_and(|v2| v2.mount == "/sys/fs/cgroup")
+            && !v1_cpuset
+    }
+
     /// Where a controller can be used: the v2 hierarchy when it lists it,
     /// else the v1 hierarchy it is bound to.
     pub fn controller_home(&self, controller: &str) -> Option<ControllerHome> {

@@ -225,7 +225,9 @@ pub fn plan(
             render::manager_affinity(&system),
         ),
     ];
-    if cgroup_v2_cpusets(host) {
+    // systemd confines slices with `AllowedCPUs=` only on the unified (v2) hierarchy; with
+    // cpusets on v1 `CPUAffinity=` alone keeps services off.
+    if host.cgroups.systemd_cpusets() {
         for (unit, section) in [
             ("system.slice", "Slice"),
             ("user.slice", "Slice"),
@@ -314,21 +316,6 @@ impl InstalledFile {
             content,
         }
     }
-}
-
-/// systemd confines slices with `AllowedCPUs=` only on the unified (v2) hierarchy; with
-/// cpusets on v1 `CPUAffinity=` alone keeps services off.
-fn cgroup_v2_cpusets(host: &HostModel) -> bool {
-    let v1_cpuset = host
-        .cgroups
-        .v1
-        .iter()
-        .any(|h| h.controllers.iter().any(|c| c == "cpuset"));
-    host.cgroups
-        .v2
-        .as_ref()
-        .is_some_and(|v2| v2.mount == "/sys/fs/cgroup")
-        && !v1_cpuset
 }
 
 fn boot_plan(
