@@ -220,7 +220,7 @@ impl Guard {
             };
             match (verdict, item.fix.clone()) {
                 (Some(Verdict::Repair), Some(fix)) => fixes.push((k.clone(), fix, e)),
-                (Some(Verdict::StartBackoff { until_ns, pause_ns }), _) => {
+                (Some(Verdict::StartBackoff { pause_ns, .. }), _) => {
                     let r = self.backoff.rules;
                     e.action = Action::Backoff;
                     e.detail = Some(format!(
@@ -229,7 +229,6 @@ impl Guard {
                         r.window_ns / 1_000_000_000,
                         pause_ns / 1_000_000_000
                     ));
-                    let _ = until_ns;
                     lines.push(e);
                 }
                 (Some(Verdict::BackingOff { until_ns }), _) if new => {

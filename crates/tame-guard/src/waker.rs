@@ -55,24 +55,17 @@ pub fn pid_of(line: &str) -> Option<u32> {
     }
 }
 
-/// The tracefs filters keeping events made on `cpus` (the `CPU` field every event has): the
+/// The tracefs filters keeping events whose `field` names one of `cpus` (`CPU`, the field
+/// every event has, for where it was made; `dest_cpu` for a migration's target): the
 /// cpumask form of kernels since 6.6 first, then the same as a list of comparisons.
-pub fn on_cpu_filters(cpus: &CpuList) -> [String; 2] {
+pub fn cpu_filters(field: &str, cpus: &CpuList) -> [String; 2] {
     [
-        format!("CPU & CPUS{{{cpus}}}"),
+        format!("{field} & CPUS{{{cpus}}}"),
         cpus.iter()
-            .map(|c| format!("CPU == {c}"))
+            .map(|c| format!("{field} == {c}"))
             .collect::<Vec<_>>()
             .join(" || "),
     ]
-}
-
-/// The tracefs filter keeping migrations onto `cpus`.
-pub fn migrate_filter(cpus: &CpuList) -> String {
-    cpus.iter()
-        .map(|c| format!("dest_cpu == {c}"))
-        .collect::<Vec<_>>()
-        .join(" || ")
 }
 
 /// A running waker: the session (restored when stopped) and its reader thread.
@@ -107,11 +100,12 @@ impl Waker {
             ));
         }
         debug_assert_eq!(enabled.len(), WAKE_EVENTS.len());
-        session
-            .set_filter("sched/sched_migrate_task", &migrate_filter(watched))
-            .map_err(|e| e.to_string())?;
-        for event in ["sched/sched_process_fork", "task/task_newtask"] {
-            let [mask, list] = on_cpu_filters(watched);
+        for (event, field) in [
+            ("sched/sched_process_fork", "CPU"),
+            ("task/task_newtask", "CPU"),
+            ("sched/sched_migrate_task", "dest_cpu"),
+        ] {
+            let [mask, list] = cpu_filters(field, watched);
             session
                 .set_filter(event, &mask)
                 .or_else(|_| session.set_filter(event, &list))
@@ -222,20 +216,16 @@ mod tests {
     }
 
     #[test]
-    fn forks_are_kept_only_on_watched_cpus() {
+    fn filters_name_every_watched_cpu_as_a_mask_and_as_a_list() {
         assert_eq!(
-            on_cpu_filters(&CpuList::parse("1,3-4").unwrap()),
+            cpu_filters("CPU", &CpuList::parse("1,3-4").unwrap()),
             [
                 "CPU & CPUS{1,3-4}".to_string(),
                 "CPU == 1 || CPU == 3 || CPU == 4".to_string()
             ]
         );
-    }
-
-    #[test]
-    fn the_migration_filter_names_every_watched_cpu() {
         assert_eq!(
-            migrate_filter(&CpuList::parse("1,3").unwrap()),
+            cpu_filters("dest_cpu", &CpuList::parse("1,3").unwrap())[1],
             "dest_cpu == 1 || dest_cpu == 3"
         );
     }

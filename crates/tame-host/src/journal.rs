@@ -512,32 +512,14 @@ impl Journal {
                 allowed(list)?;
                 allowed(parent)?;
             }
-            None => allowed(path).or_else(|_| allowed_config(path))?,
+            // A plain directory may be configuration's; refused as a kernel path.
+            None => allowed(path).or_else(|e| allowed_config(path).map_err(|_| e))?,
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
         let change = Change::CreateDir {
             path: path.to_string(),
             members: members.map(|(a, b)| (a.to_string(), b.to_string())),
         };
-        if self.root.exists(path) {
-            // Someone else's directory: recorded as failed in the same synced write, so
-            // no crash can leave it looking like ours (revert would remove it).
-            let exists = Err(io::Error::from_raw_os_error(
-                nix::errno::Errno::EEXIST as i32,
-            ));
-            self.append_synced(&[format_change(seq, &change), outcome_line(seq, &exists)])?;
-            let _ = self.stage(Stage::Journaled(seq));
-            let _ = self.stage(Stage::Made(seq));
-            return Ok(exists);
-        }
-        self.append_synced(&[format_change(seq, &change)])?;
-        let result = self
-            .stage(Stage::Journaled(seq))
-            .and_then(|()| self.root.create_dir(path));
-        let _ = self.stage(Stage::Made(seq));
-        self.append(&[outcome_line(seq, &result)])?;
-        Ok(result)
+        self.make_new(change, path, |root| root.create_dir(path))
     }
 
     /// Create the configuration file `path` (below [`CONFIG_ROOTS`]) holding `content`
@@ -561,7 +543,7 @@ impl Journal {
             mode,
             content: content.to_vec(),
         };
-        self.make_new(change, |root| root.create_file(path, content, mode))
+        self.make_new(change, path, |root| root.create_file(path, content, mode))
     }
 
     /// Create the symbolic link `path` (below [`CONFIG_ROOTS`]) to `target`, journaled first.
@@ -571,27 +553,27 @@ impl Journal {
             path: path.to_string(),
             target: target.to_string(),
         };
-        self.make_new(change, |root| root.symlink(target, path))
+        self.make_new(change, path, |root| root.symlink(target, path))
     }
 
-    /// Record `change`, then `make` it; something already at its path is recorded as
-    /// failed in the same synced write (revert must never remove what it did not make).
+    /// Record `change` (which makes `path`), then `make` it. Something already at `path` is
+    /// someone else's: recorded as failed in the same synced write, so no crash can leave
+    /// it looking like ours (revert would remove it), and not made.
     fn make_new(
         &mut self,
         change: Change,
+        path: &str,
         make: impl FnOnce(&Root) -> io::Result<()>,
     ) -> Result<io::Result<()>, JournalError> {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let (Change::Install { path, .. } | Change::Link { path, .. }) = &change else {
-            unreachable!("only new files and links are made here")
-        };
-        let taken = self.root.exists(path) || self.root.read_link(path).is_ok();
-        if taken {
+        if self.root.exists(path) || self.root.read_link(path).is_ok() {
             let exists = Err(io::Error::from_raw_os_error(
                 nix::errno::Errno::EEXIST as i32,
             ));
             self.append_synced(&[format_change(seq, &change), outcome_line(seq, &exists)])?;
+            let _ = self.stage(Stage::Journaled(seq));
+            let _ = self.stage(Stage::Made(seq));
             return Ok(exists);
         }
         self.append_synced(&[format_change(seq, &change)])?;

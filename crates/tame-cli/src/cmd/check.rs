@@ -73,7 +73,7 @@ pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<i32> {
         }
     };
     let mut report = tame_check::check(&model, &target);
-    report.enabled = enabled_at_boot(ctx, &model);
+    report.enabled = enabled_at_boot(ctx, &model)?;
     if args.json {
         print_json(&report)?;
     } else {
@@ -89,15 +89,28 @@ pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<i32> {
 /// Without --cpus: the isolated partitions of the applied spec (so `check` and `status`
 /// agree on what is isolated), else the host's own default.
 /// The partition `tame enable` keeps at boot. Its journal is root's: a user who cannot
-/// read it gets the check without this part rather than no check.
-fn enabled_at_boot(ctx: &Context, model: &HostModel) -> Option<tame_check::EnabledAtBoot> {
+/// read it gets the check without this part rather than no check (any other failure to
+/// read it is an error, as for the applied partitions).
+fn enabled_at_boot(
+    ctx: &Context,
+    model: &HostModel,
+) -> anyhow::Result<Option<tame_check::EnabledAtBoot>> {
     let dir = ctx.journal_dir(None);
-    let e = tame_partition::enable::enabled(&ctx.root, &dir, &model.kernel.cmdline).ok()??;
-    Some(tame_check::EnabledAtBoot {
+    let e = match tame_partition::enable::enabled(&ctx.root, &dir, &model.kernel.cmdline) {
+        Ok(Some(e)) => e,
+        Ok(None) => return Ok(None),
+        Err(tame_host::journal::JournalError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::PermissionDenied =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Some(tame_check::EnabledAtBoot {
         spec_file: e.spec_file.clone(),
         pending: e.missing_from_running_kernel.clone(),
         boot: e.boot_line(),
-    })
+    }))
 }
 
 fn default_target(model: &HostModel, applied: Option<&Applied>) -> Target {

@@ -148,14 +148,11 @@ pub fn run_disable(ctx: &Context, args: DisableArgs) -> anyhow::Result<i32> {
 
 /// Run the first of `commands` that exists; `None` when none does.
 fn run_first(commands: &[&[&str]]) -> Option<(String, Result<std::process::Output, LaunchError>)> {
-    let found = commands.iter().find(|c| on_path(c[0]))?;
+    let found = commands
+        .iter()
+        .find(|c| tame_launch::spawn::resolve(c[0]).is_some())?;
     let shown = found.join(" ");
     Some((shown, Spawn::program(found[0]).args(&found[1..]).output()))
-}
-
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
 /// update-grub (Debian), else grub-mkconfig; 1 when it failed, so the user runs it.
@@ -273,7 +270,7 @@ pub fn human(r: &EnableReport, spec: &Path, after: &[String]) -> String {
             );
         }
     }
-    if !binary_installed(&r.files) {
+    if !binary_installed(&r.binary) {
         let _ = writeln!(
             o,
             "\nThe unit runs this tame from a build tree: install it (make install) and enable again, or the boot's apply fails once that file is gone."
@@ -293,16 +290,9 @@ pub fn human(r: &EnableReport, spec: &Path, after: &[String]) -> String {
     o
 }
 
-/// The unit's ExecStart names a binary in a system directory (not a build tree).
-fn binary_installed(files: &[enable::InstalledFile]) -> bool {
-    files
+/// The unit runs a binary in a system directory (not a build tree).
+fn binary_installed(binary: &str) -> bool {
+    ["/usr/", "/bin/", "/sbin/", "/opt/"]
         .iter()
-        .filter(|f| f.path.ends_with(enable::UNIT))
-        .flat_map(|f| f.content.lines())
-        .filter_map(|l| l.strip_prefix("ExecStart="))
-        .all(|cmd| {
-            ["/usr/", "/bin/", "/sbin/", "/opt/"]
-                .iter()
-                .any(|p| cmd.starts_with(p))
-        })
+        .any(|p| binary.starts_with(p))
 }

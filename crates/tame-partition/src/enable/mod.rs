@@ -180,6 +180,8 @@ pub struct EnableReport {
     pub journal: String,
     pub spec_file: String,
     pub unit: String,
+    /// The tame the unit runs (this one, resolved).
+    pub binary: String,
     /// Directories created first (parents first).
     pub dirs: Vec<String>,
     pub files: Vec<InstalledFile>,
@@ -268,6 +270,7 @@ pub fn plan(
         journal,
         spec_file: SPEC_FILE.into(),
         unit: UNIT.into(),
+        binary: options.binary.clone(),
         dirs: Vec::new(),
         files,
         links,
@@ -493,7 +496,7 @@ pub struct Disabled {
     /// configuration now that they are gone).
     pub loader: Option<BootLoader>,
     pub boot_file: Option<String>,
-    /// The files and links removed (or found removed already).
+    /// The files and links gone now (removed, or found removed already).
     pub removed: Vec<String>,
 }
 
@@ -512,6 +515,8 @@ pub fn disable(root: &Root, apply_journal_dir: &Path) -> Result<Disabled, Enable
     };
     let loader = note(NOTE_LOADER).and_then(|l| BootLoader::parse(&l));
     let boot_file = note(NOTE_BOOT_FILE);
+    let revert = journal::revert(root, &dir)?;
+    // What is gone now: a file left in place (changed since) is not among them.
     let removed = rec
         .iter()
         .flat_map(|r| r.entries.iter())
@@ -519,8 +524,8 @@ pub fn disable(root: &Root, apply_journal_dir: &Path) -> Result<Disabled, Enable
             Change::Install { path, .. } | Change::Link { path, .. } => Some(path.clone()),
             _ => None,
         })
+        .filter(|p| !root.exists(p) && root.read_link(p).is_err())
         .collect();
-    let revert = journal::revert(root, &dir)?;
     Ok(Disabled {
         revert,
         loader,
