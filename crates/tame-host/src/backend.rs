@@ -85,6 +85,20 @@ pub trait HostBackend: Send + Sync + fmt::Debug {
         let _ = pid;
         Err(io::ErrorKind::Unsupported.into())
     }
+    /// A descriptor that becomes readable when thread `tid` exits (pidfd_open with
+    /// PIDFD_THREAD, Linux ≥ 6.9): watching a thread costs nothing until it exits.
+    /// Unsupported on a fixture (and an older kernel): callers look at `/proc` instead.
+    fn thread_pidfd(&self, tid: u32) -> io::Result<OwnedFd> {
+        let _ = tid;
+        Err(io::ErrorKind::Unsupported.into())
+    }
+    /// CPU time of all threads of process `pid` together, ns, in one system call
+    /// (its CPU-time clock). None: the backend has no such clock (a fixture), read the
+    /// threads' schedstat instead.
+    fn process_cpu_time_ns(&self, pid: u32) -> Option<io::Result<u64>> {
+        let _ = pid;
+        None
+    }
 
     // Configuration files (`tame enable`): plain files on the machine and on a fixture
     // tree alike, so one implementation serves both.
@@ -237,6 +251,38 @@ impl HostBackend for RealBackend {
         }
         // SAFETY: a non-negative return is a fresh descriptor nobody else owns.
         Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    }
+
+    fn thread_pidfd(&self, tid: u32) -> io::Result<OwnedFd> {
+        use nix::libc;
+        // PIDFD_THREAD (include/uapi/linux/pidfd.h) is O_EXCL; the libc crate lacks it.
+        const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, PIDFD_THREAD) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a non-negative return is a fresh descriptor nobody else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    }
+
+    fn process_cpu_time_ns(&self, pid: u32) -> Option<io::Result<u64>> {
+        use nix::libc;
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: clock_getcpuclockid writes one clockid_t we own.
+        let e = unsafe { libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) };
+        if e != 0 {
+            return Some(Err(io::Error::from_raw_os_error(e)));
+        }
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec we own.
+        if unsafe { libc::clock_gettime(clock, &mut t) } != 0 {
+            return Some(Err(io::Error::last_os_error()));
+        }
+        Some(Ok(t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64))
     }
 }
 

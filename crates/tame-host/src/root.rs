@@ -184,6 +184,30 @@ impl Root {
         self.backend.pidfd(pid)
     }
 
+    /// A descriptor that says when thread `tid` exits (see [`HostBackend::thread_pidfd`]).
+    pub fn thread_pidfd(&self, tid: u32) -> io::Result<std::os::fd::OwnedFd> {
+        self.backend.thread_pidfd(tid)
+    }
+
+    /// CPU time of all threads of process `pid`, ns: its CPU-time clock where the backend
+    /// has one (one system call whatever the number of threads), else the sum of its
+    /// threads' schedstat.
+    pub fn process_cpu_time_ns(&self, pid: u32) -> io::Result<u64> {
+        if let Some(t) = self.backend.process_cpu_time_ns(pid) {
+            return t;
+        }
+        let process = self.process(pid);
+        let threads = process.threads();
+        if threads.is_empty() {
+            return Err(io::Error::from_raw_os_error(nix::libc::ESRCH));
+        }
+        Ok(threads
+            .into_iter()
+            .filter_map(|tid| process.task(tid).schedstat().ok())
+            .map(|s| s.run_ns)
+            .sum())
+    }
+
     /// Thread `tid`'s scheduling attributes.
     pub fn thread_sched(&self, tid: u32) -> io::Result<ThreadSched> {
         self.backend.thread_sched(tid)
@@ -318,5 +342,58 @@ mod tests {
             vec![Path::new("/proc/irq")]
         );
         assert_eq!(r, Root::new(dir.path()));
+    }
+
+    #[test]
+    fn a_thread_pidfd_says_when_the_thread_exits() {
+        use std::os::fd::AsRawFd;
+        let root = Root::system();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no arguments.
+            tx.send(unsafe { nix::libc::gettid() } as u32).unwrap();
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        let fd = root
+            .thread_pidfd(tid)
+            .expect("pidfd_open(PIDFD_THREAD), Linux >= 6.9");
+        let readable = |fd: &std::os::fd::OwnedFd| {
+            let mut p = nix::libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: nix::libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one live pollfd, a bounded wait.
+            unsafe { nix::libc::poll(&mut p, 1, 1000) == 1 }
+        };
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+        assert!(
+            readable(&fd),
+            "the thread exited: its pidfd must be readable"
+        );
+    }
+
+    #[test]
+    fn process_cpu_time_counts_every_thread() {
+        let root = Root::system();
+        let pid = std::process::id();
+        let before = root.process_cpu_time_ns(pid).unwrap();
+        let spin = || {
+            let start = std::time::Instant::now();
+            let mut x = 0u64;
+            while start.elapsed() < std::time::Duration::from_millis(30) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        };
+        std::thread::spawn(spin).join().unwrap();
+        let after = root.process_cpu_time_ns(pid).unwrap();
+        assert!(
+            after - before >= 20_000_000,
+            "a thread's 30 ms of spinning counted {} ns",
+            after - before
+        );
     }
 }

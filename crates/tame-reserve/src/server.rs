@@ -5,6 +5,7 @@
 //! record beside the socket give every client its policy and affinity back if the server
 //! dies.
 
+pub mod account;
 pub mod client;
 pub mod conn;
 pub mod daemon;

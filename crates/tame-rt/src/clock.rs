@@ -29,6 +29,18 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * NS_PER_SEC + ts.tv_nsec as u64
 }
 
+/// CPU time the calling thread has used, ns (CLOCK_THREAD_CPUTIME_ID): what a piece of
+/// work cost this thread, stolen time and preemption left out.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec; the thread CPU clock always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * NS_PER_SEC + ts.tv_nsec as u64
+}
+
 /// Read the time-stamp counter.
 #[inline(always)]
 pub fn rdtsc() -> u64 {

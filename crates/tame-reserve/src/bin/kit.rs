@@ -5,6 +5,8 @@
 //! - `recover SOCKET`: as `tame serve --recover`;
 //! - `call SOCKET JSON`: send one request, print the answer; exit 0, 2 (invalid, refused) or 1;
 //! - `threads FILE`: a waiting main thread and a busy second one, which exits once FILE exists;
+//! - `idle-threads N`: a waiting main thread and N more that only sleep (a client with many
+//!   threads, for the server's cost per thread);
 //! - `spawn-at PID PROGRAM [ARG…]`: run PROGRAM as a process with exactly this PID (a
 //!   reused thread id, for tests), and wait for it.
 
@@ -21,9 +23,10 @@ fn main() {
             Some("recover") if args.len() == 2 => recover(&args[1]),
             Some("call") if args.len() == 3 => call(&args[1], &args[2]),
             Some("threads") if args.len() == 2 => threads(&args[1]),
+            Some("idle-threads") if args.len() == 2 => idle_threads(&args[1]),
             Some("spawn-at") if args.len() >= 3 => spawn_at(&args[1], &args[2..]),
             _ => {
-                eprintln!("usage: tame-reserve-kit work FILE | frames FILE ROUNDS FRAME_NS | serve SOCKET [CAP_PPM] [--policy FILE] [--journal-dir DIR] | recover SOCKET | call SOCKET JSON | threads FILE | spawn-at PID PROGRAM [ARG…] (the study is `tame bench reserve`)");
+                eprintln!("usage: tame-reserve-kit work FILE | frames FILE ROUNDS FRAME_NS | serve SOCKET [CAP_PPM] [--policy FILE] [--journal-dir DIR] | recover SOCKET | call SOCKET JSON | threads FILE | idle-threads N | spawn-at PID PROGRAM [ARG…] (the study is `tame bench reserve`)");
                 2
             }
         },
@@ -76,6 +79,27 @@ fn threads(file: &str) -> i32 {
     // priority do not share it, so a spinning main thread could starve the second.
     loop {
         std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn idle_threads(count: &str) -> i32 {
+    let Ok(count) = count.parse::<usize>() else {
+        eprintln!("idle-threads: {count:?} is not a number");
+        return 2;
+    };
+    for _ in 0..count {
+        let made = std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(|| loop {
+                std::thread::park();
+            });
+        if let Err(e) = made {
+            eprintln!("idle-threads: {e}");
+            return 1;
+        }
+    }
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
     }
 }
 

@@ -84,6 +84,7 @@ pub fn serve_with(
     after_start: impl FnOnce() -> Result<Option<std::thread::JoinHandle<()>>>,
 ) -> Result<()> {
     let limits = validate(&config)?;
+    raise_descriptor_limit();
     let lock = take_lock(&config.socket)?;
     // A server that died before us may have left clients changed.
     let recovered = recover_locked(&config.root, &config.socket)?;
@@ -173,6 +174,24 @@ pub fn serve_with(
     }
     drop(lock);
     Ok(())
+}
+
+/// The scheduler threads hold a descriptor per client thread (it says when the thread
+/// exits): up to the watchdog's 1024 besides the server's own, beyond the soft limit of
+/// 1024 a service gets by default. The hard limit is the administrator's.
+fn raise_descriptor_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write one rlimit we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
 }
 
 /// Give the clients of a server that is no longer running their state back, from its
@@ -572,6 +591,14 @@ impl Server {
         })
     }
 
+    /// Threads and reservations `uid` holds, every CPU (the policy's per-user bounds).
+    fn held_by(&self, uid: u32) -> (usize, usize) {
+        self.clients()
+            .iter()
+            .filter(|c| c.asker_uid == uid)
+            .fold((0, 0), |(threads, n), c| (threads + c.threads.len(), n + 1))
+    }
+
     fn find(&self, pid: u32) -> Option<u32> {
         self.cpus.iter().find_map(|(&n, (c, _))| {
             let st = c.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -610,11 +637,15 @@ impl Server {
         if self.reserved_on(cpu, None) + share_ppm > self.config.policy.cap_ppm {
             self.prune_exited(cpu);
         }
+        let (held_threads, held_reservations) = self.held_by(asker.uid);
         let ask = Ask {
             cpu,
             share_ppm,
             period_ns,
+            threads: info.tids.len(),
             held_ppm: self.reserved_on(cpu, Some(asker.uid)),
+            held_threads,
+            held_reservations,
         };
         let online = CpuList::from_cpus(self.limits.online.iter().copied());
         let journal_dir = self.config.journal_dir.clone();

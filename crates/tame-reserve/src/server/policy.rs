@@ -15,7 +15,13 @@
 //! max_share = "30%"       # one user's reservations on one CPU together
 //! max_period = "100ms"
 //! max_slice = "10ms"      # share × period of one reservation
+//! max_threads = 64        # one user's reserved threads together (default 64)
+//! max_reservations = 16   # one user's reservations together (default 16)
 //! ```
+//!
+//! The server raises and lowers every thread of a client for each slice, and its work for
+//! a client is charged to that client's share; `max_threads` bounds what one user can make
+//! the server do (and take of the server's 1024 watched threads) all the same.
 //!
 //! The first rule naming the asker (by uid, or by one of its groups) decides; root
 //! without a rule of its own gets the built-in rule `root`.
@@ -28,6 +34,7 @@ use tame_host::{CpuList, Root};
 use tame_rt::duration::format_ns;
 use toml::Spanned;
 
+use super::watchdog::MAX_WATCHED;
 use crate::error::{failed, invalid, refused, Result};
 use crate::spec::{self, parse_share_ppm, percent, DEFAULT_CAP_PPM, MAX_PERIOD_NS};
 
@@ -37,6 +44,10 @@ pub const DEFAULT_POLICY: &str = "/etc/tame/serve.toml";
 pub const ROOT_RULE: &str = "root";
 /// The name under which a caller no rule names is refused.
 pub const NO_RULE: &str = "default";
+/// A rule's `max_threads` unless it says otherwise: a control loop has a handful.
+pub const DEFAULT_MAX_THREADS: usize = 64;
+/// A rule's `max_reservations` unless it says otherwise.
+pub const DEFAULT_MAX_RESERVATIONS: usize = 16;
 
 /// Which CPUs a rule allows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +68,10 @@ pub struct Rule {
     pub max_period_ns: u64,
     /// Share × period of one reservation.
     pub max_slice_ns: u64,
+    /// One user's reserved threads together, every CPU.
+    pub max_threads: usize,
+    /// One user's reservations together, every CPU.
+    pub max_reservations: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,14 +95,20 @@ pub struct Asker {
     pub gids: Vec<u32>,
 }
 
-/// What is asked, and what the asker already holds on that CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What is asked, and what the asker already holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Ask {
     pub cpu: u32,
     pub share_ppm: u64,
     pub period_ns: u64,
+    /// The threads of the process to reserve.
+    pub threads: usize,
     /// The asker's reservations on `cpu` already, ppm.
     pub held_ppm: u64,
+    /// Threads of the asker's reservations already, every CPU.
+    pub held_threads: usize,
+    /// The asker's reservations already, every CPU.
+    pub held_reservations: usize,
 }
 
 #[derive(Deserialize)]
@@ -111,6 +132,8 @@ struct RuleFile {
     max_share: Spanned<String>,
     max_period: Spanned<String>,
     max_slice: Spanned<String>,
+    max_threads: Option<Spanned<i64>>,
+    max_reservations: Option<Spanned<i64>>,
 }
 
 impl Policy {
@@ -134,6 +157,9 @@ impl Policy {
                 max_share_ppm: spec::PPM,
                 max_period_ns: MAX_PERIOD_NS,
                 max_slice_ns: MAX_PERIOD_NS,
+                // Root's reach is the watchdog's: it is refused only there.
+                max_threads: MAX_WATCHED,
+                max_reservations: usize::MAX,
             },
         }
     }
@@ -274,6 +300,37 @@ impl Policy {
             };
             let max_period_ns = above_zero(&r.max_period, "max_period")?;
             let max_slice_ns = above_zero(&r.max_slice, "max_slice")?;
+            let count = |field: &Option<Spanned<i64>>, name: &str, default: usize, most: usize| {
+                let Some(v) = field else {
+                    return Ok(default);
+                };
+                match usize::try_from(*v.get_ref()) {
+                    Ok(n) if (1..=most).contains(&n) => Ok(n),
+                    _ => Err(at(
+                        v.span(),
+                        format!(
+                            "{name} must be a whole number from 1 to {most}{}",
+                            if name == "max_threads" {
+                                " (the server watches at most that many client threads)"
+                            } else {
+                                ""
+                            }
+                        ),
+                    )),
+                }
+            };
+            let max_threads = count(
+                &r.max_threads,
+                "max_threads",
+                DEFAULT_MAX_THREADS,
+                MAX_WATCHED,
+            )?;
+            let max_reservations = count(
+                &r.max_reservations,
+                "max_reservations",
+                DEFAULT_MAX_RESERVATIONS,
+                MAX_WATCHED,
+            )?;
             policy.rules.push(Rule {
                 name,
                 uids,
@@ -282,6 +339,8 @@ impl Policy {
                 max_share_ppm,
                 max_period_ns,
                 max_slice_ns,
+                max_threads,
+                max_reservations,
             });
         }
         Ok(policy)
@@ -373,6 +432,24 @@ impl Policy {
                     percent(ask.held_ppm)
                 ),
                 "ask for less, or release one of your reservations",
+            ));
+        }
+        let threads = ask.held_threads.saturating_add(ask.threads);
+        if threads > rule.max_threads {
+            return Err(by(
+                format!("max_threads {} per user", rule.max_threads),
+                format!(
+                    "{threads} threads ({} of this process beside the {} you hold reserved)",
+                    ask.threads, ask.held_threads
+                ),
+                "reserve a process with fewer threads or release a reservation (the server raises and lowers each thread every slice, charged to your share)",
+            ));
+        }
+        if ask.held_reservations >= rule.max_reservations {
+            return Err(by(
+                format!("max_reservations {} per user", rule.max_reservations),
+                format!("one more beside the {} you hold", ask.held_reservations),
+                "release one of your reservations first",
             ));
         }
         Ok(rule)
@@ -509,7 +586,9 @@ max_slice = "100ms"
             cpu,
             share_ppm,
             period_ns,
+            threads: 1,
             held_ppm,
+            ..Ask::default()
         }
     }
 
@@ -663,6 +742,77 @@ max_slice = "100ms"
             spec::PPM,
             "only the cap bounds root"
         );
+    }
+
+    #[test]
+    fn threads_and_reservations_are_bounded_per_user() {
+        let p = Policy::parse("serve.toml", EXAMPLE, &accounts()).unwrap();
+        let a = alice();
+        let unused = || -> Result<Reservable> { panic!("alice's rule lists its CPUs") };
+        assert_eq!(p.rules[0].max_threads, DEFAULT_MAX_THREADS);
+        assert_eq!(p.rules[0].max_reservations, DEFAULT_MAX_RESERVATIONS);
+        let many = Ask {
+            threads: 1024,
+            ..ask(1, 10_000, 40_000_000, 0)
+        };
+        let e = refusal(p.check(&a, &many, unused));
+        assert!(
+            e.contains("rule \"alice\"")
+                && e.contains("max_threads 64 per user, asked 1024 threads (1024 of this process beside the 0 you hold reserved)"),
+            "{e}"
+        );
+        let beside = Ask {
+            threads: 8,
+            held_threads: 60,
+            ..ask(1, 10_000, 40_000_000, 0)
+        };
+        let e = refusal(p.check(&a, &beside, unused));
+        assert!(e.contains("asked 68 threads"), "{e}");
+        let one_more = Ask {
+            held_reservations: DEFAULT_MAX_RESERVATIONS,
+            ..ask(1, 10_000, 40_000_000, 0)
+        };
+        let e = refusal(p.check(&a, &one_more, unused));
+        assert!(
+            e.contains("max_reservations 16 per user, asked one more beside the 16 you hold"),
+            "{e}"
+        );
+        // A rule may allow more, up to what the watchdog watches; never 0 or beyond.
+        let with = |extra: &str| {
+            Policy::parse(
+                "p.toml",
+                &format!("[[rule]]\nname = \"x\"\nusers = [\"alice\"]\nmax_share = \"20%\"\nmax_period = \"50ms\"\nmax_slice = \"5ms\"\n{extra}\n"),
+                &accounts(),
+            )
+        };
+        let p = with("max_threads = 1024\nmax_reservations = 2").unwrap();
+        assert_eq!(
+            (p.rules[0].max_threads, p.rules[0].max_reservations),
+            (1024, 2)
+        );
+        p.check(
+            &a,
+            &Ask {
+                threads: 1024,
+                ..many
+            },
+            || reservable("1")(),
+        )
+        .unwrap();
+        for bad in [
+            "max_threads = 0",
+            "max_threads = 1025",
+            "max_threads = -1",
+            "max_reservations = 0",
+        ] {
+            let e = with(bad).unwrap_err().to_string();
+            assert!(
+                e.starts_with("p.toml:7:") && e.contains("must be a whole number from 1 to"),
+                "{bad}: {e}"
+            );
+        }
+        // Root: only the watchdog's bound.
+        assert_eq!(Policy::builtin().root_rule.max_threads, MAX_WATCHED);
     }
 
     #[test]

@@ -4,15 +4,17 @@
 //! exited (or whose id now names another thread) is dropped the moment it is seen, and
 //! never changed again.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use tame_host::Root;
-use tame_rt::clock::{monotonic_ns, sleep_until};
+use tame_rt::clock::{monotonic_ns, sleep_until, thread_cpu_ns};
 use tame_rt::sched::{self, ThreadSched};
 
+use super::account::Account;
 use super::edf::Edf;
 use super::protocol::ClientInfo;
 use super::thread::{Process, SetError, Thread};
@@ -146,16 +148,37 @@ pub fn run(s: Setup, ready: mpsc::Sender<Result<()>>) {
     }
 }
 
+/// A client thread as its scheduler thread watches it.
+struct Watched {
+    thread: Thread,
+    /// Readable once the thread exited; registered with the loop's epoll. None (a fixture,
+    /// an older kernel, no descriptor left): the thread is looked at in `/proc` instead.
+    exit: Option<OwnedFd>,
+}
+
+/// A client as its scheduler thread holds it.
+struct Tracked {
+    client: Client,
+    /// Its threads not yet found gone.
+    live: Vec<Watched>,
+    account: Account,
+}
+
+impl Tracked {
+    fn pid(&self) -> u32 {
+        self.client.info.pid
+    }
+}
+
 struct Loop<'a> {
     s: &'a Setup,
     edf: Edf,
-    clients: Vec<Client>,
-    /// Threads found exited or reused: never changed again.
-    dropped: BTreeSet<(u32, u32)>,
+    tracked: Vec<Tracked>,
+    /// Says which watched threads exited (their thread pidfds): work per wake-up grows
+    /// with the exits, not with the threads.
+    exits: Option<Epoll>,
     seen: u64,
     running: Option<u32>,
-    /// Per client: the release its period began with, and its CPU time then.
-    period_start: BTreeMap<u32, (u64, u64)>,
 }
 
 impl<'a> Loop<'a> {
@@ -163,11 +186,10 @@ impl<'a> Loop<'a> {
         Self {
             s,
             edf: Edf::new(),
-            clients: Vec::new(),
-            dropped: BTreeSet::new(),
+            tracked: Vec::new(),
+            exits: Epoll::new().ok(),
             seen: 0,
             running: None,
-            period_start: BTreeMap::new(),
         }
     }
 
@@ -192,6 +214,10 @@ impl<'a> Loop<'a> {
             self.count_budgets();
             let decision = self.edf.decide_late(now);
             if decision.run != self.running {
+                if decision.run.is_some() || self.running.is_some() {
+                    // Threads that exited since the last look are never touched.
+                    self.drop_exited_threads();
+                }
                 if let Some(pid) = self.running {
                     self.set_client(pid, &waiting());
                 }
@@ -207,6 +233,10 @@ impl<'a> Loop<'a> {
                     .min(next_liveness.max(now)),
             );
         }
+    }
+
+    fn find(&mut self, pid: u32) -> Option<&mut Tracked> {
+        self.tracked.iter_mut().find(|t| t.pid() == pid)
     }
 
     /// New and leaving clients. try_lock: the admitting thread may hold the lock while a
@@ -225,43 +255,113 @@ impl<'a> Loop<'a> {
             if self.running == Some(gone.info.pid) {
                 self.running = None;
             }
+            self.tracked.retain(|t| t.pid() != gone.info.pid);
             restore(&self.s.root, &self.s.watchdog, &gone.threads);
         }
-        for c in &st.clients {
-            if !self.clients.iter().any(|k| k.info.pid == c.info.pid) {
-                self.edf.add(
-                    c.info.pid,
-                    spec::runtime_ns(c.info.share_ppm, c.info.period_ns),
-                    c.info.period_ns,
-                    now,
-                );
+        let current: BTreeSet<u32> = st.clients.iter().map(|c| c.info.pid).collect();
+        for t in &self.tracked {
+            if !current.contains(&t.pid()) {
+                self.edf.remove(t.pid());
             }
         }
-        self.clients = st.clients.clone();
+        self.tracked.retain(|t| current.contains(&t.pid()));
+        let new: Vec<Client> = st
+            .clients
+            .iter()
+            .filter(|c| !self.tracked.iter().any(|t| t.pid() == c.info.pid))
+            .cloned()
+            .collect();
         drop(st);
-        let pids: BTreeSet<u32> = self.clients.iter().map(|c| c.info.pid).collect();
-        self.dropped.retain(|(pid, _)| pids.contains(pid));
+        for client in new {
+            let took = thread_cpu_ns();
+            self.edf.add(
+                client.info.pid,
+                spec::runtime_ns(client.info.share_ppm, client.info.period_ns),
+                client.info.period_ns,
+                now,
+            );
+            let live = self.watch(&client);
+            let mut tracked = Tracked {
+                client,
+                live,
+                account: Account::default(),
+            };
+            tracked.account.charge(thread_cpu_ns().saturating_sub(took));
+            self.tracked.push(tracked);
+        }
         self.seen = generation;
         self.s.shared.acked.store(generation, Ordering::Release);
+    }
+
+    /// A descriptor per thread that says when it exits, opened once: checked against the
+    /// admitted thread after opening, so it names that thread and no later one.
+    fn watch(&self, client: &Client) -> Vec<Watched> {
+        let root = &self.s.root;
+        let mut live = Vec::with_capacity(client.threads.len());
+        for t in &client.threads {
+            let exit = self
+                .exits
+                .as_ref()
+                .and_then(|_| root.thread_pidfd(t.tid).ok());
+            if !t.is_same(root) {
+                self.s.watchdog.forget(t.tid);
+                continue;
+            }
+            let exit = match (exit, &self.exits) {
+                (Some(fd), Some(epoll)) if epoll.add(&fd, key(t.pid, t.tid)).is_ok() => Some(fd),
+                _ => None,
+            };
+            live.push(Watched {
+                thread: t.clone(),
+                exit,
+            });
+        }
+        live
+    }
+
+    /// Forget the threads whose exit descriptor fired.
+    fn drop_exited_threads(&mut self) {
+        let Some(epoll) = &self.exits else {
+            return;
+        };
+        let mut keys = Vec::new();
+        epoll.drain(&mut keys);
+        for k in keys {
+            let (pid, tid) = ((k >> 32) as u32, k as u32);
+            let watchdog = self.s.watchdog.clone();
+            if let Some(t) = self.find(pid) {
+                // Closing the descriptor takes it out of the epoll set.
+                t.live.retain(|w| w.thread.tid != tid);
+                watchdog.forget(tid);
+            }
+        }
     }
 
     /// Drop threads that exited or were reused; hand clients whose process exited back
     /// (their share returns). False when the state lock was busy.
     fn remove_exited(&mut self) -> bool {
+        self.drop_exited_threads();
         let root = &self.s.root;
-        for c in &self.clients {
-            for t in &c.threads {
-                if !self.dropped.contains(&(t.pid, t.tid)) && !t.is_same(root) {
-                    self.dropped.insert((t.pid, t.tid));
-                    self.s.watchdog.forget(t.tid);
-                }
+        for t in &mut self.tracked {
+            // Threads without an exit descriptor: look in /proc, charged to the client.
+            if t.live.iter().any(|w| w.exit.is_none()) {
+                let took = thread_cpu_ns();
+                let watchdog = &self.s.watchdog;
+                t.live.retain(|w| {
+                    let keep = w.exit.is_some() || w.thread.is_same(root);
+                    if !keep {
+                        watchdog.forget(w.thread.tid);
+                    }
+                    keep
+                });
+                t.account.charge(thread_cpu_ns().saturating_sub(took));
             }
         }
         let dead: Vec<u32> = self
-            .clients
+            .tracked
             .iter()
-            .filter(|c| !c.process.alive(root))
-            .map(|c| c.info.pid)
+            .filter(|t| !t.client.process.alive(root))
+            .map(Tracked::pid)
             .collect();
         if dead.is_empty() {
             return true;
@@ -281,54 +381,110 @@ impl<'a> Loop<'a> {
     }
 
     /// Budgets count the CPU time each client really got since its period began, read
-    /// from the kernel: a client also runs a little while it waits (the fair class places
-    /// it well after each slice) and loses time when the vCPU is stolen — wall-clock
-    /// slices would give ~10 % too much here, CPU-time accounting gives the share.
+    /// from the kernel (one read of its process's CPU-time clock, whatever its threads), and
+    /// the server's own work for it: a client also runs a little while it waits (the fair
+    /// class places it well after each slice) and loses time when the vCPU is stolen —
+    /// wall-clock slices would give ~10 % too much here, CPU-time accounting gives the share.
     fn count_budgets(&mut self) {
+        let root = &self.s.root;
         for job in self.edf.jobs().to_vec() {
-            let Some(client) = self.clients.iter().find(|c| c.info.pid == job.pid) else {
+            let Some(t) = self.tracked.iter_mut().find(|t| t.pid() == job.pid) else {
                 continue;
             };
-            let exec = self.cpu_time_ns(client);
-            let base = match self.period_start.get(&job.pid) {
-                Some(&(release, base)) if release == job.next_release_ns => base,
-                _ => {
-                    self.period_start
-                        .insert(job.pid, (job.next_release_ns, exec));
-                    exec
-                }
+            let Ok(exec) = root.process_cpu_time_ns(job.pid) else {
+                continue;
             };
-            self.edf.set_used(job.pid, exec.saturating_sub(base));
+            let used = t.account.used(job.next_release_ns, exec, job.runtime_ns);
+            self.edf.set_used(job.pid, used);
         }
-        let clients = &self.clients;
-        self.period_start
-            .retain(|pid, _| clients.iter().any(|c| c.info.pid == *pid));
     }
 
-    /// CPU time of a client's live threads (schedstat's first field, ns).
-    fn cpu_time_ns(&self, client: &Client) -> u64 {
-        client
-            .threads
-            .iter()
-            .filter(|t| !self.dropped.contains(&(t.pid, t.tid)))
-            .filter_map(|t| {
-                let task = self.s.root.process(t.pid).task(t.tid);
-                task.schedstat().ok().map(|s| s.run_ns)
-            })
-            .sum()
-    }
-
+    /// Raise or lower every live thread of client `pid`; what it cost the server is
+    /// charged to the client.
     fn set_client(&mut self, pid: u32, s: &ThreadSched) {
-        let Some(c) = self.clients.iter().find(|c| c.info.pid == pid) else {
+        let took = thread_cpu_ns();
+        let root = self.s.root.clone();
+        let watchdog = self.s.watchdog.clone();
+        let Some(t) = self.find(pid) else {
             return;
         };
-        for t in &c.threads {
-            if self.dropped.contains(&(t.pid, t.tid)) {
-                continue;
+        t.live.retain(|w| {
+            // With an exit descriptor the thread was seen alive just now (its exits
+            // drained before the switch); without one, set_sched looks in /proc first.
+            let set = match &w.exit {
+                Some(_) => root
+                    .set_thread_sched(w.thread.tid, s)
+                    .map_err(SetError::from_io),
+                None => w.thread.set_sched(&root, s),
+            };
+            if let Err(SetError::Gone) = set {
+                watchdog.forget(w.thread.tid);
+                return false;
             }
-            if let Err(SetError::Gone) = t.set_sched(&self.s.root, s) {
-                self.dropped.insert((t.pid, t.tid));
-                self.s.watchdog.forget(t.tid);
+            true
+        });
+        t.account.charge(thread_cpu_ns().saturating_sub(took));
+    }
+}
+
+/// The epoll key of a thread: its pid and tid.
+fn key(pid: u32, tid: u32) -> u64 {
+    (u64::from(pid) << 32) | u64::from(tid)
+}
+
+/// An epoll set of thread exit descriptors.
+struct Epoll(OwnedFd);
+
+impl Epoll {
+    fn new() -> std::io::Result<Self> {
+        // SAFETY: epoll_create1 takes flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor nobody else owns.
+        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    fn add(&self, fd: &OwnedFd, key: u64) -> std::io::Result<()> {
+        let mut event = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: key,
+        };
+        // SAFETY: both descriptors are live; the event is read during the call only.
+        let r = unsafe {
+            libc::epoll_ctl(
+                self.0.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                fd.as_raw_fd(),
+                &mut event,
+            )
+        };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// The keys of every descriptor that fired, without waiting.
+    fn drain(&self, keys: &mut Vec<u64>) {
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
+        loop {
+            // SAFETY: the buffer holds `events.len()` entries; no waiting.
+            let n = unsafe {
+                libc::epoll_wait(
+                    self.0.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    events.len() as i32,
+                    0,
+                )
+            };
+            if n <= 0 {
+                return;
+            }
+            keys.extend(events[..n as usize].iter().map(|e| e.u64));
+            if (n as usize) < events.len() {
+                return;
             }
         }
     }
