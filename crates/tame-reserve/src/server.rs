@@ -11,6 +11,7 @@ pub mod conn;
 pub mod daemon;
 pub mod edf;
 pub mod live;
+pub mod log;
 pub mod policy;
 pub mod protocol;
 pub mod record;

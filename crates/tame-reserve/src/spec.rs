@@ -85,9 +85,10 @@ pub fn parse_share_ppm(text: &str) -> Result<u64> {
         .ok_or_else(bad)
 }
 
-/// Render parts per million as a percentage (`25 %`, `12.5 %`).
+/// Render parts per million as a percentage (`25 %`, `12.5 %`); any u64, a hostile one too.
 pub fn percent(ppm: u64) -> String {
-    let hundredths = (ppm + 50) / 100;
+    // Rounded to hundredths without adding first: ppm may be u64::MAX.
+    let hundredths = ppm / 100 + u64::from(ppm % 100 >= 50);
     let (whole, frac) = (hundredths / 100, hundredths % 100);
     match frac {
         0 => format!("{whole} %"),
@@ -115,23 +116,13 @@ impl Request {
     /// Check everything that can be checked without touching the system.
     /// `cap_ppm` is the most one reservation may ask; `online` the online CPUs.
     pub fn validate(&self, cap_ppm: u64, online: &[u32]) -> Result<()> {
-        if self.share_ppm == 0 {
-            return Err(invalid(
-                "share must be above 0 % — give the CPU share to guarantee, e.g. --share 25%",
-            ));
-        }
+        check_numbers(self.share_ppm, self.period_ns)?;
         if self.share_ppm > cap_ppm {
             return Err(invalid(format!(
                 "share {} is above the admission cap of {} — the rest of the system must keep some CPU; ask for at most {}",
                 percent(self.share_ppm),
                 percent(cap_ppm),
                 percent(cap_ppm)
-            )));
-        }
-        if self.period_ns < MIN_PERIOD_NS || self.period_ns > MAX_PERIOD_NS {
-            return Err(invalid(format!(
-                "period {} is outside 1 ms … 10 s — shorter periods cost more in switches than they give, longer ones are not a rate; choose e.g. --period 40ms",
-                format_ns(self.period_ns)
             )));
         }
         if self.runtime_ns() < 100_000 {
@@ -152,6 +143,30 @@ impl Request {
         }
         Ok(())
     }
+}
+
+/// What every share and period must be whatever the cap and the CPU: checked first, before
+/// any arithmetic on a number a client or a command line gave (the server checks a
+/// request with it before it takes its lock).
+pub fn check_numbers(share_ppm: u64, period_ns: u64) -> Result<()> {
+    if share_ppm == 0 {
+        return Err(invalid(
+            "share must be above 0 % — give the CPU share to guarantee, e.g. --share 25%",
+        ));
+    }
+    if share_ppm > PPM {
+        return Err(invalid(format!(
+            "share {} is above 100 % — a CPU has no more; ask for at most the admission cap (90 % by default)",
+            percent(share_ppm)
+        )));
+    }
+    if !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&period_ns) {
+        return Err(invalid(format!(
+            "period {} is outside 1 ms … 10 s — shorter periods cost more in switches than they give, longer ones are not a rate; choose e.g. --period 40ms",
+            format_ns(period_ns)
+        )));
+    }
+    Ok(())
 }
 
 pub fn runtime_ns(share_ppm: u64, period_ns: u64) -> u64 {
@@ -193,6 +208,31 @@ mod tests {
     fn renders_percentages() {
         assert_eq!(percent(250_000), "25 %");
         assert_eq!(percent(125_000), "12.5 %");
+        assert_eq!(percent(149), "0.01 %");
+        assert_eq!(percent(150), "0.02 %");
+        // A hostile share: no overflow (it panicked in the server, under its lock).
+        assert_eq!(percent(u64::MAX), "1844674407370955.16 %");
+    }
+
+    #[test]
+    fn hostile_numbers_are_refused_before_any_arithmetic() {
+        let e = |share, period| check_numbers(share, period).unwrap_err().to_string();
+        assert!(e(u64::MAX, 40_000_000).starts_with("share 1844674407370955.16 % is above 100 %"));
+        assert!(e(250_000, u64::MAX).starts_with("period 18446744073709551.615 µs is outside"));
+        assert!(e(0, 40_000_000).contains("above 0"));
+        let big = parse_share_ppm("1844674407370955.1614%").unwrap();
+        assert!(req("1%", 40_000_000, Some(1))
+            .validate(DEFAULT_CAP_PPM, &[0, 1])
+            .is_ok());
+        let r = Request {
+            share_ppm: big,
+            ..req("1%", 40_000_000, Some(1))
+        };
+        assert!(r
+            .validate(DEFAULT_CAP_PPM, &[0, 1])
+            .unwrap_err()
+            .to_string()
+            .contains("above 100 %"));
     }
 
     #[test]

@@ -64,6 +64,22 @@ fn bad_input_exits_2_with_what_why_and_what_to_do() {
         &["bench", "reserve", "--shares", "half"],
         "--shares: share \"half\" is not a percentage",
     );
+    // A share near 2⁶⁴ ppm once overflowed (exit 101): refused, for every backend.
+    for (backend, cpu) in [("server", "1"), ("deadline", ""), ("cgroup", "")] {
+        let mut args = vec!["reserve", "--backend", backend];
+        if !cpu.is_empty() {
+            args.extend(["--cpu", cpu]);
+        }
+        args.extend([
+            "--share",
+            "1844674407370955.1614%",
+            "--period",
+            "40ms",
+            "--",
+            "true",
+        ]);
+        expect_bad_input(&args, "share 1844674407370955.16 % is above 100 %");
+    }
     expect_bad_input(
         &["reserve-kit", "spawn-at", "1", "true"],
         "not meant to be run by hand",

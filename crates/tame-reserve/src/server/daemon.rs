@@ -85,6 +85,7 @@ pub fn serve_with(
 ) -> Result<()> {
     let limits = validate(&config)?;
     raise_descriptor_limit();
+    super::log::limit_server_panics();
     let lock = take_lock(&config.socket)?;
     // A server that died before us may have left clients changed.
     let recovered = recover_locked(&config.root, &config.socket)?;
@@ -381,10 +382,16 @@ fn handle(server: &Mutex<Server>, stream: &UnixStream, asker: &Asker, live: Opti
     let deadline = Instant::now() + REQUEST_TIME;
     let response = match conn::read_request(stream, deadline) {
         Ok(bytes) => match serde_json::from_slice::<Request>(&bytes) {
-            Ok(req) => server
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .dispatch(req, asker),
+            // Numbers checked before the lock is taken: nothing a client sends reaches
+            // arithmetic under it unchecked.
+            Ok(req) => match req.check_numbers() {
+                Ok(()) => dispatch_guarded(server, req, asker),
+                Err(e) => {
+                    let r = error_response(e);
+                    count(live, Some(&RequestKind::of(&req)), &r);
+                    r
+                }
+            },
             Err(e) => {
                 // Nothing changed: counted without the server's lock, nothing published.
                 let r = error_response(invalid(format!("not a tame serve request: {e}")));
@@ -402,6 +409,23 @@ fn handle(server: &Mutex<Server>, stream: &UnixStream, asker: &Asker, live: Opti
         }
     };
     reply(stream, &response);
+}
+
+/// Dispatch under the server's lock. Should a bug still panic there, the request is
+/// refused and the server goes on (the panic hook logs it, rate-limited): the lock's
+/// poison is ignored by every taker, who find the state as the panic left it.
+fn dispatch_guarded(server: &Mutex<Server>, req: Request, asker: &Asker) -> Response {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        server
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .dispatch(req, asker)
+    }))
+    .unwrap_or_else(|_| {
+        error_response(failed(
+            "the server failed on this request (its log says why) — see tame reserve --list for what holds, and report it",
+        ))
+    })
 }
 
 fn reply(mut stream: &UnixStream, response: &Response) {
@@ -451,6 +475,16 @@ enum RequestKind {
     List,
 }
 
+impl RequestKind {
+    fn of(req: &Request) -> Self {
+        match req {
+            Request::Reserve { .. } => RequestKind::Reserve,
+            Request::Release { .. } => RequestKind::Release,
+            Request::List => RequestKind::List,
+        }
+    }
+}
+
 struct Server {
     config: Config,
     limits: Limits,
@@ -465,11 +499,7 @@ struct Server {
 
 impl Server {
     fn dispatch(&mut self, req: Request, asker: &Asker) -> Response {
-        let req_kind = match req {
-            Request::Reserve { .. } => RequestKind::Reserve,
-            Request::Release { .. } => RequestKind::Release,
-            Request::List => RequestKind::List,
-        };
+        let req_kind = RequestKind::of(&req);
         let result = match req {
             _ if self.stopping => Err(failed(
                 "the server is stopping and admits nobody — retry once tame serve runs again",

@@ -20,6 +20,21 @@ pub enum Request {
     List,
 }
 
+impl Request {
+    /// The numbers a client sent, checked before the server takes its lock (they are
+    /// anyone's: a share of 2⁶⁴ − 1 ppm once overflowed under it).
+    pub fn check_numbers(&self) -> crate::error::Result<()> {
+        match *self {
+            Request::Reserve {
+                share_ppm,
+                period_ns,
+                ..
+            } => crate::spec::check_numbers(share_ppm, period_ns),
+            Request::Release { .. } | Request::List => Ok(()),
+        }
+    }
+}
+
 /// A client as the server holds it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientInfo {
