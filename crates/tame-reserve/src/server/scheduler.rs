@@ -1,8 +1,10 @@
 //! One CPU's scheduler thread: SCHED_FIFO 99 pinned to its CPU, it raises the EDF choice
 //! among its clients to SCHED_FIFO 98 for the slice and drops it back to nice 19
-//! afterwards. Every change goes through [`Thread`], which looks first: a thread that
-//! exited (or whose id now names another thread) is dropped the moment it is seen, and
-//! never changed again.
+//! afterwards. It looks before every change: a thread that exited (or whose id now names
+//! another thread) is dropped the moment it is seen, and never changed again — seen
+//! through a descriptor per thread that fires on exit, drained before each switch, or in
+//! `/proc` ([`Thread`]) where there is none. Its own CPU time for each client is charged
+//! to that client ([`Account`]): a client with many threads pays for them from its share.
 
 use std::collections::BTreeSet;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
