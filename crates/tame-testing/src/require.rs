@@ -37,13 +37,17 @@ pub fn skip(why: impl Display) {
 
 /// This test cannot run on this machine because the platform itself forbids what it
 /// tests, as a probe at run time established — not for want of root, a program, a
-/// package or a setting the project could install or make: those go through [`skip`]
-/// and fail under CI. Prints `unsupported here: why` and does not fail, under CI either,
-/// since no set-up of the project's can change it (e.g. a cgroup v1 hierarchy that the
-/// VM's own init holds open, so no switch to cgroup v2 can happen). The caller returns
-/// right after. Use it only with the probe's evidence in `why`.
+/// package or a setting the project could install or make (those go through [`skip`]).
+/// Outside CI it prints `unsupported here: why`; under CI it fails like [`skip`]: a CI
+/// run that passes has run every test, so CI must run on a machine that allows it
+/// (e.g. not one whose init holds a cgroup v1 hierarchy open, so that no switch to
+/// cgroup v2 can happen). The caller returns right after. Use it only with the probe's
+/// evidence in `why`.
 #[track_caller]
 pub fn unsupported(why: impl Display) {
+    if in_ci() {
+        panic!("unsupported here: {why} ({CI_VAR}=true: this test must run here — run CI on a machine that allows it)");
+    }
     eprintln!("unsupported here: {why}");
 }
 
@@ -116,6 +120,41 @@ mod tests {
                 );
             }
         }
+    }
+
+    const UNSUPPORTED_PROBE: &str = "require::tests::unsupported_probe";
+
+    /// The platform-forbids variant keeps the same rule: only outside CI does it pass.
+    #[test]
+    fn unsupported_fails_under_ci_and_returns_outside() {
+        for (ci, passes) in [("true", false), ("", true)] {
+            let out = crate::child::child_test(UNSUPPORTED_PROBE)
+                .env(CI_VAR, ci)
+                .env(PROBE_ENV, "1")
+                .output()
+                .unwrap();
+            crate::child::assert_ran_one(UNSUPPORTED_PROBE, &out.stdout);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.success(), passes, "CI={ci:?}: {stdout}{stderr}");
+            assert!(
+                stderr.contains("unsupported here: the kernel forbids unicorns"),
+                "{stderr}"
+            );
+            assert_eq!(
+                stderr.contains("(CI=true: this test must run here"),
+                !passes,
+                "{stderr}"
+            );
+        }
+    }
+
+    /// Child side of `unsupported_fails_under_ci_and_returns_outside`, run by it.
+    #[test]
+    #[ignore = "child of unsupported_fails_under_ci_and_returns_outside, run by it"]
+    fn unsupported_probe() {
+        crate::child::child_arg(PROBE_ENV, "unsupported_fails_under_ci_and_returns_outside");
+        unsupported("the kernel forbids unicorns");
     }
 
     /// Child side of `a_skip_fails_under_ci_and_returns_outside`, run by it.
