@@ -4,7 +4,8 @@
 //! Outside CI such a test prints `skipped: …` and returns; under CI (`CI=true`, as
 //! GitHub Actions and most runners set it) it fails instead, so a test CI cannot run
 //! is never counted as passed there. Every skip of the workspace's tests goes through
-//! [`skip`] or [`require`] (tame-ipc, which depends on no other tame crate, keeps a
+//! [`skip`] or [`require`], and every section of a test left out for the same reasons
+//! through [`part`] (tame-ipc, which depends on no other tame crate, keeps a
 //! copy of the same rule in its `tests/common`).
 //!
 //! ```no_run
@@ -58,6 +59,24 @@ pub fn unsupported(why: impl Display) {
 pub fn require(condition: bool, what: impl Display) -> bool {
     if !condition {
         skip(format_args!("needs {what}"));
+    }
+    condition
+}
+
+/// Whether a part of a test that needs `what` runs: `condition`, or else a
+/// `skipped part: needs what` line and `false` — and under CI a failure, as for a
+/// whole test ([`skip`]), so no section is left out silently where every test must run:
+/// `if part(is_root(), "root (chown to another user)") { … }`.
+#[must_use]
+#[track_caller]
+pub fn part(condition: bool, what: impl Display) -> bool {
+    if !condition {
+        if in_ci() {
+            panic!(
+                "a part of this test needs {what} ({CI_VAR}=true: this test must run whole here)"
+            );
+        }
+        eprintln!("skipped part: needs {what}");
     }
     condition
 }
@@ -120,6 +139,49 @@ mod tests {
                 );
             }
         }
+    }
+
+    const PART_PROBE: &str = "require::tests::part_probe";
+
+    /// A test whose root-only (or tool-only) section cannot run fails under CI too;
+    /// outside CI the rest of it runs and the section is named as left out.
+    #[test]
+    fn a_left_out_part_fails_under_ci_and_is_named_outside() {
+        assert!(part(true, "nothing"));
+        for (ci, passes) in [("true", false), ("", true)] {
+            let out = crate::child::child_test(PART_PROBE)
+                .env(CI_VAR, ci)
+                .env(PROBE_ENV, "1")
+                .output()
+                .unwrap();
+            crate::child::assert_ran_one(PART_PROBE, &out.stdout);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.success(), passes, "CI={ci:?}: {stdout}{stderr}");
+            if passes {
+                assert!(stderr.contains("skipped part: needs a unicorn"), "{stderr}");
+                assert!(stderr.contains("the rest ran"), "{stderr}");
+            } else {
+                assert!(
+                    stderr.contains("needs a unicorn (CI=true: this test must run whole here)"),
+                    "{stderr}"
+                );
+            }
+        }
+    }
+
+    /// Child side of `a_left_out_part_fails_under_ci_and_is_named_outside`, run by it.
+    #[test]
+    #[ignore = "child of a_left_out_part_fails_under_ci_and_is_named_outside, run by it"]
+    fn part_probe() {
+        crate::child::child_arg(
+            PROBE_ENV,
+            "a_left_out_part_fails_under_ci_and_is_named_outside",
+        );
+        if part(false, "a unicorn") {
+            unreachable!("part(false) is false");
+        }
+        eprintln!("the rest ran");
     }
 
     const UNSUPPORTED_PROBE: &str = "require::tests::unsupported_probe";

@@ -138,8 +138,9 @@ pub fn child_env(var: &str) -> String {
     })
 }
 
-/// Whether this process may do what a privileged test needs (root). Otherwise says
-/// the test is skipped — and fails it under CI=true, where a skip must not pass.
+/// Whether this process may do what a privileged test, or a privileged part of one,
+/// needs (root). Otherwise says it is skipped — and fails the test under CI=true, where
+/// a skip must not pass.
 pub fn privileged(what: &str) -> bool {
     // SAFETY: geteuid takes no arguments and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
