@@ -117,28 +117,36 @@ mod tests {
         assert!(!have_program("tame-no-such-program-anywhere"));
     }
 
-    /// Both sides of the rule in one child process each, so the parent's `CI` does not matter.
-    #[test]
-    fn a_skip_fails_under_ci_and_returns_outside() {
-        for (ci, passes) in [("true", false), ("", true)] {
-            let out = crate::child::child_test(PROBE)
+    /// Runs the child-side test `probe` once outside CI, where it must pass with each of
+    /// `outside` on stderr, and once under `CI=true`, where it must fail with `under_ci`:
+    /// a child process each, so the parent's `CI` does not matter.
+    fn check_probe(probe: &str, outside: &[&str], under_ci: &str) {
+        for (ci, passes) in [("", true), ("true", false)] {
+            let out = crate::child::child_test(probe)
                 .env(CI_VAR, ci)
                 .env(PROBE_ENV, "1")
                 .output()
                 .unwrap();
-            crate::child::assert_ran_one(PROBE, &out.stdout);
+            crate::child::assert_ran_one(probe, &out.stdout);
             let stdout = String::from_utf8_lossy(&out.stdout);
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.success(), passes, "CI={ci:?}: {stdout}{stderr}");
             if passes {
-                assert!(stderr.contains("skipped: needs a unicorn"), "{stderr}");
+                assert!(outside.iter().all(|s| stderr.contains(s)), "{stderr}");
+                assert!(!stderr.contains("CI=true"), "{stderr}");
             } else {
-                assert!(
-                    stderr.contains("needs a unicorn (CI=true: this test must run here)"),
-                    "{stderr}"
-                );
+                assert!(stderr.contains(under_ci), "{stderr}");
             }
         }
+    }
+
+    #[test]
+    fn a_skip_fails_under_ci_and_returns_outside() {
+        check_probe(
+            PROBE,
+            &["skipped: needs a unicorn"],
+            "needs a unicorn (CI=true: this test must run here)",
+        );
     }
 
     const PART_PROBE: &str = "require::tests::part_probe";
@@ -148,26 +156,11 @@ mod tests {
     #[test]
     fn a_left_out_part_fails_under_ci_and_is_named_outside() {
         assert!(part(true, "nothing"));
-        for (ci, passes) in [("true", false), ("", true)] {
-            let out = crate::child::child_test(PART_PROBE)
-                .env(CI_VAR, ci)
-                .env(PROBE_ENV, "1")
-                .output()
-                .unwrap();
-            crate::child::assert_ran_one(PART_PROBE, &out.stdout);
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.success(), passes, "CI={ci:?}: {stdout}{stderr}");
-            if passes {
-                assert!(stderr.contains("skipped part: needs a unicorn"), "{stderr}");
-                assert!(stderr.contains("the rest ran"), "{stderr}");
-            } else {
-                assert!(
-                    stderr.contains("needs a unicorn (CI=true: this test must run whole here)"),
-                    "{stderr}"
-                );
-            }
-        }
+        check_probe(
+            PART_PROBE,
+            &["skipped part: needs a unicorn", "the rest ran"],
+            "needs a unicorn (CI=true: this test must run whole here)",
+        );
     }
 
     /// Child side of `a_left_out_part_fails_under_ci_and_is_named_outside`, run by it.
@@ -189,26 +182,11 @@ mod tests {
     /// The platform-forbids variant keeps the same rule: only outside CI does it pass.
     #[test]
     fn unsupported_fails_under_ci_and_returns_outside() {
-        for (ci, passes) in [("true", false), ("", true)] {
-            let out = crate::child::child_test(UNSUPPORTED_PROBE)
-                .env(CI_VAR, ci)
-                .env(PROBE_ENV, "1")
-                .output()
-                .unwrap();
-            crate::child::assert_ran_one(UNSUPPORTED_PROBE, &out.stdout);
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.success(), passes, "CI={ci:?}: {stdout}{stderr}");
-            assert!(
-                stderr.contains("unsupported here: the kernel forbids unicorns"),
-                "{stderr}"
-            );
-            assert_eq!(
-                stderr.contains("(CI=true: this test must run here"),
-                !passes,
-                "{stderr}"
-            );
-        }
+        check_probe(
+            UNSUPPORTED_PROBE,
+            &["unsupported here: the kernel forbids unicorns"],
+            "the kernel forbids unicorns (CI=true: this test must run here",
+        );
     }
 
     /// Child side of `unsupported_fails_under_ci_and_returns_outside`, run by it.
