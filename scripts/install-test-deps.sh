@@ -8,7 +8,10 @@
 # bench/reproduce.sh uses to write docs/reproductions.md; with python3-venv, the venv of the
 # tame-ipc Python bindings' tests, scripts/python-venv.sh); prometheus (its promtool checks
 # every `tame export prometheus` and `tame serve --metrics` output) and
-# prometheus-node-exporter (a test scrapes tame's series from its textfile collector).
+# prometheus-node-exporter (a test scrapes tame's series from its textfile collector);
+# kubernetes-client (kubectl: the Kubernetes manifests test decodes every manifest with it and
+# dry-runs them against a stand-in API server), only where no kubectl is on PATH — a newer one
+# (e.g. the Google Cloud SDK's) is used as it is, and its package would clash with Debian's.
 # `make run` needs none of them and does not install them.
 set -euo pipefail
 
@@ -28,7 +31,9 @@ if [ ${#fresh[@]} -gt 0 ] && [ "$(id -u)" -eq 0 ] && [ ! -e "$policy" ] && [ ! -
     printf '#!/bin/sh\n# Put here by tame scripts/install-test-deps.sh for one install; removed after it.\nexit 101\n' >"$policy"
     chmod 0755 "$policy"
 fi
-"$(dirname "$0")/install-debian-packages.sh" --no-recommends "for the tests" chromium fonts-dejavu-core man-db zsh fish python3 python3-venv prometheus prometheus-node-exporter
+kubectl=()
+command -v kubectl >/dev/null 2>&1 || kubectl=(kubernetes-client)
+"$(dirname "$0")/install-debian-packages.sh" --no-recommends "for the tests" chromium fonts-dejavu-core man-db zsh fish python3 python3-venv prometheus prometheus-node-exporter "${kubectl[@]}"
 # Where an existing policy-rc.d allowed them to start (or on a host where they started before
 # tame's policy existed): stop and disable the ones installed here; any installed before
 # are left as they were.

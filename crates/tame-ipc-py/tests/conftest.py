@@ -1,7 +1,8 @@
 """Fixtures of the tame-ipc Python tests (run by `make test` through scripts/python-test.sh).
 
 - ``require(ok, what)`` mirrors tame_testing::require (docs/testing.md): a test that
-  cannot run here is skipped, except under CI=true, where it fails.
+  cannot run here is skipped, except under CI=true, where it fails. Under CI=true any
+  other skip (a skipif mark, pytest.skip) fails too (``pytest_runtest_makereport``).
 - ``shm``: unique segment names; every one is removed after the test, also when it
   fails, and the test fails if any /dev/shm/tame.<its prefix>* is left.
 - ``rust_examples``: the stamp producer and consumer of crates/tame-ipc/examples,
@@ -38,6 +39,27 @@ REPO = HERE.parents[2]
 SHM = Path("/dev/shm")
 
 sys.path.insert(0, str(EXAMPLES))
+
+
+def _skip_fails_under_ci(report) -> None:
+    """Under CI=true a skip from anywhere (a skipif mark, pytest.skip, importorskip)
+    becomes a failure, as `require` does: a run that passes there ran every test."""
+    if report.skipped and not hasattr(report, "wasxfail") and os.environ.get("CI") == "true":
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped ({reason}), and CI=true: a skipped test must not pass there"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _skip_fails_under_ci(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _skip_fails_under_ci(outcome.get_result())
 
 
 def require(ok: bool, what: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -124,3 +125,35 @@ def test_register_buffers_of_the_wrong_size_are_refused_before_use(shm):
     assert reader.read_into(out) == (True, 1) and bytes(out) == bytes(range(16))
     with pytest.raises(ValueError, match="0 B"):
         reader.read_into(bytearray())
+
+
+# Each read-only open of the name (a FIFO), in a child: a hang there cannot hang pytest.
+FIFO_OPENS = """
+import sys, tame_ipc
+for label, open_ in (
+    ("Register", lambda: tame_ipc.Register.open(sys.argv[1], 8, read_only=True)),
+    ("Event", lambda: tame_ipc.Event.open(sys.argv[1], read_only=True)),
+):
+    try:
+        open_()
+        print(label, "opened", flush=True)
+    except tame_ipc.TameIpcError as e:
+        print(label, type(e).__name__, e, flush=True)
+"""
+
+
+def test_read_only_opens_refuse_a_planted_fifo_without_blocking(shm):
+    # Any local user can make a FIFO in /dev/shm under a segment's name: a read-only
+    # open blocked in open(2) for a writer that never came.
+    name = shm("fifo")
+    os.mkfifo(shm.path(name), 0o600)
+    try:
+        done = subprocess.run([PYTHON, "-c", FIFO_OPENS, name], capture_output=True, text=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a read-only open of a planted FIFO still blocked after 10 s")
+    finally:
+        shm.path(name).unlink()
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split()[:2] for line in lines] == [["Register", "UntrustedError"], ["Event", "UntrustedError"]], lines
+    assert all("not a regular file" in line for line in lines), lines

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 import stat
@@ -168,32 +169,99 @@ def test_views_block_every_move_of_their_slot(shm):
         tx.commit()
 
 
-@pytest.mark.skipif(sys.version_info < (3, 12), reason="the __buffer__ protocol is Python 3.12+")
-def test_a_callers_buffer_method_cannot_take_the_slot_being_moved(shm):
+class _TypeSlot(ctypes.Structure):
+    _fields_ = [("slot", ctypes.c_int), ("pfunc", ctypes.c_void_p)]
+
+
+class _TypeSpec(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("basicsize", ctypes.c_int),
+        ("itemsize", ctypes.c_int),
+        ("flags", ctypes.c_uint),
+        ("slots", ctypes.POINTER(_TypeSlot)),
+    ]
+
+
+_PY_BF_GETBUFFER = 1  # Include/typeslots.h
+_PY_TPFLAGS = (1 << 18) | (1 << 10)  # Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE
+_GETBUFFER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p, ctypes.c_int)
+_get_buffer = ctypes.pythonapi.PyObject_GetBuffer
+_get_buffer.argtypes = (ctypes.py_object, ctypes.c_void_p, ctypes.c_int)
+_get_buffer.restype = ctypes.c_int
+_from_spec = ctypes.pythonapi.PyType_FromSpec
+_from_spec.argtypes = (ctypes.POINTER(_TypeSpec),)
+_from_spec.restype = ctypes.py_object
+_HOOK_ERRORS: list = []
+
+
+@_GETBUFFER
+def _hooked_getbuffer(obj, view, flags):
+    # A ctypes callback that raised would return 0 with the view unfilled: whatever
+    # fails is recorded (the test asserts there is nothing) and an empty buffer given.
+    try:
+        obj.hook()
+        return _get_buffer(obj.data, view, flags)
+    except BaseException as error:  # noqa: BLE001
+        _HOOK_ERRORS.append(error)
+        return _get_buffer(bytearray(), view, flags)
+
+
+_HOOK_SLOTS = (_TypeSlot * 2)(
+    _TypeSlot(_PY_BF_GETBUFFER, ctypes.cast(_hooked_getbuffer, ctypes.c_void_p)), _TypeSlot(0, None)
+)
+_HOOK_SPEC = _TypeSpec(b"tame_ipc_tests.HookedBuffer", 2 * ctypes.sizeof(ctypes.c_void_p), 0, _PY_TPFLAGS, _HOOK_SLOTS)
+
+
+class GetbufferHook(_from_spec(ctypes.byref(_HOOK_SPEC))):
+    """A buffer exporter whose C-level bf_getbuffer runs Python code (`hook`) before it
+    exports `data`'s memory: what a class with `__buffer__` is from Python 3.12 on,
+    built with ctypes so that the same attack runs on every Python."""
+
+    def __init__(self, hook, data):
+        self.hook, self.data = hook, data
+
+
+class DunderBuffer:
+    """The same with the `__buffer__` protocol of Python 3.12+."""
+
+    def __init__(self, hook, data):
+        self.hook, self.data = hook, data
+
+    def __buffer__(self, flags):
+        self.hook()
+        return memoryview(self.data)
+
+
+# `__buffer__` does not exist before 3.12 (no code calls it: no attack to test there);
+# the ctypes exporter is the same attack on every version, so the test always runs.
+EXPORTERS = [GetbufferHook] + ([DunderBuffer] if sys.version_info >= (3, 12) else [])
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS, ids=lambda e: e.__name__)
+def test_a_callers_buffer_method_cannot_take_the_slot_being_moved(shm, exporter):
     ring, tx, rx = make(shm)
     taken = []
 
-    class Sneaky:
-        """A buffer whose __buffer__ runs Python code while the end moves its slot."""
+    def sneaky(slot, data):
+        """A buffer whose export runs Python code while the end moves its slot."""
 
-        def __init__(self, slot, data):
-            self.slot, self.data = slot, data
-
-        def __buffer__(self, flags):
+        def take():
             try:
-                taken.append(memoryview(self.slot))
+                taken.append(memoryview(slot))
             except BufferError as error:
                 taken.append(error)
-            return memoryview(self.data)
+
+        return exporter(take, data)
 
     view = tx.reserve()
     slot = view.obj
     view.release()
     with pytest.raises(ValueError, match="32 B"):
-        tx.push(Sneaky(slot, bytearray(8)))
-    assert isinstance(taken.pop(), BufferError), "the slot was closed before __buffer__ ran"
+        tx.push(sneaky(slot, bytearray(8)))
+    assert isinstance(taken.pop(), BufferError), "the slot was closed before the export ran"
     memoryview(slot).release()  # a failed push keeps the reservation, open again
-    assert tx.push(Sneaky(slot, bytearray(stamps([1]).tobytes())))
+    assert tx.push(sneaky(slot, bytearray(stamps([1]).tobytes())))
     assert isinstance(taken.pop(), BufferError)
     with pytest.raises(BufferError, match="committed"):
         memoryview(slot)
@@ -201,9 +269,10 @@ def test_a_callers_buffer_method_cannot_take_the_slot_being_moved(shm):
     slot = view.obj
     view.release()
     out = bytearray(32)
-    assert rx.pop_into(Sneaky(slot, out)) == 1
+    assert rx.pop_into(sneaky(slot, out)) == 1
     assert isinstance(taken.pop(), BufferError)
     assert np.frombuffer(bytes(out), dtype=STAMP)["seq"][0] == 1
+    assert not taken and not _HOOK_ERRORS, (taken, _HOOK_ERRORS)
 
 
 def test_a_forked_child_cannot_use_the_parents_ends(shm):

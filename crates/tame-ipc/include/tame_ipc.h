@@ -113,8 +113,9 @@ typedef int32_t tame_ipc_result;
 // An internal error (a caught panic); the handle should be closed.
 #define TAME_IPC_ERR_PANIC -12
 
-// Refused as unsafe to adopt: a named segment owned by another user (not root) or
-// writable by others, or a descriptor not sealed against shrinking.
+// Refused as unsafe to adopt: a named segment that is no regular file (a FIFO, a
+// symbolic link), owned by another user (not root) or writable by others, or a
+// descriptor not sealed against shrinking.
 #define TAME_IPC_ERR_UNTRUSTED -13
 
 #ifdef __cplusplus

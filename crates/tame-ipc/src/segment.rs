@@ -423,9 +423,12 @@ impl Segment {
             Access::ReadWrite => OFlag::O_RDWR,
             Access::ReadOnly => OFlag::O_RDONLY,
         };
+        // O_NONBLOCK: a FIFO planted under the name would block a read-only open until
+        // some writer came (forever); this way it opens at once and check_owner refuses
+        // it as not a regular file. A regular file ignores the flag.
         let fd = nix::sys::mman::shm_open(
             name.shm_name().as_str(),
-            mode | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+            mode | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK,
             Mode::empty(),
         )
         .map_err(|e| match e {

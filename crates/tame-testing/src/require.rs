@@ -4,7 +4,8 @@
 //! Outside CI such a test prints `skipped: …` and returns; under CI (`CI=true`, as
 //! GitHub Actions and most runners set it) it fails instead, so a test CI cannot run
 //! is never counted as passed there. Every skip of the workspace's tests goes through
-//! [`skip`] or [`require`] (tame-ipc, which depends on no other tame crate, keeps a
+//! [`skip`] or [`require`], and every section of a test left out for the same reasons
+//! through [`part`] (tame-ipc, which depends on no other tame crate, keeps a
 //! copy of the same rule in its `tests/common`).
 //!
 //! ```no_run
@@ -37,13 +38,17 @@ pub fn skip(why: impl Display) {
 
 /// This test cannot run on this machine because the platform itself forbids what it
 /// tests, as a probe at run time established — not for want of root, a program, a
-/// package or a setting the project could install or make: those go through [`skip`]
-/// and fail under CI. Prints `unsupported here: why` and does not fail, under CI either,
-/// since no set-up of the project's can change it (e.g. a cgroup v1 hierarchy that the
-/// VM's own init holds open, so no switch to cgroup v2 can happen). The caller returns
-/// right after. Use it only with the probe's evidence in `why`.
+/// package or a setting the project could install or make (those go through [`skip`]).
+/// Outside CI it prints `unsupported here: why`; under CI it fails like [`skip`]: a CI
+/// run that passes has run every test, so CI must run on a machine that allows it
+/// (e.g. not one whose init holds a cgroup v1 hierarchy open, so that no switch to
+/// cgroup v2 can happen). The caller returns right after. Use it only with the probe's
+/// evidence in `why`.
 #[track_caller]
 pub fn unsupported(why: impl Display) {
+    if in_ci() {
+        panic!("unsupported here: {why} ({CI_VAR}=true: this test must run here — run CI on a machine that allows it)");
+    }
     eprintln!("unsupported here: {why}");
 }
 
@@ -54,6 +59,24 @@ pub fn unsupported(why: impl Display) {
 pub fn require(condition: bool, what: impl Display) -> bool {
     if !condition {
         skip(format_args!("needs {what}"));
+    }
+    condition
+}
+
+/// Whether a part of a test that needs `what` runs: `condition`, or else a
+/// `skipped part: needs what` line and `false` — and under CI a failure, as for a
+/// whole test ([`skip`]), so no section is left out silently where every test must run:
+/// `if part(is_root(), "root (chown to another user)") { … }`.
+#[must_use]
+#[track_caller]
+pub fn part(condition: bool, what: impl Display) -> bool {
+    if !condition {
+        if in_ci() {
+            panic!(
+                "a part of this test needs {what} ({CI_VAR}=true: this test must run whole here)"
+            );
+        }
+        eprintln!("skipped part: needs {what}");
     }
     condition
 }
@@ -94,28 +117,84 @@ mod tests {
         assert!(!have_program("tame-no-such-program-anywhere"));
     }
 
-    /// Both sides of the rule in one child process each, so the parent's `CI` does not matter.
-    #[test]
-    fn a_skip_fails_under_ci_and_returns_outside() {
-        for (ci, passes) in [("true", false), ("", true)] {
-            let out = crate::child::child_test(PROBE)
+    /// Runs the child-side test `probe` once outside CI, where it must pass with each of
+    /// `outside` on stderr, and once under `CI=true`, where it must fail with `under_ci`:
+    /// a child process each, so the parent's `CI` does not matter.
+    fn check_probe(probe: &str, outside: &[&str], under_ci: &str) {
+        for (ci, passes) in [("", true), ("true", false)] {
+            let out = crate::child::child_test(probe)
                 .env(CI_VAR, ci)
                 .env(PROBE_ENV, "1")
                 .output()
                 .unwrap();
-            crate::child::assert_ran_one(PROBE, &out.stdout);
+            crate::child::assert_ran_one(probe, &out.stdout);
             let stdout = String::from_utf8_lossy(&out.stdout);
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.success(), passes, "CI={ci:?}: {stdout}{stderr}");
             if passes {
-                assert!(stderr.contains("skipped: needs a unicorn"), "{stderr}");
+                assert!(outside.iter().all(|s| stderr.contains(s)), "{stderr}");
+                assert!(!stderr.contains("CI=true"), "{stderr}");
             } else {
-                assert!(
-                    stderr.contains("needs a unicorn (CI=true: this test must run here)"),
-                    "{stderr}"
-                );
+                assert!(stderr.contains(under_ci), "{stderr}");
             }
         }
+    }
+
+    #[test]
+    fn a_skip_fails_under_ci_and_returns_outside() {
+        check_probe(
+            PROBE,
+            &["skipped: needs a unicorn"],
+            "needs a unicorn (CI=true: this test must run here)",
+        );
+    }
+
+    const PART_PROBE: &str = "require::tests::part_probe";
+
+    /// A test whose root-only (or tool-only) section cannot run fails under CI too;
+    /// outside CI the rest of it runs and the section is named as left out.
+    #[test]
+    fn a_left_out_part_fails_under_ci_and_is_named_outside() {
+        assert!(part(true, "nothing"));
+        check_probe(
+            PART_PROBE,
+            &["skipped part: needs a unicorn", "the rest ran"],
+            "needs a unicorn (CI=true: this test must run whole here)",
+        );
+    }
+
+    /// Child side of `a_left_out_part_fails_under_ci_and_is_named_outside`, run by it.
+    #[test]
+    #[ignore = "child of a_left_out_part_fails_under_ci_and_is_named_outside, run by it"]
+    fn part_probe() {
+        crate::child::child_arg(
+            PROBE_ENV,
+            "a_left_out_part_fails_under_ci_and_is_named_outside",
+        );
+        if part(false, "a unicorn") {
+            unreachable!("part(false) is false");
+        }
+        eprintln!("the rest ran");
+    }
+
+    const UNSUPPORTED_PROBE: &str = "require::tests::unsupported_probe";
+
+    /// The platform-forbids variant keeps the same rule: only outside CI does it pass.
+    #[test]
+    fn unsupported_fails_under_ci_and_returns_outside() {
+        check_probe(
+            UNSUPPORTED_PROBE,
+            &["unsupported here: the kernel forbids unicorns"],
+            "the kernel forbids unicorns (CI=true: this test must run here",
+        );
+    }
+
+    /// Child side of `unsupported_fails_under_ci_and_returns_outside`, run by it.
+    #[test]
+    #[ignore = "child of unsupported_fails_under_ci_and_returns_outside, run by it"]
+    fn unsupported_probe() {
+        crate::child::child_arg(PROBE_ENV, "unsupported_fails_under_ci_and_returns_outside");
+        unsupported("the kernel forbids unicorns");
     }
 
     /// Child side of `a_skip_fails_under_ci_and_returns_outside`, run by it.

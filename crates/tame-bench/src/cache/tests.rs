@@ -136,8 +136,9 @@ fn each_rounds_median_widens_the_spread() {
 fn a_real_short_run_times_both_configurations_interleaved() {
     let online = Root::system().cpus_online().unwrap();
     let cpus: Vec<u32> = online.iter().collect();
-    if cpus.len() < 2 {
-        tame_testing::require::unsupported("a competitor needs a second online CPU");
+    // A second CPU is the machine's lack, not the platform's: skipped, failing under CI.
+    if !tame_testing::require::require(cpus.len() >= 2, "a second online CPU (for the competitor)")
+    {
         return;
     }
     let (measured, other) = (cpus[cpus.len() - 1], cpus[0]);

@@ -2,7 +2,7 @@
 //! machine, bad input refused with exit code 2 before anything starts, Ctrl-C
 //! reporting what was measured and leaving no load behind.
 
-use crate::common::{expect_bad_input, have_program, is_root, json_of, require, tame};
+use crate::common::{expect_bad_input, have_program, is_root, json_of, part, require, tame};
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -185,7 +185,11 @@ fn deadline_refusal_explains_the_root_domain_rule() {
 #[test]
 fn cycle_counts_every_period_on_every_cpu() {
     let _machine = tame_testing::serial::module(module_path!());
-    let policy = if is_root() { "fifo" } else { "other" };
+    let policy = if part(is_root(), "root (SCHED_FIFO)") {
+        "fifo"
+    } else {
+        "other"
+    };
     let v = json_of(&tame(&[
         "bench",
         "cycle",

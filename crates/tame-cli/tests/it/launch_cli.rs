@@ -3,7 +3,7 @@
 //! multi-threaded program restoring every thread exactly, a thread created
 //! after detach landing on the target CPU, and the refusals.
 
-use crate::common::{have_program, is_root, last_cpu, require, tame, Killed};
+use crate::common::{have_program, is_root, last_cpu, part, require, tame, Killed};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -25,6 +25,8 @@ fn run_places_the_program_before_it_runs_and_placement_survives_exec() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("status");
     let cpu = last_cpu();
+    // The real-time options and their checks need root (SCHED_FIFO, mlock of 8 MiB).
+    let realtime = part(is_root(), "root (SCHED_FIFO, --prefault, --rttime)");
     let mut args = vec![
         "run",
         "--cpus",
@@ -34,7 +36,7 @@ fn run_places_the_program_before_it_runs_and_placement_survives_exec() {
         dir.path().to_str().unwrap(),
         "--mlock",
     ];
-    if is_root() {
+    if realtime {
         args.extend([
             "--policy",
             "fifo",
@@ -73,7 +75,7 @@ fn run_places_the_program_before_it_runs_and_placement_survives_exec() {
     let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
         .split_whitespace()
         .collect();
-    if is_root() {
+    if realtime {
         assert!(
             locked_kb >= 8 * 1024,
             "8 MiB prefaulted and locked after two execs: {locked_kb} kB"

@@ -78,8 +78,9 @@ pub const TAME_IPC_ERR_CORRUPTED: tame_ipc_result = -10;
 pub const TAME_IPC_ERR_OS: tame_ipc_result = -11;
 /// An internal error (a caught panic); the handle should be closed.
 pub const TAME_IPC_ERR_PANIC: tame_ipc_result = -12;
-/// Refused as unsafe to adopt: a named segment owned by another user (not root) or
-/// writable by others, or a descriptor not sealed against shrinking.
+/// Refused as unsafe to adopt: a named segment that is no regular file (a FIFO, a
+/// symbolic link), owned by another user (not root) or writable by others, or a
+/// descriptor not sealed against shrinking.
 pub const TAME_IPC_ERR_UNTRUSTED: tame_ipc_result = -13;
 
 /// Layout version this library writes; segments with the same major are compatible.

@@ -384,3 +384,44 @@ fn read_only_opens_unsealed_descriptors_and_lost_segments_through_the_c_abi() {
         tame_ipc_ring_close(ring);
     }
 }
+
+/// A FIFO planted under the name: both read-only opens return TAME_IPC_ERR_UNTRUSTED at
+/// once (they blocked in open(2) for a writer that never came).
+#[test]
+fn read_only_opens_refuse_a_planted_fifo_without_blocking_through_the_c_abi() {
+    let name = format!("test-{}-ffi-fifo", std::process::id());
+    let _unlink = Unlink(vec![name.clone()]);
+    let path = std::path::PathBuf::from(format!("/dev/shm/tame.{name}"));
+    crate::common::plant_fifo(&path);
+    let c_name = std::ffi::CString::new(name).unwrap();
+    for what in [
+        "tame_ipc_register_open_read_only",
+        "tame_ipc_event_open_read_only",
+    ] {
+        let c_name = c_name.clone();
+        // The code, whether a handle came back, and this thread's last error (the
+        // message is per thread, so it is read on the thread that failed).
+        let (code, opened, message) = crate::common::opens_promptly(&path, move || {
+            // SAFETY: the name is a NUL-terminated CString alive for the call; `out`
+            // is a local; a handle that came back (none should) is closed once.
+            unsafe {
+                if what == "tame_ipc_register_open_read_only" {
+                    let mut out = null_mut();
+                    let code = tame_ipc_register_open_read_only(c_name.as_ptr(), 8, 8, &mut out);
+                    let opened = !out.is_null();
+                    tame_ipc_register_close(out);
+                    (code, opened, last_error())
+                } else {
+                    let mut out = null_mut();
+                    let code = tame_ipc_event_open_read_only(c_name.as_ptr(), &mut out);
+                    let opened = !out.is_null();
+                    tame_ipc_event_close(out);
+                    (code, opened, last_error())
+                }
+            }
+        });
+        assert_eq!(code, TAME_IPC_ERR_UNTRUSTED, "{what}: {message}");
+        assert!(!opened, "{what} gave a handle");
+        assert!(message.contains("not a regular file"), "{what}: {message}");
+    }
+}

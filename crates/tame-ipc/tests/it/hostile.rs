@@ -11,8 +11,8 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
 
 use crate::common::{
-    child_args, child_command, child_env, privileged, spawn_child, spawn_child_as, test_name,
-    NameGuard,
+    child_args, child_command, child_env, opens_promptly, plant_fifo, privileged, spawn_child,
+    spawn_child_as, test_name, NameGuard,
 };
 use tame_ipc::inspect;
 use tame_ipc::layout::Layout;
@@ -397,6 +397,40 @@ fn world_writable_or_linked_segments_are_not_adopted() {
     );
 }
 
+/// A FIFO planted under a name (any local user can make one in /dev/shm): a read-only
+/// open blocked in open(2) for a writer that never came. Every open refuses it at once.
+#[test]
+fn a_fifo_planted_under_a_name_is_refused_without_blocking() {
+    let name = NameGuard::new("planted-fifo");
+    plant_fifo(&name.path());
+    let (n, path) = (name.0.clone(), name.path());
+    type Open = fn(&str) -> Result<(), Error>;
+    let opens: [(&str, Open); 4] = [
+        ("Register::open_read_only", |n| {
+            Register::open_read_only(n, ChannelSpec::register::<u64>()).map(drop)
+        }),
+        ("Event::open_read_only", |n| {
+            Event::open_read_only(n).map(drop)
+        }),
+        ("Register::open", |n| {
+            Register::open(n, ChannelSpec::register::<u64>()).map(drop)
+        }),
+        ("Ring::open", |n| {
+            Ring::open(n, ChannelSpec::ring::<u64>(8)).map(drop)
+        }),
+    ];
+    for (what, open) in opens {
+        let n = n.clone();
+        let err = opens_promptly(&path, move || open(&n)).unwrap_err();
+        assert!(
+            matches!(&err, Error::Untrusted { reason, .. } if reason.contains("not a regular file")),
+            "{what}: {err}"
+        );
+        assert!(err.to_string().contains("tame ipc rm"), "{what}: {err}");
+    }
+    assert!(path.exists(), "the FIFO is the test's to remove");
+}
+
 /// Another user's side of `another_users_segment_is_not_adopted`: creates the segment
 /// and opens it to everybody, as an attacker pre-creating a name would.
 #[test]
@@ -494,8 +528,7 @@ fn read_only_opens_read_but_never_write() {
     late.join().unwrap();
 
     // Someone with read permission only can still read.
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
+    if privileged("running the reader as another user") {
         let child = spawn_child_as(
             &test_name(module_path!(), "child_read_only_reader"),
             &[("REGISTER_NAME", name.0.clone())],

@@ -17,7 +17,7 @@ pub fn tame(args: &[&str]) -> Output {
         .expect("tame runs")
 }
 
-pub use tame_testing::require::{have_program, is_root, require, skip};
+pub use tame_testing::require::{have_program, is_root, part, require, skip};
 
 /// The highest online CPU, as text.
 pub fn last_cpu() -> String {

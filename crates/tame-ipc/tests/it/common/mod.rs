@@ -138,8 +138,9 @@ pub fn child_env(var: &str) -> String {
     })
 }
 
-/// Whether this process may do what a privileged test needs (root). Otherwise says
-/// the test is skipped — and fails it under CI=true, where a skip must not pass.
+/// Whether this process may do what a privileged test, or a privileged part of one,
+/// needs (root). Otherwise says it is skipped — and fails the test under CI=true, where
+/// a skip must not pass.
 pub fn privileged(what: &str) -> bool {
     // SAFETY: geteuid takes no arguments and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
@@ -157,4 +158,49 @@ pub fn skip(why: &str) {
         "{why}, and CI=true: a skipped test must not pass there"
     );
     println!("skipped: {why}");
+}
+
+/// Makes a FIFO at `path`, as any local user could under a segment's name in /dev/shm.
+pub fn plant_fifo(path: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path that outlives the call.
+    let rc = unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) };
+    assert_eq!(
+        rc,
+        0,
+        "mkfifo {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Runs `open` (an open of the FIFO at `fifo`) on a thread and returns its result, or
+/// fails the test when it has not returned within 5 s: a hang becomes a failure, not a
+/// stuck suite. Before failing it opens the FIFO's write end, which lets an open that
+/// blocks for want of a writer return, so the thread does not outlive the test blocked.
+#[track_caller]
+pub fn opens_promptly<T: Send + 'static>(
+    fifo: &std::path::Path,
+    open: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(open());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(5)) {
+        Ok(result) => result,
+        Err(_) => {
+            use std::os::unix::fs::OpenOptionsExt;
+            let _writer = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(fifo);
+            let _ = rx.recv_timeout(std::time::Duration::from_secs(5));
+            panic!(
+                "opening the FIFO {} still blocked after 5 s: a planted FIFO hangs the open",
+                fifo.display()
+            );
+        }
+    }
 }
