@@ -59,6 +59,21 @@ fn check_owner_and_mode(
     Ok(())
 }
 
+/// Why `path`, which could not be opened as a directory without following a link, is
+/// refused: a symbolic link (naming where it leads), or something else.
+fn not_a_directory(path: &Path) -> JournalError {
+    match std::fs::read_link(path) {
+        Ok(target) => unsafe_location(
+            path,
+            format!(
+                "it is a symbolic link to {}, which anyone who may change the link could repoint — give the real directory",
+                target.display()
+            ),
+        ),
+        Err(_) => unsafe_location(path, "it is not a directory".into()),
+    }
+}
+
 /// Open `path` relative to `dir` (or as given when `dir` is `None`) without following a
 /// final symbolic link, close-on-exec (a child must not inherit the journal, nor its lock).
 fn open_at(dir: Option<RawFd>, path: &Path, flags: OFlag, mode: u32) -> nix::Result<OwnedFd> {
@@ -101,15 +116,9 @@ impl JournalDir {
         let fd = match open_at(None, path, OFlag::O_RDONLY | OFlag::O_DIRECTORY, 0) {
             Ok(fd) => fd,
             Err(Errno::ENOENT) if !create => return Ok(None),
-            Err(Errno::ELOOP) => {
-                return Err(unsafe_location(
-                    path,
-                    "it is a symbolic link — give the directory itself".into(),
-                ))
-            }
-            Err(Errno::ENOTDIR) => {
-                return Err(unsafe_location(path, "it is not a directory".into()))
-            }
+            // O_DIRECTORY with O_NOFOLLOW answers ENOTDIR for a link: tell the two apart,
+            // so the user learns which directory to give.
+            Err(Errno::ELOOP | Errno::ENOTDIR) => return Err(not_a_directory(path)),
             Err(e) => return Err(io_err("open the directory of", e.into())),
         };
         let st = fstat(fd.as_raw_fd()).map_err(|e| io_err("inspect the directory of", e.into()))?;
@@ -192,5 +201,33 @@ impl JournalDir {
     /// Make the directory's entries durable (a new or removed journal file).
     pub(crate) fn sync(&self) -> io::Result<()> {
         nix::unistd::fsync(self.fd.as_raw_fd()).map_err(io::Error::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 34: a symbolic link given as the journal directory was refused as "not a
+    /// directory"; the refusal now says what it is and where it leads.
+    #[test]
+    fn a_linked_journal_directory_is_refused_naming_the_link_and_its_target() {
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        for given in [link.clone(), link.join("")] {
+            let err = JournalDir::open(&given, false).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("it is a symbolic link to {}", real.display())),
+                "{err}"
+            );
+            assert!(err.contains("give the real directory"), "{err}");
+        }
+        let file = d.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let err = JournalDir::open(&file, false).unwrap_err().to_string();
+        assert!(err.contains("it is not a directory"), "{err}");
     }
 }

@@ -456,12 +456,8 @@ enum Unread {
 fn read_checked(path: &Path) -> std::result::Result<String, Unread> {
     use std::io::Read as _;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let refuse = |why: String| {
-        Unread::Refused(invalid(format!(
-            "the policy {} {why}",
-            path.display()
-        )))
-    };
+    let refuse =
+        |why: String| Unread::Refused(invalid(format!("the policy {} {why}", path.display())));
     // O_NONBLOCK: a FIFO planted there must not hang the start; it is refused below.
     let mut file = match std::fs::OpenOptions::new()
         .read(true)
