@@ -115,32 +115,11 @@ fn serves_its_live_figures_and_leaves_nothing_behind() {
         ),
     )
     .unwrap();
-    let mut server = Killed(
-        Command::new(env!("CARGO_BIN_EXE_tame"))
-            .args(["serve", "--socket"])
-            .arg(&socket)
-            .arg("--policy")
-            .arg(&policy)
-            .args(["--metrics", "127.0.0.1:0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("tame serve starts"),
-    );
-    let (tx, rx) = mpsc::channel();
-    let stderr = server.0.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let (s, p) = (socket.display().to_string(), policy.display().to_string());
+    let (mut server, _rx, said) =
+        serve_until_listening(&["--socket", &s, "--policy", &p, "--metrics", "127.0.0.1:0"]);
     let (mut addr, mut watchdog) = (None, None);
-    while addr.is_none() || watchdog.is_none() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx
-            .recv_timeout(left)
-            .expect("tame serve said where it listens within 15 s");
+    for line in &said {
         if let Some(rest) = line.split("watchdog pid ").nth(1) {
             watchdog = rest.split(' ').next().and_then(|p| p.parse::<i32>().ok());
         }
@@ -329,7 +308,8 @@ fn tame_within(args: &[&str], limit: Duration) -> std::process::Output {
     }
 }
 
-/// With --metrics-required, a port taken is the user's to fix: refused, exit 2.
+/// With --metrics-required, a port taken is the user's to fix: refused, exit 2, nothing
+/// left. Without it, the server says so and serves without metrics.
 #[test]
 fn a_metrics_port_in_use_is_bad_input_and_leaves_nothing() {
     let _machine = tame_testing::serial::module(module_path!());
@@ -380,6 +360,25 @@ fn a_metrics_port_in_use_is_bad_input_and_leaves_nothing() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!socket.exists(), "the socket was left");
+
+    // Issue 34: a user listening on the metrics port first kept the scheduling server
+    // from starting at all. Without --metrics-required it says so and serves without.
+    let (server, _rx, said) = serve_until_listening(&["--socket", &s, "--metrics", &addr]);
+    let said = said.join("\n");
+    assert!(
+        said.contains(&format!("--metrics: cannot listen on {addr}"))
+            && said.contains("going on without metrics"),
+        "{said}"
+    );
+    // The scheduling server answers on its socket.
+    let mut peer = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    peer.write_all(b"not json\n").unwrap();
+    let mut answer = String::new();
+    let _ = peer.read_to_string(&mut answer);
+    assert!(answer.contains("\"invalid\""), "{answer}");
+    stop_server(server);
+    assert!(!socket.exists(), "the socket was left");
 }
 
 /// `tame serve ARGS` started, and the lines it wrote to stderr up to the one saying it
@@ -426,40 +425,6 @@ fn stop_server(mut server: Killed) {
         "tame serve after SIGTERM",
     );
     assert!(status.success(), "{status:?}");
-}
-
-/// Issue 34: a user listening on the metrics port first kept the scheduling server from
-/// starting at all. Now the server says so and serves without metrics.
-#[test]
-fn a_metrics_port_in_use_is_reported_and_the_server_serves_without() {
-    let _machine = tame_testing::serial::module(module_path!());
-    if !require(
-        is_root(),
-        "root (tame serve runs its watchdog at SCHED_FIFO)",
-    ) {
-        return;
-    }
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = taken.local_addr().unwrap().to_string();
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("s");
-    let s = socket.display().to_string();
-    let (server, _rx, said) = serve_until_listening(&["--socket", &s, "--metrics", &addr]);
-    let said = said.join("\n");
-    assert!(
-        said.contains(&format!("--metrics: cannot listen on {addr}"))
-            && said.contains("going on without metrics"),
-        "{said}"
-    );
-    // The scheduling server answers on its socket.
-    let mut peer = std::os::unix::net::UnixStream::connect(&socket).unwrap();
-    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    peer.write_all(b"not json\n").unwrap();
-    let mut answer = String::new();
-    let _ = peer.read_to_string(&mut answer);
-    assert!(answer.contains("\"invalid\""), "{answer}");
-    stop_server(server);
-    assert!(!socket.exists(), "the socket was left");
 }
 
 /// The alternatives to a TCP port: a Unix socket only root may connect to, and a file for
