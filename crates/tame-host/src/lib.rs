@@ -34,6 +34,7 @@ pub mod resctrl;
 pub mod root;
 pub mod sched;
 pub mod schema;
+pub mod socket;
 pub mod timer_list;
 pub mod tracing;
 pub mod utc;

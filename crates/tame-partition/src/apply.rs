@@ -91,6 +91,8 @@ pub enum ApplyError {
     OtherSpecApplied { journal: String },
     #[error(transparent)]
     Journal(#[from] JournalError),
+    #[error("nothing to revert in {dir}, yet tame's partition groups are on this host ({}): a partition is applied whose journal is not there — give the --journal-dir it was applied with (`tame status` names it while the journal is found), or, if that journal is gone, reboot to undo it (nothing tame applies outlives a reboot)", .groups.join(", "))]
+    AppliedWithoutJournal { dir: String, groups: Vec<String> },
     #[error("{step} failed: {reason}; {}", rollback_summary(.rollback))]
     Failed {
         step: String,
@@ -105,9 +107,10 @@ impl LayerError for ApplyError {
     /// unsafe journal location.
     fn is_bad_input(&self) -> bool {
         match self {
-            ApplyError::NotRoot | ApplyError::Invalid(_) | ApplyError::OtherSpecApplied { .. } => {
-                true
-            }
+            ApplyError::NotRoot
+            | ApplyError::Invalid(_)
+            | ApplyError::OtherSpecApplied { .. }
+            | ApplyError::AppliedWithoutJournal { .. } => true,
             ApplyError::Journal(e) => e.is_bad_input(),
             ApplyError::Failed { .. } => false,
         }
@@ -515,5 +518,42 @@ pub fn revert(root: &Root, dir: &Path) -> Result<RevertReport, ApplyError> {
     }
     let report = journal::revert(root, dir)?;
     unpublish_spec(dir, &report);
+    // No journal, yet tame's groups are there: the journal was moved away or another
+    // --journal-dir applied it. "Nothing to revert" would leave the partition applied.
+    if report.nothing_to_revert {
+        let groups = partition_groups(root);
+        if !groups.is_empty() {
+            return Err(ApplyError::AppliedWithoutJournal {
+                dir: dir.display().to_string(),
+                groups,
+            });
+        }
+    }
     Ok(report)
+}
+
+/// Groups below the cpuset root that name no partition although they start with
+/// tame's prefix: `tame reserve`'s cgroup backend (`tame_reserve::cgroup::GROUP_PREFIX`,
+/// which a test there keeps in this list) makes them for its reservations.
+pub const NOT_PARTITION_GROUPS: &[&str] = &["tame-reserve-"];
+
+/// tame's partition groups present on the host (cpuset hierarchy), as paths.
+fn partition_groups(root: &Root) -> Vec<String> {
+    use tame_host::cgroup::{CgroupModel, Cgroups};
+    let model = CgroupModel::read(&mut tame_host::reader::Reader::new(root));
+    let Some(cpuset) = Cgroups::for_controller(&model, "cpuset") else {
+        return Vec::new();
+    };
+    let top = cpuset.root();
+    let mut names = root.list_dir(top.path()).unwrap_or_default();
+    names.sort();
+    names
+        .into_iter()
+        .filter(|n| {
+            n.starts_with(plan::DIR_PREFIX)
+                && !NOT_PARTITION_GROUPS.iter().any(|p| n.starts_with(p))
+        })
+        .map(|n| top.child(&n).path())
+        .filter(|p| root.is_dir(p))
+        .collect()
 }

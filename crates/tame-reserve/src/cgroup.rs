@@ -291,6 +291,13 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+
+    /// `tame revert` without a journal takes tame's cpuset groups for an applied
+    /// partition, except those listed as not partitions: ours must be among them.
+    #[test]
+    fn reservation_groups_are_not_taken_for_partitions() {
+        assert!(tame_partition::apply::NOT_PARTITION_GROUPS.contains(&GROUP_PREFIX));
+    }
     use crate::spec::Backend;
     use tame_testing::{snapshot_tree, FixtureBackend};
 

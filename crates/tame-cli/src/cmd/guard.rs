@@ -1,5 +1,5 @@
 //! `tame guard`: watch the applied partitions live and report (and with `--repair` undo)
-//! their erosion, one logfmt line per event on stdout; `--metrics ADDR` serves the counts
+//! their erosion, one logfmt line per event on stdout; `--metrics` serves the counts
 //! as Prometheus text (docs/guard.md).
 
 use std::path::PathBuf;
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tame_guard::{Config, Metrics};
 
-use crate::cmd::serve::metrics_addr;
+use crate::cmd::metrics::{self, MetricsArgs};
 use crate::{bad_input, Context};
 
 #[derive(clap::Args)]
@@ -29,13 +29,9 @@ pub struct GuardArgs {
     /// backs off from a thing that keeps coming back.
     #[arg(long)]
     repair: bool,
-    /// Serve the counts as Prometheus text at http://ADDR/metrics: IP:PORT or a port alone
-    /// (127.0.0.1:PORT); port 0 picks a free one. Loopback only, unless --metrics-remote.
-    #[arg(long, value_name = "ADDR")]
-    metrics: Option<String>,
-    /// Allow --metrics on an address other than loopback (its series name processes).
-    #[arg(long, requires = "metrics")]
-    metrics_remote: bool,
+    /// The counts of what eroded.
+    #[command(flatten)]
+    metrics: MetricsArgs,
     /// How often a full pass reads the partitions' state (drift, IRQs, rates); every task's
     /// affinity is swept four times as often (at most every 100 ms): a `taskset` emits no
     /// tracepoint, and the sweep finds it.
@@ -66,11 +62,7 @@ pub fn run(ctx: &Context, args: GuardArgs) -> anyhow::Result<i32> {
             "--max-irq-rate 0: every CPU takes some interrupts — give a rate per second above 0",
         ));
     }
-    let metrics = args
-        .metrics
-        .as_deref()
-        .map(|m| metrics_addr(m, args.metrics_remote))
-        .transpose()?;
+    let metrics = args.metrics.sink()?;
     if !tame_host::privilege::may_change(&ctx.root) {
         return Err(bad_input(
             "tame guard needs root: it reads the apply journal (root's, mode 0600), traces through tracefs and repairs through the journal — run it as root (sudo tame guard, or the tame-guard.service unit)",
@@ -95,22 +87,23 @@ pub fn run(ctx: &Context, args: GuardArgs) -> anyhow::Result<i32> {
     tame_guard::Guard::new(config.clone(), Arc::default())?;
     let shared = Arc::new(Mutex::new(Metrics::default()));
     let server = match metrics {
-        Some(addr) => {
-            let (listener, bound) = tame_prometheus::http::bind(addr).map_err(|e| {
-                bad_input(format!(
-                    "--metrics: cannot listen on {addr}: {e} — give another address or port (port 0 picks a free one)"
-                ))
-            })?;
-            eprintln!("tame guard: metrics at http://{bound}/metrics");
+        Some(sink) => {
             let reader = shared.clone();
-            Some(tame_prometheus::http::spawn(
-                listener,
+            metrics::start(
+                "tame guard",
+                &sink,
+                args.metrics.metrics_required,
+                None,
                 stop.clone(),
                 move || {
                     let m = reader.lock().unwrap_or_else(|p| p.into_inner()).clone();
                     tame_prometheus::guard::render(&m).map_err(|e| e.to_string())
                 },
-            )?)
+            )
+            .map_err(|e| match e {
+                metrics::NotStarted::Unavailable(why) => bad_input(why),
+                metrics::NotStarted::Thread(e) => e.into(),
+            })?
         }
         None => None,
     };

@@ -18,6 +18,7 @@ pub mod host;
 pub mod ipc;
 pub mod launch;
 pub mod measuring;
+pub mod metrics;
 pub mod noise;
 pub mod partition;
 pub mod report;

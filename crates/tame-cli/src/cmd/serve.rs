@@ -1,9 +1,8 @@
 //! `tame serve`: the scheduling server behind `tame reserve --backend server`, and
 //! `tame serve --recover`, which gives the clients of a server that died their policy and
-//! affinity back (the unit's `ExecStopPost=`). `--metrics ADDR` serves the server's live
-//! figures as Prometheus text on a thread of its own (docs/metrics.md).
+//! affinity back (the unit's `ExecStopPost=`). `--metrics` serves the server's live
+//! figures as Prometheus text (TCP, a Unix socket, or a file; `cmd/metrics.rs`, docs/metrics.md).
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -14,6 +13,7 @@ use tame_reserve::server::{self as srv, daemon};
 use tame_reserve::spec::parse_share_ppm;
 use tame_reserve::ReserveError;
 
+use crate::cmd::metrics::{self, MetricsArgs};
 use crate::{bad_input, Context};
 
 #[derive(clap::Args)]
@@ -34,36 +34,11 @@ pub struct ServeArgs {
     journal_dir: Option<PathBuf>,
     /// Do not serve: give the clients of a stopped server their policy and affinity back
     /// from its restore record, and remove the record.
-    #[arg(long, conflicts_with_all = ["cap", "policy", "journal_dir", "metrics"])]
+    #[arg(long, conflicts_with_all = ["cap", "policy", "journal_dir", "metrics", "metrics_file"])]
     recover: bool,
-    /// Serve the live figures (reservations, shares granted and received, refusals,
-    /// uptime) as Prometheus text at http://ADDR/metrics: IP:PORT or a port alone
-    /// (127.0.0.1:PORT); port 0 picks a free one. Loopback only, unless --metrics-remote.
-    #[arg(long, value_name = "ADDR")]
-    metrics: Option<String>,
-    /// Allow --metrics on an address other than loopback: anyone who reaches it sees the
-    /// clients' pids and shares (put a firewall or a proxy in front).
-    #[arg(long, requires = "metrics")]
-    metrics_remote: bool,
-}
-
-/// `--metrics ADDR`, checked before anything starts (`tame serve`'s and `tame guard`'s).
-pub(crate) fn metrics_addr(text: &str, remote: bool) -> anyhow::Result<SocketAddr> {
-    let addr: SocketAddr = match text.parse::<u16>() {
-        Ok(port) => SocketAddr::from(([127, 0, 0, 1], port)),
-        Err(_) => text.parse().map_err(|_| {
-            bad_input(format!(
-                "--metrics {text}: not an address — give IP:PORT (127.0.0.1:9464, [::1]:9464) or a port alone"
-            ))
-        })?,
-    };
-    if !remote && !tame_prometheus::http::is_local(&addr) {
-        return Err(bad_input(format!(
-            "--metrics {addr}: not a loopback address — tame runs as root and its figures name processes of this machine; serve them on 127.0.0.1:{} (and let the scraper reach it through a proxy or tunnel), or add --metrics-remote to serve them on {addr} anyway",
-            addr.port()
-        )));
-    }
-    Ok(addr)
+    /// The live figures (reservations, shares granted and received, refusals, uptime).
+    #[command(flatten)]
+    metrics: MetricsArgs,
 }
 
 pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<i32> {
@@ -72,11 +47,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<i32> {
         println!("{}", daemon::describe(&done));
         return Ok(if done.failed.is_empty() { 0 } else { 1 });
     }
-    let metrics = args
-        .metrics
-        .as_deref()
-        .map(|m| metrics_addr(m, args.metrics_remote))
-        .transpose()?;
+    let metrics = args.metrics.sink()?;
     let mut policy = Policy::load(&ctx.root, args.policy.as_deref())?;
     if let Some(c) = &args.cap {
         policy.cap_ppm = parse_share_ppm(c).map_err(|e| bad_input(format!("--cap: {e}")))?;
@@ -92,56 +63,29 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<i32> {
         root: ctx.root.clone(),
     };
     // The cap and socket are validated inside serve before anything starts.
-    let Some(addr) = metrics else {
+    let Some(sink) = metrics else {
         daemon::serve(config, stop)?;
         return Ok(0);
     };
     let live = Arc::new(Live::new(ctx.root.clone()));
     let reader = live.clone();
     let stop_metrics = stop.clone();
-    // Bound once the watchdog is forked: it never holds the port.
+    let (required, gid) = (args.metrics.metrics_required, config.policy.socket_gid);
+    // Set up once the watchdog is forked: it never holds the port.
     daemon::serve_with(config, stop, Some(live), move || {
-        let (listener, bound) = tame_prometheus::http::bind(addr).map_err(|e| {
-            ReserveError::Invalid(format!(
-                "--metrics: cannot listen on {addr}: {e} — give another address or port (port 0 picks a free one)"
-            ))
-        })?;
-        eprintln!("tame serve: metrics at http://{bound}/metrics");
-        // The clients' CPU time seen so far, kept across scrapes by the one metrics thread.
+        // The clients' CPU time seen so far, kept across scrapes (one render at a time).
         let mut tally = tame_prometheus::cpu_tally::CpuTally::default();
-        let handle = tame_prometheus::http::spawn(listener, stop_metrics, move || {
+        metrics::start("tame serve", &sink, required, gid, stop_metrics, move || {
             tame_prometheus::live::render(&reader, &mut tally).map_err(|e| e.to_string())
         })
-        // Not the user's input: the system refused a thread (exit 1, as other failures).
-        .map_err(|e| {
-            ReserveError::Failed(tame_host::Failure::io(
+        .map_err(|e| match e {
+            metrics::NotStarted::Unavailable(why) => ReserveError::Invalid(why),
+            // Not the user's input: the system refused a thread (exit 1, as other failures).
+            metrics::NotStarted::Thread(e) => ReserveError::Failed(tame_host::Failure::io(
                 "--metrics: starting the metrics thread (the system is out of threads or memory: stop other processes, or serve without --metrics)",
                 e,
-            ))
-        })?;
-        Ok(Some(handle))
+            )),
+        })
     })?;
     Ok(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metrics_are_loopback_unless_asked() {
-        assert_eq!(
-            metrics_addr("9464", false).unwrap(),
-            "127.0.0.1:9464".parse::<SocketAddr>().unwrap()
-        );
-        assert!(metrics_addr("[::1]:0", false).is_ok());
-        let e = metrics_addr("0.0.0.0:9464", false).unwrap_err().to_string();
-        assert!(
-            e.contains("not a loopback address") && e.contains("--metrics-remote"),
-            "{e}"
-        );
-        assert!(metrics_addr("0.0.0.0:9464", true).is_ok());
-        let e = metrics_addr("localhost:x", false).unwrap_err().to_string();
-        assert!(e.contains("not an address"), "{e}");
-    }
 }

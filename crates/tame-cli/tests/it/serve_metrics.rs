@@ -115,32 +115,11 @@ fn serves_its_live_figures_and_leaves_nothing_behind() {
         ),
     )
     .unwrap();
-    let mut server = Killed(
-        Command::new(env!("CARGO_BIN_EXE_tame"))
-            .args(["serve", "--socket"])
-            .arg(&socket)
-            .arg("--policy")
-            .arg(&policy)
-            .args(["--metrics", "127.0.0.1:0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("tame serve starts"),
-    );
-    let (tx, rx) = mpsc::channel();
-    let stderr = server.0.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let (s, p) = (socket.display().to_string(), policy.display().to_string());
+    let (mut server, _rx, said) =
+        serve_until_listening(&["--socket", &s, "--policy", &p, "--metrics", "127.0.0.1:0"]);
     let (mut addr, mut watchdog) = (None, None);
-    while addr.is_none() || watchdog.is_none() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx
-            .recv_timeout(left)
-            .expect("tame serve said where it listens within 15 s");
+    for line in &said {
         if let Some(rest) = line.split("watchdog pid ").nth(1) {
             watchdog = rest.split(' ').next().and_then(|p| p.parse::<i32>().ok());
         }
@@ -329,6 +308,8 @@ fn tame_within(args: &[&str], limit: Duration) -> std::process::Output {
     }
 }
 
+/// With --metrics-required, a port taken is the user's to fix: refused, exit 2, nothing
+/// left. Without it, the server says so and serves without metrics.
 #[test]
 fn a_metrics_port_in_use_is_bad_input_and_leaves_nothing() {
     let _machine = tame_testing::serial::module(module_path!());
@@ -345,7 +326,14 @@ fn a_metrics_port_in_use_is_bad_input_and_leaves_nothing() {
     let s = socket.display().to_string();
     // Refused at once; a server that started instead must not hang the test.
     let out = tame_within(
-        &["serve", "--socket", &s, "--metrics", &addr],
+        &[
+            "serve",
+            "--socket",
+            &s,
+            "--metrics",
+            &addr,
+            "--metrics-required",
+        ],
         Duration::from_secs(15),
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -372,4 +360,128 @@ fn a_metrics_port_in_use_is_bad_input_and_leaves_nothing() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!socket.exists(), "the socket was left");
+
+    // Issue 34: a user listening on the metrics port first kept the scheduling server
+    // from starting at all. Without --metrics-required it says so and serves without.
+    let (server, _rx, said) = serve_until_listening(&["--socket", &s, "--metrics", &addr]);
+    let said = said.join("\n");
+    assert!(
+        said.contains(&format!("--metrics: cannot listen on {addr}"))
+            && said.contains("going on without metrics"),
+        "{said}"
+    );
+    // The scheduling server answers on its socket.
+    let mut peer = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    peer.write_all(b"not json\n").unwrap();
+    let mut answer = String::new();
+    let _ = peer.read_to_string(&mut answer);
+    assert!(answer.contains("\"invalid\""), "{answer}");
+    stop_server(server);
+    assert!(!socket.exists(), "the socket was left");
+}
+
+/// `tame serve ARGS` started, and the lines it wrote to stderr up to the one saying it
+/// listens (the rest keep coming on the receiver).
+fn serve_until_listening(args: &[&str]) -> (Killed, mpsc::Receiver<String>, Vec<String>) {
+    let mut server = Killed(
+        Command::new(env!("CARGO_BIN_EXE_tame"))
+            .arg("serve")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tame serve starts"),
+    );
+    let (tx, rx) = mpsc::channel();
+    let stderr = server.0.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut said = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx.recv_timeout(left).unwrap_or_else(|_| {
+            panic!("tame serve did not say it listens within 15 s; it said: {said:?}")
+        });
+        let up = line.contains("tame serve: listening on");
+        said.push(line);
+        if up {
+            return (server, rx, said);
+        }
+    }
+}
+
+/// SIGTERM, and the server must end cleanly within 10 s.
+fn stop_server(mut server: Killed) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(server.0.id() as i32, libc::SIGTERM) };
+    let status = exit_within(
+        &mut server,
+        Duration::from_secs(10),
+        "tame serve after SIGTERM",
+    );
+    assert!(status.success(), "{status:?}");
+}
+
+/// The alternatives to a TCP port: a Unix socket only root may connect to, and a file for
+/// node_exporter's textfile collector; both gone once the server stops.
+#[test]
+fn metrics_over_a_unix_socket_and_to_a_file() {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let _machine = tame_testing::serial::module(module_path!());
+    if !require(
+        is_root(),
+        "root (tame serve runs its watchdog at SCHED_FIFO)",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("s");
+    let s = socket.display().to_string();
+    let msock = dir.path().join("metrics.sock");
+    let unix = format!("unix:{}", msock.display());
+    let (server, _rx, said) = serve_until_listening(&["--socket", &s, "--metrics", &unix]);
+    assert!(
+        said.iter()
+            .any(|l| l.contains(&format!("metrics at {unix}"))),
+        "{said:?}"
+    );
+    let m = std::fs::symlink_metadata(&msock).unwrap();
+    assert!(m.file_type().is_socket());
+    assert_eq!((m.uid(), m.mode() & 0o7777), (0, 0o600), "root only");
+    let mut peer = std::os::unix::net::UnixStream::connect(&msock).unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    peer.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+    let mut page = String::new();
+    peer.read_to_string(&mut page).unwrap();
+    assert!(page.starts_with("HTTP/1.1 200 OK"), "{page}");
+    assert!(page.contains("\ntame_serve_reservations 0\n"), "{page}");
+    stop_server(server);
+    assert!(!msock.exists(), "the metrics socket was left");
+
+    let file = dir.path().join("tame.prom");
+    let f = file.display().to_string();
+    let (server, _rx, said) = serve_until_listening(&["--socket", &s, "--metrics-file", &f]);
+    assert!(
+        said.iter()
+            .any(|l| l.contains(&format!("metrics written to {f}"))),
+        "{said:?}"
+    );
+    // Written at once, then again within a second with the server's first figures.
+    let by = Instant::now() + Duration::from_secs(8);
+    loop {
+        let text = std::fs::read_to_string(&file).unwrap();
+        if text.contains("\ntame_serve_reservations 0\n") {
+            break;
+        }
+        assert!(Instant::now() < by, "{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(std::fs::metadata(&file).unwrap().mode() & 0o7777, 0o644);
+    stop_server(server);
+    assert!(!file.exists(), "the metrics file was left");
 }

@@ -59,6 +59,62 @@ fn check_owner_and_mode(
     Ok(())
 }
 
+/// Why `path`, which could not be opened as a directory without following a link, is
+/// refused: a symbolic link (naming where it leads), or something else.
+fn not_a_directory(path: &Path) -> JournalError {
+    match std::fs::read_link(path) {
+        Ok(target) => unsafe_location(
+            path,
+            format!(
+                "it is a symbolic link to {}, which anyone who may change the link could repoint — give the real directory",
+                target.display()
+            ),
+        ),
+        Err(_) => unsafe_location(path, "it is not a directory".into()),
+    }
+}
+
+/// Refuse a journal directory whose parents someone else may write: they could rename
+/// it (and the journal with it) away, so that revert finds nothing while the partition
+/// stays applied, or put another in its place. Each parent must be root's (or the
+/// caller's) and writable by nobody else — or sticky (/tmp), where others may not rename
+/// what is not theirs, holding an entry root (or the caller) owns. Checked as named and
+/// as resolved, so a link among the parents is judged by the directories it leads to too.
+fn check_parents(path: &Path) -> Result<(), JournalError> {
+    let named = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let resolved = std::fs::canonicalize(&named).unwrap_or_else(|_| named.clone());
+    for full in [&named, &resolved] {
+        let mut child = full.as_path();
+        while let Some(parent) = child.parent() {
+            let Ok(p) = nix::sys::stat::stat(parent) else {
+                break;
+            };
+            let mode = p.st_mode & 0o7777;
+            let others_write = mode & 0o022 != 0;
+            let sticky = mode & nix::libc::S_ISVTX != 0;
+            let child_owner = nix::sys::stat::lstat(child).map(|c| c.st_uid).ok();
+            let why = if !trusted_owner(p.st_uid) {
+                Some(format!("belongs to uid {}, not to root", p.st_uid))
+            } else if others_write && !(sticky && child_owner.is_some_and(trusted_owner)) {
+                Some(format!("has mode {mode:o}: group or others may write it"))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(unsafe_location(
+                    path,
+                    format!(
+                        "its parent {} {why}, so they could rename the journal away (and revert would find nothing) — give a directory whose parents only root may write, such as the default",
+                        parent.display()
+                    ),
+                ));
+            }
+            child = parent;
+        }
+    }
+    Ok(())
+}
+
 /// Open `path` relative to `dir` (or as given when `dir` is `None`) without following a
 /// final symbolic link, close-on-exec (a child must not inherit the journal, nor its lock).
 fn open_at(dir: Option<RawFd>, path: &Path, flags: OFlag, mode: u32) -> nix::Result<OwnedFd> {
@@ -101,19 +157,14 @@ impl JournalDir {
         let fd = match open_at(None, path, OFlag::O_RDONLY | OFlag::O_DIRECTORY, 0) {
             Ok(fd) => fd,
             Err(Errno::ENOENT) if !create => return Ok(None),
-            Err(Errno::ELOOP) => {
-                return Err(unsafe_location(
-                    path,
-                    "it is a symbolic link — give the directory itself".into(),
-                ))
-            }
-            Err(Errno::ENOTDIR) => {
-                return Err(unsafe_location(path, "it is not a directory".into()))
-            }
+            // O_DIRECTORY with O_NOFOLLOW answers ENOTDIR for a link: tell the two apart,
+            // so the user learns which directory to give.
+            Err(Errno::ELOOP | Errno::ENOTDIR) => return Err(not_a_directory(path)),
             Err(e) => return Err(io_err("open the directory of", e.into())),
         };
         let st = fstat(fd.as_raw_fd()).map_err(|e| io_err("inspect the directory of", e.into()))?;
         check_owner_and_mode(path, "directory", &st)?;
+        check_parents(path)?;
         Ok(Some(Self {
             path: path.to_path_buf(),
             fd,
@@ -192,5 +243,63 @@ impl JournalDir {
     /// Make the directory's entries durable (a new or removed journal file).
     pub(crate) fn sync(&self) -> io::Result<()> {
         nix::unistd::fsync(self.fd.as_raw_fd()).map_err(io::Error::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 34: a symbolic link given as the journal directory was refused as "not a
+    /// directory"; the refusal now says what it is and where it leads.
+    #[test]
+    fn a_linked_journal_directory_is_refused_naming_the_link_and_its_target() {
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        for given in [link.clone(), link.join("")] {
+            let err = JournalDir::open(&given, false).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("it is a symbolic link to {}", real.display())),
+                "{err}"
+            );
+            assert!(err.contains("give the real directory"), "{err}");
+        }
+        let file = d.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let err = JournalDir::open(&file, false).unwrap_err().to_string();
+        assert!(err.contains("it is not a directory"), "{err}");
+    }
+
+    /// Issue 34: a journal directory in a directory others may write could be renamed
+    /// away, and `tame revert` then said "Nothing to revert" with the partition applied.
+    #[test]
+    fn a_journal_directory_whose_parent_others_may_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let open = d.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let journal = open.join("journal");
+        let err = JournalDir::open(&journal, true).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("its parent {} has mode 777", open.display()))
+                && err.contains("rename the journal away"),
+            "{err}"
+        );
+        // Sticky (as /tmp): others may not rename an entry that is not theirs.
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        JournalDir::open(&journal, true).unwrap().unwrap();
+        // Through a link whose target's parent others may write: refused as well.
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let safe = d.path().join("safe");
+        std::fs::create_dir(&safe).unwrap();
+        std::os::unix::fs::symlink(&open, safe.join("via")).unwrap();
+        let err = JournalDir::open(&safe.join("via/journal"), false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("has mode 777"), "{err}");
     }
 }

@@ -27,6 +27,9 @@ use super::JournalError;
 pub const LOCK_FILE: &str = "lock";
 /// How often a lock whose file was replaced meanwhile is tried again.
 const ATTEMPTS: usize = 16;
+/// How long a refused lock's file is read again while its holder has not yet written
+/// its name (it does so right after taking the lock).
+const NAME_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Who holds a journal: what its lock file says.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -39,24 +42,52 @@ pub struct Holder {
 
 impl Holder {
     fn me() -> Self {
-        let command = std::fs::read("/proc/self/cmdline")
-            .map(|b| {
-                String::from_utf8_lossy(&b)
-                    .replace(['\0', '\n'], " ")
-                    .trim()
-                    .chars()
-                    .take(200)
-                    .collect()
-            })
-            .unwrap_or_default();
         Self {
             pid: Some(std::process::id()),
-            command,
+            command: command_of("/proc/self/cmdline"),
             since: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .ok()
                 .map(|d| d.as_secs()),
         }
+    }
+
+    /// Who holds the lock on `file`: what the file says, read again for a moment while
+    /// it is empty (the holder writes its name just after taking the lock), else the
+    /// kernel's word (/proc/locks names the process holding a lock on the file's inode).
+    fn of(file: &mut File) -> Self {
+        let deadline = std::time::Instant::now() + NAME_WAIT;
+        loop {
+            let mut text = String::new();
+            let _ = file.rewind().and_then(|()| file.read_to_string(&mut text));
+            let h = Self::parse(&text);
+            if h.pid.is_some() {
+                return h;
+            }
+            if std::time::Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        Self::from_kernel(file).unwrap_or_default()
+    }
+
+    /// The holder of a `flock` on `file`'s inode, from /proc/locks.
+    fn from_kernel(file: &File) -> Option<Self> {
+        use std::os::fd::AsRawFd as _;
+        let st = nix::sys::stat::fstat(file.as_raw_fd()).ok()?;
+        let locks = std::fs::read_to_string("/proc/locks").ok()?;
+        let pid = locks_holder(
+            &locks,
+            nix::sys::stat::major(st.st_dev),
+            nix::sys::stat::minor(st.st_dev),
+            st.st_ino,
+        )?;
+        Some(Self {
+            pid: Some(pid),
+            command: command_of(&format!("/proc/{pid}/cmdline")),
+            since: None,
+        })
     }
 
     fn to_text(&self) -> String {
@@ -98,6 +129,34 @@ impl fmt::Display for Holder {
         }
         Ok(())
     }
+}
+
+/// A process's command line from its `cmdline` file, one line of at most 200 characters.
+fn command_of(cmdline: &str) -> String {
+    std::fs::read(cmdline)
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .replace(['\0', '\n'], " ")
+                .trim()
+                .chars()
+                .take(200)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The pid holding a FLOCK on inode `ino` of device `major:minor`, from the text of
+/// /proc/locks (`1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF`; waiters, marked `->`,
+/// hold nothing).
+fn locks_holder(locks: &str, major: u64, minor: u64, ino: u64) -> Option<u32> {
+    let want = format!("{major:02x}:{minor:02x}:{ino}");
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match fields.as_slice() {
+            [_, "FLOCK", _, _, pid, id, ..] if *id == want => pid.parse().ok(),
+            _ => None,
+        }
+    })
 }
 
 /// `YYYY-MM-DD HH:MM:SS UTC` for seconds since the epoch.
@@ -178,11 +237,9 @@ impl JournalLock {
                     });
                 }
                 Err((mut file, Errno::EWOULDBLOCK)) => {
-                    let mut text = String::new();
-                    let _ = file.rewind().and_then(|()| file.read_to_string(&mut text));
                     return Err(JournalError::Locked {
                         dir: dir.path().to_path_buf(),
-                        holder: Holder::parse(&text),
+                        holder: Holder::of(&mut file),
                     });
                 }
                 Err((_, e)) => return Err(io_err("lock", e.into())),
@@ -260,5 +317,36 @@ mod tests {
         drop(first);
         assert!(!dir.join(LOCK_FILE).exists(), "the holder removes it");
         JournalLock::acquire(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_kernels_lock_table_names_a_holder() {
+        let locks = "1: FLOCK  ADVISORY  WRITE 77 fd:01:99 0 EOF\n1: -> FLOCK  ADVISORY  WRITE 78 fd:01:1234 0 EOF\n2: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF\n3: POSIX  ADVISORY  WRITE 5 fd:01:7 0 EOF\n";
+        assert_eq!(locks_holder(locks, 0xfd, 1, 1234), Some(4242));
+        assert_eq!(
+            locks_holder(locks, 0xfd, 1, 7),
+            None,
+            "POSIX locks are not ours"
+        );
+        assert_eq!(locks_holder(locks, 0xfd, 2, 1234), None);
+    }
+
+    /// Issue 34: a second apply that found the lock taken but its file still empty (the
+    /// holder between its lock and its write, or one that never writes) named nobody.
+    #[test]
+    fn a_holder_that_has_not_written_its_name_is_named_all_the_same() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("j");
+        std::fs::create_dir(&dir).unwrap();
+        let file = File::create(dir.join(LOCK_FILE)).unwrap();
+        // A lock on its own open file: the kernel counts it as another holder's.
+        let _held = Flock::lock(file, FlockArg::LockExclusiveNonblock).unwrap();
+        let err = JournalLock::acquire(&dir).unwrap_err();
+        let JournalError::Locked { holder, .. } = &err else {
+            panic!("{err}");
+        };
+        assert_eq!(holder.pid, Some(std::process::id()), "{err}");
+        assert!(!holder.command.is_empty(), "{err}");
+        assert!(!err.to_string().contains("not yet written"), "{err}");
     }
 }

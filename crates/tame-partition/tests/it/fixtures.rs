@@ -1092,3 +1092,31 @@ fn watchdog_on_a_kernel_without_the_lockup_detectors_is_refused() {
         "{e}"
     );
 }
+
+/// Issue 34: a journal renamed away (its directory's parent writable by others) made
+/// `tame revert` say "Nothing to revert" and exit 0 with the partition still applied.
+/// Revert now notices tame's groups on the host and refuses, saying what to do.
+#[test]
+fn revert_without_the_journal_of_an_applied_partition_refuses_naming_its_groups() {
+    let f = v1_fixture();
+    let s = spec(MINIMAL_8);
+    apply(&f.root, &s, MINIMAL_8, &f.journal, None).unwrap();
+    let moved = f.journal.with_file_name("moved-away");
+    std::fs::rename(&f.journal, &moved).unwrap();
+    let err = revert(&f.root, &f.journal).unwrap_err();
+    assert!(
+        matches!(&err, ApplyError::AppliedWithoutJournal { groups, .. }
+            if groups.iter().any(|g| g == "/sys/fs/cgroup/cpuset/tame-rt")),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("give the --journal-dir it was applied with") && text.contains("tame-rt"),
+        "{text}"
+    );
+    assert!(tame_host::error::LayerError::is_bad_input(&err));
+    // With its journal back, revert undoes it, and then there is nothing to revert.
+    std::fs::rename(&moved, &f.journal).unwrap();
+    assert!(!revert(&f.root, &f.journal).unwrap().nothing_to_revert);
+    assert!(revert(&f.root, &f.journal).unwrap().nothing_to_revert);
+}

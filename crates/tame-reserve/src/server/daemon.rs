@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -286,6 +286,7 @@ fn take_lock(socket: &Path) -> Result<File> {
 
 /// Listen on `socket`: root's, group `gid` (None: root's group), mode 0660. The socket is
 /// made under umask 0177, so it is never open to others, not even for a moment.
+/// ([`tame_host::socket::bind`] says how a link swapped in is kept from being followed.)
 fn bind(socket: &Path, gid: Option<u32>) -> Result<UnixListener> {
     if let Some(dir) = socket.parent() {
         std::fs::create_dir_all(dir)
@@ -304,20 +305,10 @@ fn bind(socket: &Path, gid: Option<u32>) -> Result<UnixListener> {
         }
         Err(_) => {}
     }
-    // SAFETY: umask takes and returns a plain mode; no thread of ours makes files now.
-    let old = unsafe { libc::umask(0o177) };
-    let bound = UnixListener::bind(socket);
-    // SAFETY: as above.
-    unsafe { libc::umask(old) };
-    let listener =
-        bound.map_err(|e| io_failed(format!("cannot listen on {}", socket.display()), e))?;
-    let setup = std::os::unix::fs::chown(socket, None, gid)
-        .and_then(|()| std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o660)))
-        .and_then(|()| listener.set_nonblocking(true));
-    if let Err(e) = setup {
-        let _ = std::fs::remove_file(socket);
-        return Err(io_failed(format!("cannot set up {}", socket.display()), e));
-    }
+    // Made in a private directory and renamed into place: group and mode are never set
+    // by a path that someone who may write the directory could swap for a link.
+    let listener = tame_host::socket::bind(socket, gid, 0o660)
+        .map_err(|e| io_failed(format!("cannot listen on {}", socket.display()), e))?;
     Ok(listener)
 }
 

@@ -179,19 +179,19 @@ impl Policy {
             Some(p) => (p.to_path_buf(), true),
             None => (root.path(DEFAULT_POLICY), false),
         };
-        let text = match std::fs::read_to_string(&path) {
+        let text = match read_checked(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {
+            Err(Unread::Io(e)) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {
                 return Ok(Self::builtin())
             }
-            Err(e) => {
+            Err(Unread::Io(e)) => {
                 return Err(invalid(format!(
                     "cannot read the policy {}: {e} — give an existing file with --policy (see contrib/serve.toml)",
                     path.display()
                 )))
             }
+            Err(Unread::Refused(e)) => return Err(e),
         };
-        check_owner(&path)?;
         let accounts = root.accounts().unwrap_or_default();
         Self::parse(&path.display().to_string(), &text, &accounts)
     }
@@ -521,22 +521,56 @@ fn id_of(name: &str, lookup: impl Fn(&str) -> Option<u32>) -> Option<u32> {
     lookup(name).or_else(|| name.parse().ok())
 }
 
-/// Refuse a policy another user could have written.
-fn check_owner(path: &Path) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path)
-        .map_err(|e| invalid(format!("cannot read the policy {}: {e}", path.display())))?;
+/// Why [`read_checked`] gave no text: the file could not be read, or it was refused.
+enum Unread {
+    Io(std::io::Error),
+    Refused(crate::error::ReserveError),
+}
+
+/// The policy's text, read from the very file whose owner and mode were checked: one
+/// descriptor, opened without following a final symbolic link, inspected and read (a
+/// check by path and a read by path could each find a different file, swapped between).
+fn read_checked(path: &Path) -> std::result::Result<String, Unread> {
+    use std::io::Read as _;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let refuse =
+        |why: String| Unread::Refused(invalid(format!("the policy {} {why}", path.display())));
+    // O_NONBLOCK: a FIFO planted there must not hang the start; it is refused below.
+    let mut file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            let to = std::fs::read_link(path)
+                .map(|t| format!(" to {}", t.display()))
+                .unwrap_or_default();
+            return Err(refuse(format!(
+                "is a symbolic link{to}: give the file itself with --policy, so that its owner is the one checked"
+            )));
+        }
+        Err(e) => return Err(Unread::Io(e)),
+    };
+    let meta = file.metadata().map_err(Unread::Io)?;
+    if !meta.file_type().is_file() {
+        return Err(refuse(
+            "is not a regular file: give a policy file (see contrib/serve.toml)".into(),
+        ));
+    }
     // SAFETY: plain query without arguments.
     let euid = unsafe { libc::geteuid() };
     if (meta.uid() != 0 && meta.uid() != euid) || meta.mode() & 0o022 != 0 {
-        return Err(invalid(format!(
-            "the policy {} is owned by uid {} with mode {:o}: it must belong to root and be writable by nobody else (whoever can write it hands out real-time priority) — chown root {0}; chmod go-w {0}",
-            path.display(),
+        return Err(refuse(format!(
+            "is owned by uid {} with mode {:o}: it must belong to root and be writable by nobody else (whoever can write it hands out real-time priority) — chown root {2}; chmod go-w {2}",
             meta.uid(),
-            meta.mode() & 0o7777
+            meta.mode() & 0o7777,
+            path.display()
         )));
     }
-    Ok(())
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(Unread::Io)?;
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -838,5 +872,79 @@ max_slice = "100ms"
         assert!(!r.no_spec);
         assert_eq!(r.cpus.to_string(), "2-3,5");
         assert!(r.describe().contains("partitions 2-3"), "{}", r.describe());
+    }
+
+    /// Issue 34: the policy was read by path, then its owner checked by path — a file
+    /// swapped between the two ran. Now one descriptor is checked and read, and a
+    /// symbolic link (which an attacker can point anywhere, or repoint) is refused.
+    #[test]
+    fn a_policy_is_checked_and_read_through_one_descriptor_never_through_a_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path().join("root"));
+        let good = dir.path().join("good.toml");
+        std::fs::write(&good, "cap = \"50%\"\n").unwrap();
+        std::fs::set_permissions(&good, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(Policy::load(&root, Some(&good)).unwrap().cap_ppm, 500_000);
+
+        // A link to a root-owned, properly protected file is refused all the same: the
+        // link's target can be changed at any moment by whoever owns the directory.
+        let link = dir.path().join("link.toml");
+        std::os::unix::fs::symlink(&good, &link).unwrap();
+        let err = Policy::load(&root, Some(&link)).unwrap_err().to_string();
+        assert!(err.contains("is a symbolic link to"), "{err}");
+        assert!(err.contains("give the file itself"), "{err}");
+
+        // Writable by others: refused, and the text of that file is never used.
+        let open = dir.path().join("open.toml");
+        std::fs::write(&open, "cap = \"50%\"\n").unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let err = Policy::load(&root, Some(&open)).unwrap_err().to_string();
+        assert!(err.contains("writable by nobody else"), "{err}");
+
+        // A FIFO planted as the policy neither hangs the start nor is read.
+        let fifo = dir.path().join("fifo.toml");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string for the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let err = Policy::load(&root, Some(&fifo)).unwrap_err().to_string();
+        assert!(err.contains("is not a regular file"), "{err}");
+    }
+
+    /// The race itself: a file that is swapped, between loads, for a link to an
+    /// attacker's file and back, never yields the attacker's policy.
+    #[test]
+    fn a_policy_swapped_under_the_loader_never_yields_the_attackers_text() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path().join("root"));
+        let path = dir.path().join("serve.toml");
+        let good = dir.path().join("good.toml");
+        let evil = dir.path().join("evil.toml");
+        std::fs::write(&good, "cap = \"50%\"\n").unwrap();
+        std::fs::write(&evil, "cap = \"90%\"\n").unwrap();
+        // Group-writable: a policy the check must refuse, only reachable by a swap.
+        std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapper = {
+            let (stop, path, good, evil) = (stop.clone(), path.clone(), good.clone(), evil.clone());
+            let tmp = dir.path().join("tmp.toml");
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for from in [&good, &evil] {
+                        let _ = std::fs::remove_file(&tmp);
+                        std::fs::hard_link(from, &tmp).unwrap();
+                        std::fs::rename(&tmp, &path).unwrap();
+                    }
+                }
+            })
+        };
+        for _ in 0..20000 {
+            if let Ok(p) = Policy::load(&root, Some(&path)) {
+                assert_eq!(p.cap_ppm, 500_000, "the attacker's policy was loaded");
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        swapper.join().unwrap();
     }
 }
