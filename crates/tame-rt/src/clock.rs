@@ -20,24 +20,24 @@ pub enum ClockKind {
 /// Read CLOCK_MONOTONIC in nanoseconds.
 #[inline(always)]
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * NS_PER_SEC + ts.tv_nsec as u64
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// CPU time the calling thread has used, ns (CLOCK_THREAD_CPUTIME_ID): what a piece of
 /// work cost this thread, stolen time and preemption left out.
 pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// Read a clock that always exists on Linux, in nanoseconds.
+#[inline(always)]
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: ts is a valid, writable timespec; the thread CPU clock always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    // SAFETY: ts is a valid, writable timespec; callers pass only clocks Linux always has.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * NS_PER_SEC + ts.tv_nsec as u64
 }
 
