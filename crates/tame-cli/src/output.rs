@@ -24,6 +24,29 @@ pub fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
     print_out(&(tame_bench::json::pretty(value)? + "\n"))
 }
 
+/// Replace `path` with `text` at once, readable by all (node_exporter's textfile collector
+/// runs as another user): a reader sees the old text or the new, never half. Written to a
+/// new file of a random name beside it (created exclusively, so never through a link
+/// someone planted; `.tame-…tmp`, which the collector never reads), synced, renamed over
+/// the name — a link at `path` is replaced, not followed.
+pub fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tame-")
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
 /// Create an output file before anything runs, so an unwritable path is bad input.
 pub fn create(path: &Path, what: &str) -> anyhow::Result<File> {
     File::create(path).map_err(|e| {

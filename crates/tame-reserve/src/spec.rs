@@ -156,8 +156,9 @@ pub fn check_numbers(share_ppm: u64, period_ns: u64) -> Result<()> {
     }
     if share_ppm > PPM {
         return Err(invalid(format!(
-            "share {} is above 100 % — a CPU has no more; ask for at most the admission cap (90 % by default)",
-            percent(share_ppm)
+            "share {} is above 100 % — a CPU has no more; ask for at most the admission cap ({} by default)",
+            percent(share_ppm),
+            percent(DEFAULT_CAP_PPM)
         )));
     }
     if !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&period_ns) {

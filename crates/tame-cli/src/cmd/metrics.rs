@@ -4,9 +4,7 @@
 //! are an extra, and a port some other user took first must not keep the scheduling
 //! server (or the guard) from starting.
 
-use std::io::Write as _;
 use std::net::SocketAddr;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -212,30 +210,9 @@ fn unavailable(
     Ok(None)
 }
 
-/// Replace `path` with `text` at once: a reader sees the old figures or the new, never
-/// half. The temporary file is made new (never through a link someone planted) beside
-/// it; the rename replaces the name `path`, never what a link there points to.
+/// The file sink's write ([`crate::output::replace_file`]), its error as text.
 fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
-    let name = path.file_name().ok_or("names no file")?;
-    let tmp = path.with_file_name(format!(
-        ".{}.tame-{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&tmp);
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e.to_string());
-    }
-    Ok(())
+    crate::output::replace_file(path, text).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -300,36 +300,24 @@ impl Policy {
             };
             let max_period_ns = above_zero(&r.max_period, "max_period")?;
             let max_slice_ns = above_zero(&r.max_slice, "max_slice")?;
-            let count = |field: &Option<Spanned<i64>>, name: &str, default: usize, most: usize| {
+            // Both bounded by what the watchdog watches: every reservation has a thread.
+            let count = |field: &Option<Spanned<i64>>, name: &str, default: usize| {
                 let Some(v) = field else {
                     return Ok(default);
                 };
                 match usize::try_from(*v.get_ref()) {
-                    Ok(n) if (1..=most).contains(&n) => Ok(n),
+                    Ok(n) if (1..=MAX_WATCHED).contains(&n) => Ok(n),
                     _ => Err(at(
                         v.span(),
-                        format!(
-                            "{name} must be a whole number from 1 to {most}{}",
-                            if name == "max_threads" {
-                                " (the server watches at most that many client threads)"
-                            } else {
-                                ""
-                            }
-                        ),
+                        format!("{name} must be a whole number from 1 to {MAX_WATCHED} (the server watches at most {MAX_WATCHED} client threads)"),
                     )),
                 }
             };
-            let max_threads = count(
-                &r.max_threads,
-                "max_threads",
-                DEFAULT_MAX_THREADS,
-                MAX_WATCHED,
-            )?;
+            let max_threads = count(&r.max_threads, "max_threads", DEFAULT_MAX_THREADS)?;
             let max_reservations = count(
                 &r.max_reservations,
                 "max_reservations",
                 DEFAULT_MAX_RESERVATIONS,
-                MAX_WATCHED,
             )?;
             policy.rules.push(Rule {
                 name,

@@ -216,10 +216,8 @@ impl<'a> Loop<'a> {
             self.count_budgets();
             let decision = self.edf.decide_late(now);
             if decision.run != self.running {
-                if decision.run.is_some() || self.running.is_some() {
-                    // Threads that exited since the last look are never touched.
-                    self.drop_exited_threads();
-                }
+                // Threads that exited since the last look are never touched.
+                self.drop_exited_threads();
                 if let Some(pid) = self.running {
                     self.set_client(pid, &waiting());
                 }
@@ -301,18 +299,17 @@ impl<'a> Loop<'a> {
         let root = &self.s.root;
         let mut live = Vec::with_capacity(client.threads.len());
         for t in &client.threads {
-            let exit = self
-                .exits
-                .as_ref()
-                .and_then(|_| root.thread_pidfd(t.tid).ok());
+            let exit = self.exits.as_ref().and_then(|epoll| {
+                let fd = root.thread_pidfd(t.tid).ok()?;
+                epoll.add(&fd, key(t.pid, t.tid)).ok()?;
+                Some(fd)
+            });
+            // Looked at after opening: a descriptor of a thread that is no longer the
+            // admitted one is closed here (and leaves the epoll set with it).
             if !t.is_same(root) {
                 self.s.watchdog.forget(t.tid);
                 continue;
             }
-            let exit = match (exit, &self.exits) {
-                (Some(fd), Some(epoll)) if epoll.add(&fd, key(t.pid, t.tid)).is_ok() => Some(fd),
-                _ => None,
-            };
             live.push(Watched {
                 thread: t.clone(),
                 exit,
@@ -326,15 +323,16 @@ impl<'a> Loop<'a> {
         let Some(epoll) = &self.exits else {
             return;
         };
+        // Empty (no allocation) unless a thread exited.
         let mut keys = Vec::new();
         epoll.drain(&mut keys);
+        let setup = self.s;
         for k in keys {
             let (pid, tid) = ((k >> 32) as u32, k as u32);
-            let watchdog = self.s.watchdog.clone();
             if let Some(t) = self.find(pid) {
                 // Closing the descriptor takes it out of the epoll set.
                 t.live.retain(|w| w.thread.tid != tid);
-                watchdog.forget(tid);
+                setup.watchdog.forget(tid);
             }
         }
     }
@@ -389,15 +387,18 @@ impl<'a> Loop<'a> {
     /// wall-clock slices would give ~10 % too much here, CPU-time accounting gives the share.
     fn count_budgets(&mut self) {
         let root = &self.s.root;
-        for job in self.edf.jobs().to_vec() {
-            let Some(t) = self.tracked.iter_mut().find(|t| t.pid() == job.pid) else {
+        // By index: set_used changes the jobs read here (and no copy is made per wake-up).
+        for i in 0..self.edf.jobs().len() {
+            let job = &self.edf.jobs()[i];
+            let (pid, release_ns, runtime_ns) = (job.pid, job.next_release_ns, job.runtime_ns);
+            let Some(t) = self.tracked.iter_mut().find(|t| t.pid() == pid) else {
                 continue;
             };
-            let Ok(exec) = root.process_cpu_time_ns(job.pid) else {
+            let Ok(exec) = root.process_cpu_time_ns(pid) else {
                 continue;
             };
-            let used = t.account.used(job.next_release_ns, exec, job.runtime_ns);
-            self.edf.set_used(job.pid, used);
+            let used = t.account.used(release_ns, exec, runtime_ns);
+            self.edf.set_used(pid, used);
         }
     }
 
@@ -405,8 +406,8 @@ impl<'a> Loop<'a> {
     /// charged to the client.
     fn set_client(&mut self, pid: u32, s: &ThreadSched) {
         let took = thread_cpu_ns();
-        let root = self.s.root.clone();
-        let watchdog = self.s.watchdog.clone();
+        let setup = self.s;
+        let (root, watchdog) = (&setup.root, &setup.watchdog);
         let Some(t) = self.find(pid) else {
             return;
         };
@@ -417,7 +418,7 @@ impl<'a> Loop<'a> {
                 Some(_) => root
                     .set_thread_sched(w.thread.tid, s)
                     .map_err(SetError::from_io),
-                None => w.thread.set_sched(&root, s),
+                None => w.thread.set_sched(root, s),
             };
             if let Err(SetError::Gone) = set {
                 watchdog.forget(w.thread.tid);

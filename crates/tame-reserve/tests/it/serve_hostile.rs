@@ -773,19 +773,10 @@ fn the_watchdog_outlives_a_kill_of_the_servers_process_group() {
     );
 }
 
-/// CPU time of every thread of `pid` (schedstat, ns).
-fn cpu_time_ns(pid: u32) -> u64 {
-    let root = tame_host::Root::system();
-    let proc = root.process(pid);
-    proc.threads()
-        .into_iter()
-        .filter_map(|tid| proc.task(tid).schedstat().ok())
-        .map(|s| s.run_ns)
-        .sum()
-}
-
 /// Share of `window` each process got, in per mille (CPU time over wall time).
 fn shares_per_mille(pids: &[u32], window: Duration) -> Vec<u64> {
+    let root = tame_host::Root::system();
+    let cpu_time_ns = |pid: u32| root.process_cpu_time_ns(pid).unwrap();
     let before: Vec<u64> = pids.iter().map(|&p| cpu_time_ns(p)).collect();
     let start = Instant::now();
     std::thread::sleep(window);

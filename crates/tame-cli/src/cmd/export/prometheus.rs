@@ -3,8 +3,6 @@
 //! With `-o` the file is replaced atomically — written beside it under a name the textfile
 //! collector ignores, then renamed — so node_exporter never reads half a file.
 
-use std::io::Write as _;
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use tame_prometheus::Options;
@@ -41,14 +39,8 @@ pub fn run(_ctx: &Context, args: PrometheusArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// Write `text` to `path` through a temporary file in the same directory and a rename.
+/// Write `text` to `path` at once ([`crate::output::replace_file`]).
 fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
-    let unwritable = |e: std::io::Error| {
-        bad_input(format!(
-            "cannot write {}: {e} — choose a file in a writable directory (node_exporter's --collector.textfile.directory)",
-            path.display()
-        ))
-    };
     if path.is_dir() {
         return Err(bad_input(format!(
             "{} is a directory — name the file to write in it, e.g. {}",
@@ -56,22 +48,10 @@ fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
             path.join("tame.prom").display()
         )));
     }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    // `.tame-…tmp`: not `*.prom`, so the collector never reads the file being written.
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tame-export-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(unwritable)?;
-    tmp.write_all(text.as_bytes()).map_err(unwritable)?;
-    tmp.as_file().sync_all().map_err(unwritable)?;
-    // The collector runs as another user (prometheus): the file is readable by all.
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))
-        .map_err(unwritable)?;
-    tmp.persist(path).map_err(|e| unwritable(e.error))?;
-    Ok(())
+    crate::output::replace_file(path, text).map_err(|e| {
+        bad_input(format!(
+            "cannot write {}: {e} — choose a file in a writable directory (node_exporter's --collector.textfile.directory)",
+            path.display()
+        ))
+    })
 }
