@@ -30,6 +30,7 @@ pub mod power;
 pub mod privilege;
 pub mod process;
 pub mod reader;
+pub mod regular_file;
 pub mod resctrl;
 pub mod root;
 pub mod sched;

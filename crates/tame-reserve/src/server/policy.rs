@@ -181,12 +181,10 @@ impl Policy {
         };
         let text = match read_checked(&path) {
             Ok(t) => t,
-            Err(Unread::Io(e)) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {
-                return Ok(Self::builtin())
-            }
-            Err(Unread::Io(e)) => {
+            Err(Unread::Missing) if !must_exist => return Ok(Self::builtin()),
+            Err(Unread::Missing) => {
                 return Err(invalid(format!(
-                    "cannot read the policy {}: {e} — give an existing file with --policy (see contrib/serve.toml)",
+                    "cannot read the policy {}: there is no such file — give an existing file with --policy (see contrib/serve.toml)",
                     path.display()
                 )))
             }
@@ -509,9 +507,12 @@ fn id_of(name: &str, lookup: impl Fn(&str) -> Option<u32>) -> Option<u32> {
     lookup(name).or_else(|| name.parse().ok())
 }
 
-/// Why [`read_checked`] gave no text: the file could not be read, or it was refused.
+/// A policy is a few KiB; anything bigger is not one.
+const MAX_POLICY_FILE: u64 = 1 << 20;
+
+/// Why [`read_checked`] gave no text: there is no file, or it was refused.
 enum Unread {
-    Io(std::io::Error),
+    Missing,
     Refused(crate::error::ReserveError),
 }
 
@@ -519,18 +520,14 @@ enum Unread {
 /// descriptor, opened without following a final symbolic link, inspected and read (a
 /// check by path and a read by path could each find a different file, swapped between).
 fn read_checked(path: &Path) -> std::result::Result<String, Unread> {
-    use std::io::Read as _;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::fs::MetadataExt;
+    use tame_host::regular_file::{self, Unreadable};
     let refuse =
         |why: String| Unread::Refused(invalid(format!("the policy {} {why}", path.display())));
-    // O_NONBLOCK: a FIFO planted there must not hang the start; it is refused below.
-    let mut file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+    let (text, meta) = match regular_file::read(path, MAX_POLICY_FILE) {
+        Ok(read) => read,
+        Err(Unreadable::Gone) => return Err(Unread::Missing),
+        Err(Unreadable::Link) => {
             let to = std::fs::read_link(path)
                 .map(|t| format!(" to {}", t.display()))
                 .unwrap_or_default();
@@ -538,14 +535,17 @@ fn read_checked(path: &Path) -> std::result::Result<String, Unread> {
                 "is a symbolic link{to}: give the file itself with --policy, so that its owner is the one checked"
             )));
         }
-        Err(e) => return Err(Unread::Io(e)),
+        Err(why @ Unreadable::Special(_)) => {
+            return Err(refuse(format!(
+                "{why}: give a policy file (see contrib/serve.toml)"
+            )))
+        }
+        Err(why) => {
+            return Err(refuse(format!(
+                "{why} — give a readable policy file with --policy (see contrib/serve.toml)"
+            )))
+        }
     };
-    let meta = file.metadata().map_err(Unread::Io)?;
-    if !meta.file_type().is_file() {
-        return Err(refuse(
-            "is not a regular file: give a policy file (see contrib/serve.toml)".into(),
-        ));
-    }
     // SAFETY: plain query without arguments.
     let euid = unsafe { libc::geteuid() };
     if (meta.uid() != 0 && meta.uid() != euid) || meta.mode() & 0o022 != 0 {
@@ -556,8 +556,6 @@ fn read_checked(path: &Path) -> std::result::Result<String, Unread> {
             path.display()
         )));
     }
-    let mut text = String::new();
-    file.read_to_string(&mut text).map_err(Unread::Io)?;
     Ok(text)
 }
 
@@ -896,7 +894,18 @@ max_slice = "100ms"
         // SAFETY: a valid C string for the call.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
         let err = Policy::load(&root, Some(&fifo)).unwrap_err().to_string();
-        assert!(err.contains("is not a regular file"), "{err}");
+        assert!(
+            err.contains("is a FIFO, not a regular file: give a policy file"),
+            "{err}"
+        );
+        // A --policy that does not exist is an error; the default file may be absent.
+        let err = Policy::load(&root, Some(&dir.path().join("none.toml")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("there is no such file — give an existing file"),
+            "{err}"
+        );
     }
 
     /// The race itself: a file that is swapped, between loads, for a link to an
