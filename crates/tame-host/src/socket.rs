@@ -70,6 +70,29 @@ pub fn bind(path: &Path, gid: Option<u32>, mode: u32) -> io::Result<UnixListener
     Ok(listener)
 }
 
+/// Make way for a new socket at `path`: a socket nobody listens on (left by a process
+/// that died) is removed; one something listens on is AddrInUse; anything else there
+/// (a file, a link someone planted) is AlreadyExists and stays.
+pub fn remove_stale(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt as _;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    "something already listens there",
+                ));
+            }
+            std::fs::remove_file(path)
+        }
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "it exists and is not a socket",
+        )),
+        Err(_) => Ok(()),
+    }
+}
+
 /// The socket's name inside the private directory.
 const SOCKET: &str = "s";
 
@@ -157,6 +180,29 @@ fn bind_in(private: &OwnedFd, gid: Option<u32>, mode: u32) -> io::Result<UnixLis
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn only_a_socket_nobody_listens_on_makes_way() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("s");
+        let listening = UnixListener::bind(&path).unwrap();
+        let e = remove_stale(&path).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+        drop(listening);
+        remove_stale(&path).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&path).is_err(),
+            "the stale socket is gone"
+        );
+        remove_stale(&path).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", &path).unwrap();
+        let e = remove_stale(&path).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+        assert!(
+            std::fs::symlink_metadata(&path).unwrap().is_symlink(),
+            "a link stays"
+        );
+    }
     use super::*;
     use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
     use std::os::unix::net::UnixStream;

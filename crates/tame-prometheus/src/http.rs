@@ -50,24 +50,7 @@ pub fn bind(addr: SocketAddr) -> io::Result<(TcpListener, SocketAddr)> {
 /// ([`tame_host::socket::bind`]). A stale socket there (nobody listening) is replaced;
 /// anything else there is refused.
 pub fn bind_unix(path: &Path, gid: Option<u32>) -> io::Result<UnixListener> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) => {
-            if UnixStream::connect(path).is_ok() {
-                return Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    "something already listens there",
-                ));
-            }
-            std::fs::remove_file(path)?;
-        }
-        Ok(_) => {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                "it exists and is not a socket",
-            ))
-        }
-        Err(_) => {}
-    }
+    tame_host::socket::remove_stale(path)?;
     let mode = if gid.is_some() { 0o660 } else { 0o600 };
     tame_host::socket::bind(path, gid, mode)
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -293,18 +293,12 @@ fn bind(socket: &Path, gid: Option<u32>) -> Result<UnixListener> {
             .map_err(|e| io_failed(format!("cannot create {}", dir.display()), e))?;
     }
     // validate() found nobody listening: a socket there is stale. Anything else is not ours.
-    match std::fs::symlink_metadata(socket) {
-        Ok(m) if m.file_type().is_socket() => {
-            let _ = std::fs::remove_file(socket);
-        }
-        Ok(_) => {
-            return Err(invalid(format!(
-                "{} exists and is not a socket — remove it or give another --socket",
-                socket.display()
-            )))
-        }
-        Err(_) => {}
-    }
+    tame_host::socket::remove_stale(socket).map_err(|e| {
+        invalid(format!(
+            "{}: {e} — remove it or give another --socket",
+            socket.display()
+        ))
+    })?;
     // Made in a private directory and renamed into place: group and mode are never set
     // by a path that someone who may write the directory could swap for a link.
     let listener = tame_host::socket::bind(socket, gid, 0o660)
