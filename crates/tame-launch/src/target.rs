@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use tame_host::accounts::Accounts;
+use tame_host::cpulist::UnusableCpus;
 use tame_host::kernel::BootIsolation;
 use tame_host::{CpuList, Root};
 pub use tame_partition::PartitionCgroup;
@@ -147,9 +148,7 @@ pub fn resolve(root: &Root, req: &TargetRequest, caller: &Caller) -> Result<Targ
     };
     if cgroup.is_none() {
         // Without a partition cgroup to join, the program inherits tame's own CPUs.
-        let allowed = CpuList::from_cpus(sched::allowed_cpus());
-        cpus.check_usable(&online, &allowed)
-            .map_err(|e| invalid(e.to_string()))?;
+        check_usable(root, &req.journal_dir, &cpus, &online, "-p")?;
     } else {
         let offline = cpus.difference(&online);
         if !offline.is_empty() {
@@ -248,6 +247,76 @@ pub fn applied(journal_dir: &Path, root: &Root) -> Result<Applied, LaunchError> 
                 journal_dir.display()
             ))
         })
+}
+
+/// `cpus` as CPUs this process may place a thread or program on: some, online and within
+/// its cpuset — or why not. A CPU outside it that an applied partition (journal in
+/// `journal_dir`) holds is named with its partition and how to go there (`use` is the
+/// option that picks a partition, `-p`), not as a cpuset to run tame from.
+pub fn check_usable(
+    root: &Root,
+    journal_dir: &Path,
+    cpus: &CpuList,
+    online: &CpuList,
+    use_option: &str,
+) -> Result<(), LaunchError> {
+    let allowed = CpuList::from_cpus(sched::allowed_cpus());
+    let e = match cpus.check_usable(online, &allowed) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    if let UnusableCpus::NotAllowed { refused, .. } = &e {
+        let applied = Applied::read(root, journal_dir).ok().flatten();
+        if let Some(p) = applied.as_ref().and_then(|a| a.holding(refused)) {
+            return Err(invalid(in_partition(refused, &p.name, use_option)));
+        }
+    }
+    Err(invalid(e.to_string()))
+}
+
+/// Why CPUs of partition `name` are not this process's to use, and what to do.
+pub fn in_partition(cpus: &CpuList, name: &str, use_option: &str) -> String {
+    let (which, verb) = if cpus.len() == 1 {
+        ("CPU", "belongs")
+    } else {
+        ("CPUs", "belong")
+    };
+    format!(
+        "{which} {cpus} {verb} to partition {name:?}, which tame apply gave a cpuset of its own (tame runs outside it) — use {use_option} {name}"
+    )
+}
+
+/// Where a program started for work on `cpus` goes: on those CPUs, and, where they lie
+/// outside this process's cpuset in an applied partition (journal in `journal_dir`), in
+/// that partition's cgroup — if `caller` may use it. `tame reserve -- PROG` places its
+/// program this way, so a reservation on a partition's CPU needs no `tame run -p` around it.
+pub fn placement_on(
+    root: &Root,
+    journal_dir: &Path,
+    cpus: &CpuList,
+    caller: &Caller,
+) -> Result<crate::spawn::Placement, LaunchError> {
+    let placement = crate::spawn::Placement::on_cpus(cpus.clone());
+    let online = root.cpus_online().map_err(|e| failed(e.to_string()))?;
+    let allowed = CpuList::from_cpus(sched::allowed_cpus());
+    match cpus.check_usable(&online, &allowed) {
+        Ok(()) => return Ok(placement),
+        Err(UnusableCpus::NotAllowed { .. }) => {}
+        Err(e) => return Err(invalid(e.to_string())),
+    }
+    let applied = Applied::read(root, journal_dir).map_err(LaunchError::from_layer)?;
+    let Some((applied, p)) = applied
+        .as_ref()
+        .and_then(|a| a.holding(cpus).map(|p| (a, p)))
+    else {
+        // No partition holds them all: the refusal says which CPUs tame may use.
+        return check_usable(root, journal_dir, cpus, &online, "-p").map(|()| placement);
+    };
+    let target = partition_target(root, applied, &p.name, caller)?;
+    Ok(crate::spawn::Placement {
+        cgroup_procs: Some(target.cgroup.procs()),
+        ..placement
+    })
 }
 
 /// Partition `name` of the applied ones (read from the journal in `journal_dir`), if
@@ -707,6 +776,50 @@ group = "rtgroup"
         req.cpus = Some(String::new());
         let err = invalid_text(h.resolve(&req, &root_caller()));
         assert!(err.starts_with("the CPU list is empty"), "{err}");
+    }
+
+    #[test]
+    fn a_cpu_of_an_applied_partition_is_named_with_the_partition_and_joined_through_it() {
+        let h = Host::new(CgroupVersion::V1, "quiet");
+        let mine = usable_cpu();
+        let theirs = if mine == 3 { 2 } else { 3 };
+        // tame runs on one CPU, as after tame apply: the partition's CPUs are outside it.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                sched::pin_current_thread(mine).unwrap();
+                let mut req = cpus_request(&h, theirs);
+                req.shared_ok = true;
+                let err = invalid_text(h.resolve(&req, &root_caller()));
+                assert!(
+                    err.contains(&format!("CPU {theirs} belongs to partition \"rt\""))
+                        && err.ends_with("use -p rt"),
+                    "{err}"
+                );
+                let jd = h.journal_dir();
+                let on = |cpu: u32, caller: &Caller| {
+                    placement_on(&h.root, &jd, &CpuList::from_cpus([cpu]), caller)
+                };
+                let placed = on(theirs, &root_caller()).unwrap();
+                assert!(
+                    placed
+                        .cgroup_procs
+                        .as_deref()
+                        .is_some_and(|p| p.ends_with("/tame-rt/cgroup.procs")),
+                    "{placed:?}"
+                );
+                assert_eq!(placed.cpus.to_string(), theirs.to_string());
+                assert_eq!(on(mine, &root_caller()).unwrap().cgroup_procs, None);
+                // Joining a partition is allowed only to whom its spec names.
+                let err = invalid_text(on(theirs, &user(BOB, &[BOB])));
+                assert!(err.contains("partition \"rt\" admits user alice"), "{err}");
+                // A CPU no partition holds: the cpuset tame runs in is the reason.
+                let err = invalid_text(on(5, &root_caller()));
+                assert!(
+                    err.contains("CPU 5 is online but this process may not run there"),
+                    "{err}"
+                );
+            });
+        });
     }
 
     #[test]

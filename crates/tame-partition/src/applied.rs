@@ -223,6 +223,13 @@ impl Applied {
             .collect()
     }
 
+    /// The partition whose CPUs include every one of `cpus`, if one does.
+    pub fn holding(&self, cpus: &CpuList) -> Option<&AppliedPartition> {
+        self.partitions
+            .iter()
+            .find(|p| !cpus.is_empty() && cpus.is_subset(&p.cpus))
+    }
+
     /// The names of every applied partition.
     pub fn names(&self) -> Vec<&str> {
         self.partitions.iter().map(|p| p.name.as_str()).collect()

@@ -103,6 +103,8 @@ pub fn open(kind: spec::Backend, at: &Places) -> Box<dyn Backend> {
     match kind {
         spec::Backend::Server => Box::new(Server {
             socket: at.socket.clone(),
+            root: at.root.clone(),
+            journal_dir: at.state_dir.clone(),
         }),
         spec::Backend::Deadline => Box::new(Deadline {
             root: at.root.clone(),
@@ -115,9 +117,28 @@ pub fn open(kind: spec::Backend, at: &Places) -> Box<dyn Backend> {
     }
 }
 
-/// The user-space scheduling server: pins, so it needs a CPU (default the highest online).
+/// The user-space scheduling server: pins, so it needs a CPU (default the highest CPU of
+/// the applied isolated and shared partitions, else the highest online).
 struct Server {
     socket: PathBuf,
+    root: Root,
+    /// Where tame apply's journal says which partitions are applied.
+    journal_dir: PathBuf,
+}
+
+impl Server {
+    /// The highest CPU the applied spec's isolated and shared partitions hold: the server
+    /// hands out only those (and CPUs isolated at boot), never the system partition's.
+    fn partition_cpu(&self) -> Option<u32> {
+        use tame_partition::spec::Role;
+        let applied = tame_partition::Applied::read(&self.root, &self.journal_dir)
+            .ok()
+            .flatten()?;
+        applied
+            .cpus_of(Role::Isolated)
+            .union(&applied.cpus_of(Role::Shared))
+            .last()
+    }
 }
 
 impl Backend for Server {
@@ -126,7 +147,9 @@ impl Backend for Server {
     }
 
     fn cpu(&self, asked: Option<u32>, limits: &Limits) -> Result<Option<u32>> {
-        Ok(asked.or_else(|| limits.online.last().copied()))
+        Ok(asked
+            .or_else(|| self.partition_cpu())
+            .or_else(|| limits.online.last().copied()))
     }
 
     fn cap_ppm(&self, _limits: &Limits) -> u64 {

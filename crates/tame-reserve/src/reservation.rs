@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use serde::Serialize;
 use tame_host::{CpuList, Root};
 use tame_launch::spawn::{self, Exited, Launched, Placement};
+use tame_launch::target::Caller;
 use tame_rt::duration::format_ns;
 
 use crate::backend::{self, Backend, Listing, Places};
@@ -172,14 +173,23 @@ pub fn unreserved_why(backend: spec::Backend) -> &'static str {
 
 /// Start `argv` with `req` in place from its first instruction: the child is placed on the
 /// backend's CPUs and held before exec until the reservation holds. Refused, it never runs.
+/// A CPU asked for that lies in an applied partition (the journal in `at.state_dir`) puts
+/// the child in that partition's cgroup, where the caller may use it.
 pub fn start<'a>(
     backend: &'a dyn Backend,
-    root: &Root,
+    at: &Places,
     req: &Request,
     limits: &Limits,
     argv: &[OsString],
 ) -> Result<Running<'a>> {
-    let placement = Placement::on_cpus(CpuList::from_cpus(backend.program_cpus(req, limits)));
+    let cpus = CpuList::from_cpus(backend.program_cpus(req, limits));
+    let placement = match req.cpu {
+        Some(_) => {
+            tame_launch::target::placement_on(&at.root, &at.state_dir, &cpus, &Caller::current())?
+        }
+        // Every CPU: the kernel keeps the child within the cpuset it starts in.
+        None => Placement::on_cpus(cpus),
+    };
     let held = spawn::spawn_held(&placement, argv)?;
     let pid = held.pid();
     // On an error `held` is dropped: the child gives up before exec.
@@ -187,7 +197,7 @@ pub fn start<'a>(
     match held.go() {
         Ok(launched) => Ok(Running {
             backend,
-            root: root.clone(),
+            root: at.root.clone(),
             launched,
             pid,
         }),
@@ -318,6 +328,15 @@ mod tests {
             "the server pins to the highest online CPU"
         );
         assert_eq!(server.program_cpus(&req, &limits()), vec![1]);
+        // With a spec applied, the highest CPU of its isolated and shared partitions: the
+        // system partition's are never handed out.
+        let mut journal = tame_host::journal::Journal::open(&at.root, &at.state_dir).unwrap();
+        let spec = "[[partition]]\nname = \"system\"\ncpus = \"1\"\nrole = \"system\"\n\n[[partition]]\nname = \"rt\"\ncpus = \"0\"\nrole = \"isolated\"\n";
+        journal
+            .note(tame_partition::apply::SPEC_NOTE, spec.as_bytes())
+            .unwrap();
+        let req = request(&*server, 250_000, 40_000_000, None, &limits()).unwrap();
+        assert_eq!(req.cpu, Some(0), "the server pins to the partition's CPU");
         let e = request(&*server, 950_000, 40_000_000, None, &limits()).unwrap_err();
         assert!(e.to_string().contains("cap of 90 %"), "{e}");
 
@@ -482,7 +501,11 @@ mod tests {
             ..limits()
         };
         let argv: Vec<OsString> = ["sh", "-c", script].iter().map(OsString::from).collect();
-        start(&backend, &Root::system(), &req, &limits, &argv)
+        let at = Places {
+            root: Root::system(),
+            ..places(std::path::Path::new("/nonexistent"))
+        };
+        start(&backend, &at, &req, &limits, &argv)
             .unwrap()
             .wait()
             .unwrap()

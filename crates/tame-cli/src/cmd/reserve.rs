@@ -26,8 +26,10 @@ pub struct ReserveArgs {
     /// Period the share holds in, e.g. 40ms (1 ms … 10 s).
     #[arg(long)]
     period: Option<String>,
-    /// The CPU (server: default the highest online CPU; cgroup: pins the process there;
-    /// deadline: refused — SCHED_DEADLINE cannot pin outside an exclusive cpuset).
+    /// The CPU (server: default the highest CPU of the applied isolated and shared
+    /// partitions, else the highest online; a program started for a partition's CPU is
+    /// placed in that partition; cgroup: pins the process there; deadline: refused —
+    /// SCHED_DEADLINE cannot pin outside an exclusive cpuset).
     #[arg(long)]
     cpu: Option<u32>,
     /// server (tame serve), deadline (SCHED_DEADLINE) or cgroup (a bandwidth cap, not a guarantee).
@@ -49,7 +51,8 @@ pub struct ReserveArgs {
     #[arg(long, default_value = srv::DEFAULT_SOCKET)]
     socket: PathBuf,
     // The default is below --root (Context::journal_dir); the help shows it as before.
-    /// Where cgroup reservations keep their journals [default: /var/lib/tame]
+    /// Where tame apply's journal says which partitions are applied, and where cgroup
+    /// reservations keep their journals [default: /var/lib/tame]
     #[arg(long)]
     state_dir: Option<PathBuf>,
     /// Print the result as JSON (the reservation made or released, the list, or the analysis).
@@ -111,7 +114,7 @@ pub fn run(ctx: &Context, args: ReserveArgs) -> anyhow::Result<i32> {
         }
         None => {
             // The program runs only once the reservation holds; its exit code is ours.
-            let running = reservation::start(&*backend, &ctx.root, &req, &limits, &args.command)?;
+            let running = reservation::start(&*backend, &at, &req, &limits, &args.command)?;
             let pid = running.pid();
             print_made(&Made::new(&*backend, &req, pid, &limits), args.json)?;
             let ended = running.wait()?;

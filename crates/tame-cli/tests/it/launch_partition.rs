@@ -3,6 +3,7 @@
 //! machine, so it must not run beside other tests.
 
 use crate::common::{have_program, isolate_last_cpu, require, tame, Killed};
+use crate::serve_metrics::{serve_until_listening, stop_server};
 
 use std::process::Command;
 
@@ -203,4 +204,93 @@ fn bench_ipc_in_a_partition_of_one_cpu(jd: &str, cpu: &str) {
         err.contains("the timing CPU 0 is not in partition \"lrt\""),
         "{err}"
     );
+}
+
+/// The reservation server serves a partition's CPU, the flow docs/reserve.md shows: started
+/// after tame apply it runs in the system partition, its thread for the partition's CPU
+/// joins the partition's cgroup, and `tame reserve -- PROG` (no --cpu: the partition's CPU)
+/// starts PROG inside the partition. A running process outside the partition is refused
+/// naming it and how to move it; moved there, it is reserved. Commands given that CPU
+/// without -p name the partition to use.
+#[test]
+fn a_reservation_on_a_partition_cpu_and_messages_that_name_the_partition() {
+    let _machine = tame_testing::serial::module(module_path!());
+    let Some(isolated) = isolate_last_cpu("lrs") else {
+        return;
+    };
+    let (dir, jd, cpu) = (&isolated.dir, isolated.journal.as_str(), &isolated.cpu);
+    let socket = dir.path().join("serve.sock");
+    let s = socket.to_str().unwrap();
+    // Declared after the partition: stopped before it is reverted.
+    let (server, _rx, _said) = serve_until_listening(&["--socket", s, "--journal-dir", jd]);
+    let server_pid = server.0.id();
+    let reserve = |extra: &[&str]| {
+        let mut args = vec![
+            "reserve",
+            "--socket",
+            s,
+            "--state-dir",
+            jd,
+            "--share",
+            "25%",
+            "--period",
+            "40ms",
+        ];
+        args.extend_from_slice(extra);
+        tame(&args)
+    };
+
+    let out = dir.path().join("placed");
+    let script = format!(
+        "cat /proc/self/cpuset > {0}; grep Cpus_allowed_list /proc/self/status >> {0}",
+        out.display()
+    );
+    let o = reserve(&["--", "sh", "-c", &script]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.starts_with("/tame-lrs\n"), "{text}");
+    assert!(text.trim_end().ends_with(&format!("\t{cpu}")), "{text}");
+    // The server's scheduler thread for the CPU is in the partition's cgroup.
+    let members = std::fs::read_to_string("/sys/fs/cgroup/cpuset/tame-lrs/tasks").unwrap();
+    assert!(
+        members
+            .lines()
+            .any(|tid| std::path::Path::new(&format!("/proc/{server_pid}/task/{tid}")).exists()),
+        "no thread of the server in the partition: {members:?}"
+    );
+
+    let sleeper = Killed(Command::new("sleep").arg("30").spawn().unwrap());
+    let pid = sleeper.0.id().to_string();
+    let o = reserve(&["--cpu", cpu, "--pid", &pid]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the CPU belongs to partition \"lrs\" and the process runs outside it")
+            && err.contains(&format!("tame detach {pid} -p lrs")),
+        "{err}"
+    );
+    let o = tame(&["detach", &pid, "-p", "lrs", "--journal-dir", jd]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = reserve(&["--cpu", cpu, "--pid", &pid]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = tame(&["reserve", "--socket", s, "--release", &pid]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    stop_server(server);
+
+    // A partition's CPU given without -p: the partition is named, with the option to use.
+    let sleeper2 = Killed(Command::new("sleep").arg("30").spawn().unwrap());
+    let pid2 = sleeper2.0.id().to_string();
+    for args in [
+        vec!["run", "--cpu", cpu, "--journal-dir", jd, "--", "true"],
+        vec!["detach", &pid2, "--cpus", cpu, "--journal-dir", jd],
+    ] {
+        let o = tame(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("CPU {cpu} belongs to partition \"lrs\""))
+                && err.contains("use -p lrs"),
+            "{args:?}: {err}"
+        );
+    }
 }

@@ -383,7 +383,9 @@ fn a_metrics_port_in_use_is_bad_input_and_leaves_nothing() {
 
 /// `tame serve ARGS` started, and the lines it wrote to stderr up to the one saying it
 /// listens (the rest keep coming on the receiver).
-fn serve_until_listening(args: &[&str]) -> (Killed, mpsc::Receiver<String>, Vec<String>) {
+pub(crate) fn serve_until_listening(
+    args: &[&str],
+) -> (Killed, mpsc::Receiver<String>, Vec<String>) {
     let mut server = Killed(
         Command::new(env!("CARGO_BIN_EXE_tame"))
             .arg("serve")
@@ -416,7 +418,7 @@ fn serve_until_listening(args: &[&str]) -> (Killed, mpsc::Receiver<String>, Vec<
 }
 
 /// SIGTERM, and the server must end cleanly within 10 s.
-fn stop_server(mut server: Killed) {
+pub(crate) fn stop_server(mut server: Killed) {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(server.0.id() as i32, libc::SIGTERM) };
     let status = exit_within(

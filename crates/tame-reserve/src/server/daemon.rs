@@ -720,10 +720,7 @@ impl Server {
                 Err(SetError::Failed(e)) => {
                     self.undo(pid, &threads);
                     return Err(if e.raw_os_error() == Some(libc::EINVAL) {
-                        invalid(format!(
-                            "cannot pin thread {} to CPU {cpu}: the CPU is outside the cpuset the process may use — choose another --cpu, or place the process in the partition first (tame run -p / tame attach)",
-                            t.tid
-                        ))
+                        invalid(self.outside_cpuset(pid, t.tid, cpu))
                     } else {
                         io_failed(format!("cannot take over thread {}", t.tid), e)
                     });
@@ -795,6 +792,53 @@ impl Server {
         let _ = self.record.remove(pid);
     }
 
+    /// Why thread `tid` of client `pid` cannot be pinned to `cpu`, and what to do.
+    fn outside_cpuset(&self, pid: u32, tid: u32, cpu: u32) -> String {
+        let what = format!("cannot pin thread {tid} of process {pid} to CPU {cpu}");
+        match self.partition_of(cpu) {
+            Some(p) => format!(
+                "{what}: the CPU belongs to partition {0:?} and the process runs outside it — let tame reserve start the program there (tame reserve … --cpu {cpu} -- PROGRAM), or move the process in first (tame detach {pid} -p {0})",
+                p.name
+            ),
+            None => format!(
+                "{what}: the CPU is outside the cpuset the process may use — choose another --cpu"
+            ),
+        }
+    }
+
+    /// The applied partition (the journal in the configured directory) that holds `cpu`.
+    fn partition_of(&self, cpu: u32) -> Option<tame_partition::AppliedPartition> {
+        let applied = tame_partition::Applied::read(&self.config.root, &self.config.journal_dir)
+            .ok()
+            .flatten()?;
+        applied.holding(&CpuList::from_cpus([cpu])).cloned()
+    }
+
+    /// Where the scheduler thread of `cpu` goes before it pins itself: the applied
+    /// partition's cgroup when `cpu` lies outside the server's cpuset — after tame apply the
+    /// server runs in the system partition, and the CPUs it serves are the partitions'.
+    fn home_of(&self, cpu: u32) -> Result<Option<scheduler::Home>> {
+        if tame_rt::sched::allowed_cpus().contains(&cpu) {
+            return Ok(None);
+        }
+        let Some(p) = self.partition_of(cpu) else {
+            return Ok(None);
+        };
+        let Some(cgroup) = p.cgroup else {
+            return Ok(None);
+        };
+        if cgroup.version != tame_host::cgroup::CgroupVersion::V1 {
+            return Err(invalid(format!(
+                "CPU {cpu} belongs to partition {0:?}, outside the server's cpuset, and on cgroup v2 one thread cannot join a partition's cgroup alone — run the server in the partition (tame run -p {0} -- tame serve …) to serve its CPUs",
+                p.name
+            )));
+        }
+        Ok(Some(scheduler::Home {
+            partition: p.name,
+            group: cgroup.group(),
+        }))
+    }
+
     /// The scheduler thread of `cpu`, started on first use.
     fn scheduler(&mut self, cpu: u32) -> Result<Arc<Cpu>> {
         if let Some((c, handle)) = self.cpus.get(&cpu) {
@@ -802,10 +846,12 @@ impl Server {
                 return Ok(c.clone());
             }
         }
+        let home = self.home_of(cpu)?;
         let shared = Arc::new(Cpu::new());
         let (ready_tx, ready_rx) = mpsc::channel();
         let setup = scheduler::Setup {
             cpu,
+            home,
             shared: shared.clone(),
             watchdog: self.watchdog.clone(),
             stop: self.stop.clone(),

@@ -112,9 +112,18 @@ pub fn restore(root: &Root, watchdog: &Watchdog, threads: &[Thread]) {
     }
 }
 
+/// The applied partition whose cgroup a scheduler thread joins to reach its CPU.
+pub struct Home {
+    pub partition: String,
+    /// Its cgroup in the v1 cpuset hierarchy, where a thread joins alone.
+    pub group: tame_host::cgroup::Group,
+}
+
 /// Everything a scheduler thread needs.
 pub struct Setup {
     pub cpu: u32,
+    /// Where it goes before pinning itself; `None`: the CPU is in the server's cpuset.
+    pub home: Option<Home>,
     pub shared: Arc<Cpu>,
     pub watchdog: Arc<Watchdog>,
     pub stop: Arc<AtomicBool>,
@@ -124,8 +133,8 @@ pub struct Setup {
 /// The thread's whole life; `ready` says whether it could take its CPU at FIFO 99.
 pub fn run(s: Setup, ready: mpsc::Sender<Result<()>>) {
     let cpu = s.cpu;
-    let setup = sched::pin_current_thread(cpu)
-        .map_err(|e| invalid(format!("cannot run the server on CPU {cpu}: {e} — the CPU may be outside this server's cpuset (or a partition is being applied: retry)")))
+    let setup = join_home(&s)
+        .and_then(|()| sched::pin_current_thread(cpu).map_err(|e| invalid(format!("cannot run the server on CPU {cpu}: {e} — the CPU may be outside this server's cpuset (or a partition is being applied: retry)"))))
         .and_then(|()| {
             let me = ThreadSched {
                 policy: libc::SCHED_FIFO,
@@ -148,6 +157,22 @@ pub fn run(s: Setup, ready: mpsc::Sender<Result<()>>) {
     for c in st.clients.iter().chain(st.leaving.iter()) {
         restore(&s.root, &s.watchdog, &c.threads);
     }
+}
+
+/// Move the calling thread into its partition's cgroup, if it has one to go to. Not
+/// journaled: the membership is this thread's and ends with it (a revert hands it back).
+fn join_home(s: &Setup) -> Result<()> {
+    let Some(home) = &s.home else {
+        return Ok(());
+    };
+    home.group.join_calling_thread(&s.root).map_err(|e| {
+        failed(format!(
+            "cannot move the server's thread for CPU {} into partition {:?} (cgroup {}): {e} — is the spec still applied? see tame status",
+            s.cpu,
+            home.partition,
+            home.group.path()
+        ))
+    })
 }
 
 /// A client thread as its scheduler thread watches it.

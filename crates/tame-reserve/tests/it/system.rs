@@ -461,8 +461,7 @@ fn deadline_says_when_the_work_ran_in_a_child_outside_the_reservation() {
         out.display()
     );
     let argv: Vec<std::ffi::OsString> = ["sh", "-c", &script].iter().map(Into::into).collect();
-    let running =
-        tame_reserve::reservation::start(&*backend, &at.root, &req, &limits, &argv).unwrap();
+    let running = tame_reserve::reservation::start(&*backend, &at, &req, &limits, &argv).unwrap();
     assert_eq!(
         policy(running.pid()),
         6,
