@@ -158,7 +158,7 @@ mod tests {
             tame_launch::LaunchError::Invalid("no such program".into()).into(),
             ReserveError::Invalid("share must be above 0 %".into()).into(),
             ReserveError::Refused("CPU bandwidth exhausted".into()).into(),
-            ApplyError::NotRoot.into(),
+            ApplyError::NotRoot("apply").into(),
             // An unsafe journal location, met while reading the applied partitions: directly
             // and through a layer that keeps the class.
             tame_partition::AppliedSpecError::from(unsafe_journal()).into(),
@@ -259,7 +259,8 @@ mod tests {
             .context("while planning the bench");
         assert!(is_bad_input(&e));
         assert_eq!(exit_code(Err(e)), EXIT_BAD_INPUT);
-        let e = anyhow::Error::from(AssessError::Apply(ApplyError::NotRoot)).context("assess");
+        let e =
+            anyhow::Error::from(AssessError::Apply(ApplyError::NotRoot("apply"))).context("assess");
         assert!(is_bad_input(&e));
         let e = anyhow::Error::from(tame_report::ReportError::Invalid("no results".into()))
             .context("report");

@@ -83,8 +83,9 @@ pub struct ApplyReport {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
-    #[error("apply changes the live system and needs root — run it as root (or with --root on a fixture tree)")]
-    NotRoot,
+    /// The command (apply, revert) that needs root.
+    #[error("{0} changes the live system and needs root — run it as root (or with --root on a fixture tree)")]
+    NotRoot(&'static str),
     #[error(transparent)]
     Invalid(#[from] Invalid),
     #[error("another spec is applied (journal {journal}) — run `tame revert` first, then apply this one")]
@@ -107,7 +108,7 @@ impl LayerError for ApplyError {
     /// unsafe journal location.
     fn is_bad_input(&self) -> bool {
         match self {
-            ApplyError::NotRoot
+            ApplyError::NotRoot(_)
             | ApplyError::Invalid(_)
             | ApplyError::OtherSpecApplied { .. }
             | ApplyError::AppliedWithoutJournal { .. } => true,
@@ -169,7 +170,7 @@ pub fn apply_file(
     hook: Option<StageHook>,
 ) -> Result<ApplyReport, ApplyError> {
     if !tame_host::privilege::may_change(root) {
-        return Err(ApplyError::NotRoot);
+        return Err(ApplyError::NotRoot("apply"));
     }
     // Locked before the host is read: another apply or revert must not change it between
     // our plan and our changes, nor append to our journal.
@@ -514,7 +515,7 @@ fn move_refusal_reason(e: &std::io::Error) -> String {
 /// Revert whatever the journal in `dir` holds.
 pub fn revert(root: &Root, dir: &Path) -> Result<RevertReport, ApplyError> {
     if !tame_host::privilege::may_change(root) {
-        return Err(ApplyError::NotRoot);
+        return Err(ApplyError::NotRoot("revert"));
     }
     let report = journal::revert(root, dir)?;
     unpublish_spec(dir, &report);

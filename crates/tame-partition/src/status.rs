@@ -104,6 +104,11 @@ pub struct Status {
     /// (`tame apply` or `tame revert` clears it).
     #[serde(default)]
     pub previous_boot: bool,
+    /// Read by a user who may not read the journal (root's alone): what this status shows
+    /// instead — the spec `tame apply` published beside it — and what it leaves out.
+    /// `None`: read in full.
+    #[serde(default)]
+    pub partial: Option<String>,
 }
 
 /// Read the state of the journal in `dir` and audit the host against it.
@@ -112,8 +117,13 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
     let running = tame_host::kernel::parse_cmdline(
         &root.read(tame_host::kernel::CMDLINE).unwrap_or_default(),
     );
+    let loaded = match journal::load(dir) {
+        Err(JournalError::Io { source, .. }) if denied(&source) => {
+            return Ok(published_status(root, dir, path));
+        }
+        other => other?,
+    };
     let enabled = crate::enable::enabled(root, dir, &running)?;
-    let loaded = journal::load(dir)?;
     let previous_boot = loaded.as_ref().is_some_and(|r| r.from_previous_boot(root));
     let Some(rec) = loaded.filter(|_| !previous_boot) else {
         return Ok(Status {
@@ -131,6 +141,7 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
             reapply_refused: None,
             audit: Audit::default(),
             enabled,
+            partial: None,
         });
     };
     let applied = Applied::of_record(root, &rec, dir);
@@ -182,7 +193,65 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
         audit: audit_model(&model, root, &isolated, &own),
         enabled,
         previous_boot: false,
+        partial: None,
     })
+}
+
+fn denied(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::PermissionDenied
+}
+
+/// Status for a user who may not read the journal in `dir`: the spec apply published there
+/// (trusted only when root's), the audit of what runs on its isolated CPUs (the partitions'
+/// own tasks read from their cgroups); the journal's changes, drift and the boot partition
+/// are root's to see. Never a reason to make root's journal directory readable.
+fn published_status(root: &Root, dir: &Path, journal: String) -> Status {
+    let applied = Applied::read(root, dir).ok().flatten();
+    let (spec, audit) = match &applied {
+        Some(a) => (
+            Some(a.text.clone()),
+            audit_model(
+                &HostModel::read(root),
+                root,
+                &a.spec.isolated_cpus(),
+                &cgroup_members(root, a),
+            ),
+        ),
+        None => (None, Audit::default()),
+    };
+    Status {
+        schema: <Status as tame_host::Document>::SCHEMA.version,
+        applied: applied.is_some(),
+        journal,
+        spec,
+        changes: 0,
+        interrupted: 0,
+        drift: Vec::new(),
+        spec_file: None,
+        spec_file_matches: false,
+        spec_file_unread: None,
+        reapply_refused: None,
+        audit,
+        enabled: None,
+        previous_boot: false,
+        partial: Some(format!(
+            "read without root: the journal in {} is root's alone, {} {}; its changes, drift and the partition kept at boot are shown to root (sudo tame status)",
+            dir.display(),
+            if applied.is_some() { "so this is the spec tame apply published there," } else { "and tame apply published no spec there" },
+            crate::apply::PUBLIC_SPEC
+        )),
+    }
+}
+
+/// The tasks in the cgroups of `applied`'s partitions other than the system one.
+fn cgroup_members(root: &Root, applied: &Applied) -> BTreeSet<u32> {
+    applied
+        .partitions
+        .iter()
+        .filter(|p| p.role != Role::System)
+        .filter_map(|p| p.cgroup.as_ref())
+        .flat_map(|c| read_ids(root, &c.group().members()))
+        .collect()
 }
 
 /// Say what each drifted value is for and whether re-applying `spec` writes it back: the

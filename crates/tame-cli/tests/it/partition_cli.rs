@@ -1,7 +1,7 @@
 //! `tame plan | apply | status` on fixture trees (`--root`; nothing on this machine
 //! changes): the messages a new user meets first.
 
-use crate::common::tame;
+use crate::common::{have_program, is_root, require, tame};
 
 use std::path::Path;
 
@@ -183,5 +183,62 @@ fn status_names_the_drift_and_the_command_that_repairs_it_and_that_command_does(
     let mut verbose = args.clone();
     verbose.push("--verbose");
     assert!(text(&tame(&verbose)).contains("ksoftirqd/3 ("));
+    tame_partition::revert(&root, &journal).unwrap();
+}
+
+/// `tame status` by a user who may not read root's journal shows the spec apply published
+/// (and says what it leaves out); a status with nothing applied succeeds; neither suggests
+/// making the journal directory writable. `tame revert` by that user names revert.
+#[test]
+fn status_and_revert_by_another_user() {
+    use std::os::unix::fs::PermissionsExt;
+    if !require(is_root(), "root, to run tame as another user")
+        || !require(have_program("setpriv"), "setpriv to run as another user")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let base = dir.path().join("root");
+    let root = v1_tree(&base);
+    let journal = dir.path().join("journal");
+    let spec_text = "[[partition]]\nname = \"system\"\ncpus = \"0-1\"\nrole = \"system\"\n\
+                     [[partition]]\nname = \"rt\"\ncpus = \"2-7\"\nrole = \"isolated\"\n";
+    let spec = tame_partition::Spec::parse("rt.toml", spec_text).unwrap();
+    let (b, j) = (base.to_str().unwrap(), journal.to_str().unwrap());
+    let as_nobody = |args: &[&str]| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_tame"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // Nothing applied: the journal directory exists, root's alone (0711, as apply makes it).
+    std::fs::create_dir(&journal).unwrap();
+    std::fs::set_permissions(&journal, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let out = text(&as_nobody(&["--root", b, "status", "--journal-dir", j]));
+    assert!(
+        out.starts_with("No partitions applied (read without root"),
+        "{out}"
+    );
+
+    tame_partition::apply_file(&root, &spec, spec_text, None, &journal, None).unwrap();
+    let out = text(&as_nobody(&["--root", b, "status", "--journal-dir", j]));
+    assert!(out.starts_with("Applied (read without root"), "{out}");
+    assert!(out.contains("  | name = \"rt\"\n"), "{out}");
+    assert!(!out.contains("writable"), "{out}");
+    let o = as_nobody(&["--root", b, "status", "--journal-dir", j, "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["applied"], true);
+    assert!(doc["partial"].as_str().unwrap().contains("root's alone"));
+
+    let o = as_nobody(&["revert", "--journal-dir", j]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("revert changes the live system and needs root"),
+        "{err}"
+    );
     tame_partition::revert(&root, &journal).unwrap();
 }

@@ -272,7 +272,13 @@ pub fn status(status: &Status, invocation: &Invocation) -> String {
         enabled(&mut o, status);
         return o;
     }
-    if !status.applied {
+    if let Some(partial) = &status.partial {
+        if !status.applied {
+            line!(o, "No partitions applied ({partial}).");
+            return o;
+        }
+        line!(o, "Applied ({partial}):");
+    } else if !status.applied {
         line!(
             o,
             "No partitions applied (no journal at {}).",
@@ -280,13 +286,14 @@ pub fn status(status: &Status, invocation: &Invocation) -> String {
         );
         enabled(&mut o, status);
         return o;
+    } else {
+        line!(
+            o,
+            "Applied ({} changes journaled in {}):",
+            status.changes,
+            status.journal
+        );
     }
-    line!(
-        o,
-        "Applied ({} changes journaled in {}):",
-        status.changes,
-        status.journal
-    );
     if let Some(spec) = &status.spec {
         for l in spec.lines() {
             line!(o, "  | {l}");
@@ -299,7 +306,9 @@ pub fn status(status: &Status, invocation: &Invocation) -> String {
             status.interrupted
         );
     }
-    drift(&mut o, status, invocation);
+    if status.partial.is_none() {
+        drift(&mut o, status, invocation);
+    }
     audit_tasks(&mut o, &status.audit);
     audit_irqs_and_timers(&mut o, &status.audit);
     enabled(&mut o, status);
@@ -558,6 +567,7 @@ mod tests {
                 .collect(),
             },
             enabled: None,
+            partial: None,
             previous_boot: false,
         };
         let user = Invocation {
@@ -603,6 +613,25 @@ On isolated CPUs 2-3:
             status(&s, &root),
             "Applied (0 changes journaled in /j/journal):\n\nDrift (changed by someone else since apply):\n  none\n\nOn isolated CPUs :\n  no movable task\n  no device IRQ\n"
         );
+    }
+
+    #[test]
+    fn a_status_read_without_root_says_what_it_shows_and_claims_no_drift() {
+        let mut s = empty_status();
+        s.partial = Some("read without root: …".into());
+        assert_eq!(
+            status(&s, &Invocation::default()),
+            "No partitions applied (read without root: …).\n"
+        );
+        s.applied = true;
+        s.spec = Some("[[partition]]".into());
+        let text = status(&s, &Invocation::default());
+        assert!(
+            text.starts_with("Applied (read without root: …):\n  | [[partition]]\n"),
+            "{text}"
+        );
+        assert!(!text.contains("Drift"), "{text}");
+        assert!(!text.contains("writable"), "{text}");
     }
 
     fn drifted(status: &mut Status) {
@@ -662,6 +691,7 @@ On isolated CPUs 2-3:
             reapply_refused: None,
             audit: Audit::default(),
             enabled: None,
+            partial: None,
             previous_boot: false,
         }
     }
