@@ -139,12 +139,79 @@ impl PartitionSpec {
 
 /// A spec that could not be read.
 #[derive(Debug, thiserror::Error)]
-#[error("{origin}:{line}:{column}: {message}")]
+#[error("{origin}:{line}:{column}: {message}{}", more_lines(origin, .more))]
 pub struct SpecError {
     pub origin: String,
     pub line: usize,
     pub column: usize,
     pub message: String,
+    /// Further syntax errors after the first, each as (line, column, message): one run
+    /// names them all.
+    pub more: Vec<(usize, usize, String)>,
+}
+
+impl SpecError {
+    /// toml's error for `text` (read from `origin`) as tame says it: where, what, the
+    /// closest valid name for an unknown one, and every later syntax error too. Any TOML
+    /// file tame reads is reported this way.
+    pub fn from_toml(origin: &str, text: &str, e: &toml::de::Error) -> Self {
+        let (line, column) = e
+            .span()
+            .map(|s| tame_host::error::line_column(text, s.start))
+            .unwrap_or((1, 1));
+        // The syntax errors on later lines than the first one reported.
+        let more = syntax_errors(text)
+            .into_iter()
+            .filter(|(l, _, _)| *l > line)
+            .collect();
+        SpecError {
+            origin: origin.to_string(),
+            line,
+            column,
+            message: with_suggestion(&reason(e.message(), text, e.span())),
+            more,
+        }
+    }
+}
+
+fn more_lines(origin: &str, more: &[(usize, usize, String)]) -> String {
+    more.iter()
+        .map(|(l, c, m)| format!("\n{origin}:{l}:{c}: {m}"))
+        .collect()
+}
+
+/// Every TOML syntax error in `text` (toml's own parser stops at the first), as (line,
+/// column, message), from toml_parser's error-recovering parser.
+fn syntax_errors(text: &str) -> Vec<(usize, usize, String)> {
+    use toml_parser::parser::{Event, EventKind};
+    let source = toml_parser::Source::new(text);
+    let tokens = source.lex().into_vec();
+    let mut events: Vec<Event> = Vec::new();
+    let mut errors: Vec<toml_parser::ParseError> = Vec::new();
+    toml_parser::parser::parse_document(&tokens, &mut events, &mut errors);
+    // The structure is checked while parsing; keys and values only when decoded.
+    for event in &events {
+        let Some(raw) = source.get(event) else {
+            continue;
+        };
+        match event.kind() {
+            EventKind::SimpleKey => raw.decode_key(&mut (), &mut errors),
+            // Only its errors matter here, not what kind of value it is.
+            EventKind::Scalar => {
+                let _kind = raw.decode_scalar(&mut (), &mut errors);
+            }
+            _ => {}
+        }
+    }
+    errors.sort_by_key(|e| e.unexpected().or(e.context()).map_or(0, |s| s.start()));
+    errors
+        .iter()
+        .map(|e| {
+            let at = e.unexpected().or(e.context()).map_or(0, |s| s.start());
+            let (line, column) = tame_host::error::line_column(text, at);
+            (line, column, e.description().to_string())
+        })
+        .collect()
 }
 
 /// Builds a [`Spec`] in code: partitions in the order added.
@@ -171,18 +238,7 @@ impl Spec {
 
     /// Parse spec text; `origin` (the file name) prefixes errors.
     pub fn parse(origin: &str, text: &str) -> Result<Self, SpecError> {
-        toml::from_str(text).map_err(|e| {
-            let (line, column) = e
-                .span()
-                .map(|s| tame_host::error::line_column(text, s.start))
-                .unwrap_or((1, 1));
-            SpecError {
-                origin: origin.to_string(),
-                line,
-                column,
-                message: with_suggestion(&reason(e.message(), text, e.span())),
-            }
-        })
+        toml::from_str(text).map_err(|e| SpecError::from_toml(origin, text, &e))
     }
 
     pub fn to_toml(&self) -> String {
@@ -247,6 +303,16 @@ fn with_suggestion(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_syntax_error_is_named_in_one_go() {
+        let text = "[[partition]]\nname = \"system\"\ncpus = \"0\"\nrole = system\n\n[[partition]]\nname = \"rt\"\ncpus = \"1\"\nrole = \"isolated\"\nidle = \n";
+        let err = Spec::parse("x.toml", text).unwrap_err();
+        assert_eq!((err.line, err.column), (4, 8));
+        assert_eq!(err.more.len(), 1, "{err}");
+        let shown = err.to_string();
+        assert!(shown.contains("\nx.toml:10:8: "), "{shown}");
+    }
 
     #[test]
     fn a_control_character_is_named() {

@@ -59,8 +59,14 @@ pub fn parse_set(
         parse_duration(text).map_err(|e| invalid(format!("task {task:?}, {field}: {e}")))
     };
     let file: SetFile = toml::from_str(text).map_err(|e| {
+        let e = tame_partition::SpecError::from_toml("", text, &e);
+        let errors: Vec<String> = std::iter::once((e.line, e.column, e.message))
+            .chain(e.more)
+            .map(|(line, column, what)| format!("line {line}, column {column}: {what}"))
+            .collect();
         invalid(format!(
-            "not a reservation set: {e} — expected [[task]] tables with name, runtime, period (and optional deadline)"
+            "not a reservation set: {} — expected [[task]] tables with name, runtime, period (and optional deadline)",
+            errors.join("; ")
         ))
     })?;
     let cap_ppm = match &file.cap {
@@ -314,7 +320,14 @@ mod tests {
                 .to_string()
                 .contains("no unit")
         );
-        assert!(parse_set("[[task]]\nname=\"a\"\nruntme=\"5ms\"\nperiod=\"40ms\"\n").is_err());
+        let e = parse_set("[[task]]\nname=\"a\"\nruntme=\"5ms\"\nperiod=\"40ms\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 3, column 1: unknown field `runtme`"),
+            "{e}"
+        );
+        assert!(e.contains("did you mean `runtime`?"), "{e}");
     }
 
     /// Exact fixed-priority simulation in unit steps over the hyperperiod
