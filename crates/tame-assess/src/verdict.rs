@@ -14,6 +14,7 @@
 use serde::{Deserialize, Serialize};
 use tame_bench::confidence;
 use tame_bench::load::LoadDescription;
+use tame_rt::plural::count;
 use tame_trace::attribute::NoiseClass;
 
 use crate::figures::{JobFigures, NoiseFigures, WorkThroughput};
@@ -226,7 +227,8 @@ impl SmiCount {
     fn sentence(&self) -> String {
         match self {
             SmiCount::Counted(n) => format!(
-                "{n} SMI(s) were counted on the work's CPU while it was measured (MSR_SMI_COUNT)"
+                "{} counted on the work's CPU while it was measured (MSR_SMI_COUNT)",
+                count(*n, "SMI was", "SMIs were")
             ),
             SmiCount::Unavailable(why) => format!("SMIs could not be counted: {why}"),
         }
@@ -336,11 +338,11 @@ fn rests_on(r: &Requirement, shared: &Phase, partitioned: &Phase) -> String {
     let n = |p: &Phase| p.job.as_ref().map_or(0, |j| j.activations);
     let rounds = shared.rounds.max(partitioned.rounds);
     format!(
-        "{} activations ({} shared, {} partitioned) in {} interleaved round(s) each, {} of work measured; miss-rate bounds at {} confidence",
+        "{} activations ({} shared, {} partitioned) in {} each, {} of work measured; miss-rate bounds at {} confidence",
         n(shared) + n(partitioned),
         n(shared),
         n(partitioned),
-        rounds,
+        count(u64::from(rounds), "round", "interleaved rounds"),
         human((n(shared) + n(partitioned)).saturating_mul(r.period_ns)),
         percent(r.confidence)
     )

@@ -37,7 +37,7 @@ fn the_recorded_verdict_is_reproduced_from_its_figures() {
     );
     assert!(
         r.verdict.rests_on.starts_with(
-            "7800 activations (3900 shared, 3900 partitioned) in 3 interleaved round(s) each"
+            "7800 activations (3900 shared, 3900 partitioned) in 3 interleaved rounds each"
         ),
         "{}",
         r.verdict.rests_on
@@ -103,7 +103,7 @@ fn a_deadline_below_what_the_machine_can_do_is_not_met_with_the_most_fundamental
     r.machine.smis = Some(SmiCount::Counted(42));
     let v = r.decide_for(&requirement(100 * US, MS, 0.0));
     assert!(
-        v.next_step.contains("this machine cannot meet it: SMIs or firmware stall the CPU for up to 1.937ms (gaps no kernel event explains; 42 SMI(s) were counted"),
+        v.next_step.contains("this machine cannot meet it: SMIs or firmware stall the CPU for up to 1.937ms (gaps no kernel event explains; 42 SMIs were counted"),
         "{}",
         v.next_step
     );

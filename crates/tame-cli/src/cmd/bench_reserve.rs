@@ -27,18 +27,18 @@ pub struct ReserveBenchArgs {
     #[arg(long)]
     quick: bool,
     /// The CPU the reserved client (and, pinned, its competitor) runs on (default: the last online CPU).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     cpu: Option<u32>,
     /// Backends to study, comma-separated: server, deadline, cgroup.
     #[arg(long, default_value = "server,deadline,cgroup", value_name = "LIST")]
     backends: String,
-    /// The shares the overhead is measured at, comma-separated (`25%` or `0.25`, above 0 and
+    /// The shares the overhead is measured at, comma-separated (`25%,50%`, each above 0 and
     /// below 100 %) [default: 10 % to 90 % in steps of 10; 20, 50, 80 % with --quick].
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, allow_hyphen_values = true, value_name = "LIST")]
     shares: Option<String>,
     /// The most background processes the stability series add, one more per step (1 to 100)
     /// [default: 10, as in the paper].
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_hyphen_values = true, value_name = "N")]
     max_load: Option<usize>,
     /// Write the result as JSON to FILE, or to stdout with `-` (the tables then go to stderr).
     #[arg(long, value_name = "FILE|-")]

@@ -335,7 +335,7 @@ mod tests {
         let text = human(&report("dev-vm"));
         let last = text.lines().last().unwrap();
         assert!(
-            last.starts_with("next: isolate CPUs 1: write a spec"),
+            last.starts_with("next: isolate CPU 1: write a spec"),
             "{text}"
         );
     }

@@ -21,26 +21,26 @@ use crate::{bad_input, Context};
 #[command(group(clap::ArgGroup::new("what").args(["pid", "list", "release", "check", "command"]).required(true)))]
 pub struct ReserveArgs {
     /// CPU share to guarantee, e.g. 25%.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     share: Option<String>,
     /// Period the share holds in, e.g. 40ms (1 ms … 10 s).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     period: Option<String>,
     /// The CPU (server: default the highest online CPU; cgroup: pins the process there;
     /// deadline: refused — SCHED_DEADLINE cannot pin outside an exclusive cpuset).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     cpu: Option<u32>,
     /// server (tame serve), deadline (SCHED_DEADLINE) or cgroup (a bandwidth cap, not a guarantee).
     #[arg(long, default_value = "server")]
     backend: String,
     /// Reserve for a running process.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pid: Option<u32>,
     /// List reservations of every backend.
     #[arg(long)]
     list: bool,
     /// Release a process's reservation, whichever backend holds it.
-    #[arg(long, value_name = "PID")]
+    #[arg(long, allow_hyphen_values = true, value_name = "PID")]
     release: Option<u32>,
     /// Admission analysis of a set of periodic reservations (EDF and deadline-monotonic), nothing run.
     #[arg(long, value_name = "SET.toml")]

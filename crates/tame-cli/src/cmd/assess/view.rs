@@ -10,6 +10,7 @@ use tame_assess::requirement::{percent, rate};
 use tame_assess::verdict::{self, Holds, Outcome};
 use tame_check::Severity;
 use tame_rt::duration::{format_ns_as, NsStyle};
+use tame_rt::plural::count;
 
 pub fn summary(r: &AssessReport, out_dir: &Path, page: Option<&Path>) -> String {
     let mut s = String::new();
@@ -53,9 +54,13 @@ pub fn summary(r: &AssessReport, out_dir: &Path, page: Option<&Path>) -> String 
     }
     let _ = writeln!(
         s,
-        "measured {} per configuration in {} interleaved round(s) each{}",
+        "measured {} per configuration in {} each{}",
         ns(r.run_length.per_configuration_ns),
-        r.run_length.rounds,
+        count(
+            u64::from(r.run_length.rounds),
+            "round",
+            "interleaved rounds"
+        ),
         match (r.run_length.auto_target_bound, r.run_length.capped) {
             (Some(b), false) => format!(
                 " (--duration auto: enough to show a miss rate below {} with no miss)",
