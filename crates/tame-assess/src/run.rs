@@ -23,6 +23,7 @@ use tame_host::{CpuList, HostModel, Root};
 use tame_partition::Applied;
 use tame_rt::{ClockKind, Policy};
 
+use crate::attribution::{self, RebootFix};
 use crate::error::{invalid, io_failed, AssessError};
 use crate::figures::{JobTotals, NoiseFigures, WorkThroughput};
 use crate::knobs::{self, Knob};
@@ -517,6 +518,7 @@ fn machine(
         .findings
         .iter()
         .filter(|f| f.severity >= Severity::Warn)
+        .filter(|f| attribution::bears_on_latency(&f.id))
         .collect();
     serious.sort_by_key(|f| std::cmp::Reverse(f.severity));
     Machine {
@@ -526,11 +528,7 @@ fn machine(
         online_cpus: model.cpus.online.len(),
         isolated_cpus: model.cpus.online.difference(&layout.system).len(),
         partition: layout.partition.clone(),
-        reboot_fixes: serious
-            .iter()
-            .filter(|f| f.needs_reboot)
-            .filter_map(|f| f.fix.clone())
-            .collect(),
+        reboot_fixes: RebootFix::from_check(check),
         findings: serious
             .iter()
             .map(|f| format!("{}: {}", f.id, f.found))

@@ -195,9 +195,9 @@ mod tests {
 
     #[test]
     fn shares_are_sorted_once_each_and_strictly_between_0_and_100_percent() {
-        assert_eq!(shares("50%, 0.1,10%,50%").unwrap(), vec![100_000, 500_000]);
+        assert_eq!(shares("50%, 10%,10%,50%").unwrap(), vec![100_000, 500_000]);
         assert_eq!(shares("99.5%").unwrap(), vec![995_000]);
-        for bad in ["0%", "100%", "1.0", "", "25%,,50%", "-5%"] {
+        for bad in ["0%", "100%", "1.0", "0.1", "", "25%,,50%", "-5%"] {
             assert!(shares(bad).is_err(), "{bad:?} accepted");
         }
     }

@@ -210,7 +210,16 @@ mod tests {
         );
         bad(
             &["--share=-5%", "--period", "40ms", "--pid", &me],
-            "percentage",
+            "share \"-5%\" is negative — a share must be above 0",
+        );
+        // Without `=` too: clap hands the value over instead of its `-- -5` tip.
+        bad(
+            &["--share", "-5%", "--period", "40ms", "--pid", &me],
+            "is negative",
+        );
+        bad(
+            &["--share", "25", "--period", "40ms", "--pid", &me],
+            "share \"25\" has no % — write it as 25%",
         );
         bad(&["--share", "95%", "--period", "40ms", "--pid", &me], "cap");
         bad(
