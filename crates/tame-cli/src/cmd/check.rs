@@ -65,7 +65,9 @@ pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<i32> {
             let offline = cpus.difference(&model.cpus.online);
             if !offline.is_empty() {
                 return Err(crate::bad_input(format!(
-                    "--cpus {cpus}: CPUs {offline} are not online (online: {}) — choose online CPUs",
+                    "--cpus {cpus}: {} {} not online (online: {}) — choose online CPUs",
+                    offline.named(),
+                    tame_rt::plural::word(offline.len() as u64, "is", "are"),
                     model.cpus.online
                 )));
             }
