@@ -5,6 +5,7 @@
 //! ([`verdict`]) — real time or real fast — from figures ([`figures`]) kept in one
 //! versioned report ([`report`]).
 
+pub mod attribution;
 pub mod cost;
 pub mod error;
 pub mod figures;

@@ -175,7 +175,13 @@ impl AssessReport {
     /// The verdict these measurements give for another requirement (the histograms are
     /// kept, so any deadline and miss rate can be checked against them).
     pub fn decide_for(&self, requirement: &Requirement) -> Verdict {
-        crate::verdict::decide(requirement, &self.shared, &self.partitioned, &self.machine)
+        let mut machine = self.machine.clone();
+        if machine.reboot_fixes.iter().any(|f| f.finding.is_empty()) {
+            // A report from before the fixes kept their finding: read them from its check.
+            let check = self.check_partitioned.as_ref().unwrap_or(&self.check);
+            machine.reboot_fixes = crate::attribution::RebootFix::from_check(check);
+        }
+        crate::verdict::decide(requirement, &self.shared, &self.partitioned, &machine)
     }
 
     pub fn to_json(&self) -> String {

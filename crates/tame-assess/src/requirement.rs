@@ -3,6 +3,7 @@
 //! isolated CPUs it needs. Checked before anything runs.
 
 use serde::{Deserialize, Serialize};
+use tame_rt::plural::count;
 
 use crate::error::{invalid, AssessError};
 
@@ -114,11 +115,11 @@ impl Requirement {
             format!("{} of activations may miss", percent(self.miss_rate))
         };
         format!(
-            "every {}, {} of work, deadline {}, {misses}, {} isolated CPU(s)",
+            "every {}, {} of work, deadline {}, {misses}, {}",
             human(self.period_ns),
             human(self.budget_ns),
             human(self.deadline_ns),
-            self.cpus
+            count(u64::from(self.cpus), "isolated CPU", "isolated CPUs")
         )
     }
 }

@@ -23,6 +23,7 @@ use tame_host::{CpuList, HostModel, Root};
 use tame_partition::Applied;
 use tame_rt::{ClockKind, Policy};
 
+use crate::attribution::{self, RebootFix};
 use crate::error::{invalid, io_failed, AssessError};
 use crate::figures::{JobTotals, NoiseFigures, WorkThroughput};
 use crate::knobs::{self, Knob};
@@ -118,13 +119,29 @@ impl Length {
                 "--rounds {rounds} is out of range — give 1..{MAX_ROUNDS} (3 or more lets round-to-round drift show)"
             )));
         }
+        let shortest = shortest_duration_ns(r, rounds);
+        let too_short = |flag: &str, ns: u64| {
+            invalid(format!(
+                "{flag} {} is too short for {}: each round's busy loop gets {}% of the round and needs at least {}, its work at least one period — give {flag} {}ms or more, or fewer --rounds",
+                tame_rt::duration::format_ns(ns),
+                tame_rt::plural::count(u64::from(rounds), "round", "rounds"),
+                100 - verdict::JOB_SHARE_PERCENT,
+                tame_rt::duration::format_ns(noise::MIN_DURATION_NS),
+                shortest / 1_000_000
+            ))
+        };
         Ok(match *self {
-            Length::Fixed(ns) => RunLength {
-                per_configuration_ns: ns,
-                rounds,
-                auto_target_bound: None,
-                capped: false,
-            },
+            Length::Fixed(ns) => {
+                if ns < shortest {
+                    return Err(too_short("--duration", ns));
+                }
+                RunLength {
+                    per_configuration_ns: ns,
+                    rounds,
+                    auto_target_bound: None,
+                    capped: false,
+                }
+            }
             Length::Auto {
                 target_bound,
                 max_ns,
@@ -134,9 +151,12 @@ impl Length {
                         "--target-bound {target_bound} must be above 0 and below 1 — e.g. 0.0001 or 0.01%"
                     )));
                 }
+                if max_ns < shortest {
+                    return Err(too_short("--max-duration", max_ns));
+                }
                 let needed =
                     tame_bench::confidence::activations_for_bound(target_bound, r.confidence);
-                let wanted = verdict::duration_for(needed, r.period_ns);
+                let wanted = verdict::duration_for(needed, r.period_ns).max(shortest);
                 RunLength {
                     per_configuration_ns: wanted.min(max_ns),
                     rounds,
@@ -146,6 +166,18 @@ impl Length {
             }
         })
     }
+}
+
+/// The shortest `--duration` for `rounds` rounds of `r`, in whole milliseconds: each
+/// round's busy loop needs [`noise::MIN_DURATION_NS`] of the share the work leaves it,
+/// and its work (`per_round / 100 * JOB_SHARE_PERCENT`, as [`MeasurementPlan`] splits
+/// it) one period.
+pub fn shortest_duration_ns(r: &Requirement, rounds: u32) -> u64 {
+    let job = verdict::JOB_SHARE_PERCENT;
+    let busy = (noise::MIN_DURATION_NS * 100).div_ceil(100 - job);
+    let work = r.period_ns.div_ceil(job) * 100;
+    let per_round = busy.max(work);
+    (per_round * u64::from(rounds)).div_ceil(1_000_000) * 1_000_000
 }
 
 /// Told how the assessment goes, for a progress display.
@@ -158,180 +190,251 @@ pub trait Observer {
     fn note(&mut self, text: &str);
 }
 
+/// An assessment validated against the machine, nothing written or changed yet: what
+/// [`prepare`] gives and [`Prepared::run`] carries out.
+pub struct Prepared<'a> {
+    root: &'a Root,
+    options: &'a Options,
+    started_unix_ns: u64,
+    may_change: bool,
+    run_length: RunLength,
+    layout: Layout,
+    knobs: Vec<Knob>,
+    plan: MeasurementPlan,
+}
+
+/// Read the machine and validate everything the assessment needs: the root is this
+/// machine, the requirement, the length, the partition it would apply, the tools. Nothing
+/// is written, changed or measured (beyond the one-second sample that picks the CPUs), so
+/// a caller can open its own outputs after this and before [`Prepared::run`].
+pub fn prepare<'a>(root: &'a Root, options: &'a Options) -> Result<Prepared<'a>, AssessError> {
+    require_this_machine(root)?;
+    let started_unix_ns = tame_bench::result::unix_now_ns();
+    let may_change = tame_host::privilege::may_change(root);
+    let run_length = options
+        .length
+        .resolve(&options.requirement, options.rounds)?;
+    let (layout, knobs, plan) = prepare_layout(root, options, &run_length, may_change)?;
+    Ok(Prepared {
+        root,
+        options,
+        started_unix_ns,
+        may_change,
+        run_length,
+        layout,
+        knobs,
+        plan,
+    })
+}
+
+/// tame assess measures and partitions the machine it runs on: a `--root` tree that is
+/// not this machine (a fixture, a captured host) has nothing to measure. A tree that is
+/// this machine's (a container's `/host` mount) shares its boot id.
+fn require_this_machine(root: &Root) -> Result<(), AssessError> {
+    if root.is_system() {
+        return Ok(());
+    }
+    let here = tame_host::kernel::boot_id(&Root::system());
+    if here.is_some() && tame_host::kernel::boot_id(root) == here {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "--root {}: tame assess measures and partitions the machine it runs on, and this tree is not it (its boot id is not this machine's) — run tame assess without --root; `tame --root DIR check` reads a captured tree",
+        root.base().display()
+    )))
+}
+
+/// Validate ([`prepare`]), then run: what the CLI does with its outputs opened between.
 pub fn assess(
     root: &Root,
     options: &Options,
     control: &RunControl,
     observer: &mut dyn Observer,
 ) -> Result<AssessReport, AssessError> {
-    let started_unix_ns = tame_bench::result::unix_now_ns();
-    let may_change = tame_host::privilege::may_change(root);
     observer.phase("reading the machine", 0);
-    let run_length = options
-        .length
-        .resolve(&options.requirement, options.rounds)?;
-    let (mut layout, mut knobs, mut plan) = prepare(root, options, &run_length, may_change)?;
-    let mut restoration = Restoration::default();
-    // Everything is validated: from here on the machine may change.
-    if temporary::recover_earlier_run(root, &options.journal_dir, may_change, "tame assess")? {
-        restoration.recovered_earlier_run = true;
-        observer.note("an earlier tame assess was killed: its partition was reverted first");
-        // What was read before described the machine with that partition applied.
-        (layout, knobs, plan) = prepare(root, options, &run_length, may_change)?;
-    }
-    if options.cost_probe && !plan.cost_probe {
-        observer.note("stress-ng not found: ordinary work's throughput is not measured, so the verdict states no measured cost of partitioning (apt-get install stress-ng)");
-    }
-    if run_length.capped {
-        observer.note(&format!(
-            "--duration auto would need more than --max-duration: measuring {} per configuration, which cannot show the target bound with no miss",
-            crate::requirement::human(run_length.per_configuration_ns)
-        ));
-    }
-    let spec_file = write_spec(options.out_dir.as_deref(), &layout)?;
-    observer.phase("check", 0);
-    let model = HostModel::read(root);
-    let check = tame_check::check(&model, &Target::asked(&model, layout.isolated.clone()));
-    // Bare metal: SMIs are counted over the measurement (a VM's counter is not the host's).
-    let smi_cpu = layout.work().first().unwrap_or(0);
-    let smis_before = plan
-        .environment
-        .hypervisor
-        .is_none()
-        .then(|| tame_host::msr::smi_count(root, smi_cpu));
-    let mut session = Session { control, observer };
-    session.observer.phase("calibrating the work", 0);
-    // Ctrl-C before the work is calibrated: nothing is measured, and that is the report.
-    // The user's program is its own work: nothing to calibrate.
-    let calibration = match plan.calibrate(&model, &layout, control) {
-        _ if plan.program.is_some() => None,
-        Ok(c) => Some(c),
-        Err(_) if control.stopped() => None,
-        Err(e) => return Err(e),
-    };
-    let mut rounds: Vec<Round> = Vec::new();
-    let mut totals = [JobTotals::default(), JobTotals::default()];
-    let mut throughput: [Option<WorkThroughput>; 2] = [None, None];
-    let mut check_partitioned = None;
-    // Once the partition cannot be applied, the partitioned rounds say why.
-    let mut no_partition: Option<String> = (!may_change).then(|| {
-        "applying a partition needs root: it changes cgroups, IRQ affinities and kernel settings"
-            .to_string()
-    });
-    for index in 1..=run_length.rounds {
-        if control.stopped() {
-            break;
-        }
-        let last = index == run_length.rounds;
-        let (round, probed) = plan.shared_round(root, index, last, &mut session)?;
-        totals[0].add_round(&round, &plan.job);
-        rounds.push(round.0);
-        throughput[0] = probed.or(throughput[0].take());
-        if control.stopped() {
-            break;
-        }
-        if let Some(why) = &no_partition {
-            rounds.push(Round::skipped(
-                index,
-                Configuration::Partitioned,
-                why.clone(),
-            ));
-            continue;
-        }
-        let (round, check, probed) = plan.partitioned_round(
+    prepare(root, options)?.run(control, observer)
+}
+
+impl Prepared<'_> {
+    /// Measure, decide and write the results: the machine changes from here on (and is
+    /// restored).
+    pub fn run(
+        self,
+        control: &RunControl,
+        observer: &mut dyn Observer,
+    ) -> Result<AssessReport, AssessError> {
+        let Prepared {
             root,
             options,
+            started_unix_ns,
+            may_change,
+            run_length,
+            mut layout,
+            mut knobs,
+            mut plan,
+        } = self;
+        let mut restoration = Restoration::default();
+        // Everything is validated: from here on the machine may change.
+        if temporary::recover_earlier_run(root, &options.journal_dir, may_change, "tame assess")? {
+            restoration.recovered_earlier_run = true;
+            observer.note("an earlier tame assess was killed: its partition was reverted first");
+            // What was read before described the machine with that partition applied.
+            (layout, knobs, plan) = prepare_layout(root, options, &run_length, may_change)?;
+        }
+        if options.cost_probe && !plan.cost_probe {
+            observer.note("stress-ng not found: ordinary work's throughput is not measured, so the verdict states no measured cost of partitioning (apt-get install stress-ng)");
+        }
+        if run_length.capped {
+            observer.note(&format!(
+                "--duration auto would need more than --max-duration: measuring {} per configuration, which cannot show the target bound with no miss",
+                crate::requirement::human(run_length.per_configuration_ns)
+            ));
+        }
+        let spec_file = write_spec(options.out_dir.as_deref(), &layout)?;
+        observer.phase("check", 0);
+        let model = HostModel::read(root);
+        let check = tame_check::check(&model, &Target::asked(&model, layout.isolated.clone()));
+        // Bare metal: SMIs are counted over the measurement (a VM's counter is not the host's).
+        let smi_cpu = layout.work().first().unwrap_or(0);
+        let smis_before = plan
+            .environment
+            .hypervisor
+            .is_none()
+            .then(|| tame_host::msr::smi_count(root, smi_cpu));
+        let mut session = Session { control, observer };
+        session.observer.phase("calibrating the work", 0);
+        // Ctrl-C before the work is calibrated: nothing is measured, and that is the report.
+        // The user's program is its own work: nothing to calibrate.
+        let calibration = match plan.calibrate(&model, &layout, control) {
+            _ if plan.program.is_some() => None,
+            Ok(c) => Some(c),
+            Err(_) if control.stopped() => None,
+            Err(e) => return Err(e),
+        };
+        let mut rounds: Vec<Round> = Vec::new();
+        let mut totals = [JobTotals::default(), JobTotals::default()];
+        let mut throughput: [Option<WorkThroughput>; 2] = [None, None];
+        let mut check_partitioned = None;
+        // Once the partition cannot be applied, the partitioned rounds say why.
+        let mut no_partition: Option<String> = (!may_change).then(|| {
+            "applying a partition needs root: it changes cgroups, IRQ affinities and kernel settings"
+                .to_string()
+        });
+        for index in 1..=run_length.rounds {
+            if control.stopped() {
+                break;
+            }
+            let last = index == run_length.rounds;
+            let (round, probed) = plan.shared_round(root, index, last, &mut session)?;
+            totals[0].add_round(&round, &plan.job);
+            rounds.push(round.0);
+            throughput[0] = probed.or(throughput[0].take());
+            if control.stopped() {
+                break;
+            }
+            if let Some(why) = &no_partition {
+                rounds.push(Round::skipped(
+                    index,
+                    Configuration::Partitioned,
+                    why.clone(),
+                ));
+                continue;
+            }
+            let (round, check, probed) = plan.partitioned_round(
+                root,
+                options,
+                &layout,
+                index,
+                last,
+                &mut session,
+                &mut restoration,
+            );
+            if check_partitioned.is_none() {
+                check_partitioned = check;
+            }
+            if round.0.job.is_none() {
+                no_partition = round.0.not_measured.clone();
+            }
+            totals[1].add_round(&round, &plan.job);
+            rounds.push(round.0);
+            throughput[1] = probed.or(throughput[1].take());
+        }
+        let budget = options.requirement.budget_ns;
+        let [shared_totals, part_totals] = totals;
+        let [shared_probe, part_probe] = throughput;
+        let mut shared = phase(
+            &rounds,
+            Configuration::Shared,
+            &shared_totals,
+            budget,
+            &plan,
+        );
+        shared.throughput = shared_probe;
+        let mut partitioned = phase(
+            &rounds,
+            Configuration::Partitioned,
+            &part_totals,
+            budget,
+            &plan,
+        );
+        partitioned.throughput = part_probe;
+        if control.stopped() && !partitioned.measured && partitioned.not_measured.is_none() {
+            partitioned.not_measured = Some("interrupted before the partitioned phase".into());
+        }
+        let mut machine = machine(
+            &plan.environment,
+            check_partitioned.as_ref().unwrap_or(&check),
             &layout,
-            index,
-            last,
-            &mut session,
-            &mut restoration,
+            &model,
+            spec_file.clone(),
         );
-        if check_partitioned.is_none() {
-            check_partitioned = check;
+        machine.smis =
+            smis_before.map(
+                |before| match (before, tame_host::msr::smi_count(root, smi_cpu)) {
+                    (Ok(a), Ok(b)) => SmiCount::Counted(b.wrapping_sub(a) & 0xffff_ffff),
+                    (Err(why), _) | (_, Err(why)) => SmiCount::Unavailable(why),
+                },
+            );
+        let verdict = verdict::decide(&options.requirement, &shared, &partitioned, &machine);
+        knobs::measure_effects(&mut knobs, &rounds, layout.work());
+        let reboot_options = knobs::reboot_options(&model, &rounds, layout.work());
+        let report = AssessReport {
+            schema: AssessReport::SCHEMA.tag.to_string(),
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            command_line: options.command_line.clone(),
+            started_unix_ns,
+            requirement: options.requirement.clone(),
+            environment: plan.environment.clone(),
+            check,
+            check_partitioned,
+            layout,
+            spec_file,
+            run_length,
+            calibration,
+            program: options.program.as_ref().map(|p| ProgramWork {
+                command: p
+                    .argv
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect(),
+                threads: p.threads.clone(),
+            }),
+            effects: rounds::effects(&rounds),
+            knobs,
+            reboot_options,
+            rounds,
+            shared,
+            partitioned,
+            machine,
+            verdict,
+            restoration,
+            interrupted: control.stopped(),
+        };
+        if let Some(dir) = &options.out_dir {
+            write_results(dir, &report)?;
         }
-        if round.0.job.is_none() {
-            no_partition = round.0.not_measured.clone();
-        }
-        totals[1].add_round(&round, &plan.job);
-        rounds.push(round.0);
-        throughput[1] = probed.or(throughput[1].take());
+        Ok(report)
     }
-    let budget = options.requirement.budget_ns;
-    let [shared_totals, part_totals] = totals;
-    let [shared_probe, part_probe] = throughput;
-    let mut shared = phase(
-        &rounds,
-        Configuration::Shared,
-        &shared_totals,
-        budget,
-        &plan,
-    );
-    shared.throughput = shared_probe;
-    let mut partitioned = phase(
-        &rounds,
-        Configuration::Partitioned,
-        &part_totals,
-        budget,
-        &plan,
-    );
-    partitioned.throughput = part_probe;
-    if control.stopped() && !partitioned.measured && partitioned.not_measured.is_none() {
-        partitioned.not_measured = Some("interrupted before the partitioned phase".into());
-    }
-    let mut machine = machine(
-        &plan.environment,
-        check_partitioned.as_ref().unwrap_or(&check),
-        &layout,
-        &model,
-        spec_file.clone(),
-    );
-    machine.smis =
-        smis_before.map(
-            |before| match (before, tame_host::msr::smi_count(root, smi_cpu)) {
-                (Ok(a), Ok(b)) => SmiCount::Counted(b.wrapping_sub(a) & 0xffff_ffff),
-                (Err(why), _) | (_, Err(why)) => SmiCount::Unavailable(why),
-            },
-        );
-    let verdict = verdict::decide(&options.requirement, &shared, &partitioned, &machine);
-    knobs::measure_effects(&mut knobs, &rounds, layout.work());
-    let reboot_options = knobs::reboot_options(&model, &rounds, layout.work());
-    let report = AssessReport {
-        schema: AssessReport::SCHEMA.tag.to_string(),
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        command_line: options.command_line.clone(),
-        started_unix_ns,
-        requirement: options.requirement.clone(),
-        environment: plan.environment.clone(),
-        check,
-        check_partitioned,
-        layout,
-        spec_file,
-        run_length,
-        calibration,
-        program: options.program.as_ref().map(|p| ProgramWork {
-            command: p
-                .argv
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
-            threads: p.threads.clone(),
-        }),
-        effects: rounds::effects(&rounds),
-        knobs,
-        reboot_options,
-        rounds,
-        shared,
-        partitioned,
-        machine,
-        verdict,
-        restoration,
-        interrupted: control.stopped(),
-    };
-    if let Some(dir) = &options.out_dir {
-        write_results(dir, &report)?;
-    }
-    Ok(report)
 }
 
 /// One configuration over its rounds: the work merged, the busy loop merged, the load's
@@ -369,7 +472,7 @@ fn phase(
 }
 
 /// The layout and the measurements, validated against the machine as it is now.
-fn prepare(
+fn prepare_layout(
     root: &Root,
     options: &Options,
     length: &RunLength,
@@ -415,6 +518,7 @@ fn machine(
         .findings
         .iter()
         .filter(|f| f.severity >= Severity::Warn)
+        .filter(|f| attribution::bears_on_latency(&f.id))
         .collect();
     serious.sort_by_key(|f| std::cmp::Reverse(f.severity));
     Machine {
@@ -424,11 +528,7 @@ fn machine(
         online_cpus: model.cpus.online.len(),
         isolated_cpus: model.cpus.online.difference(&layout.system).len(),
         partition: layout.partition.clone(),
-        reboot_fixes: serious
-            .iter()
-            .filter(|f| f.needs_reboot)
-            .filter_map(|f| f.fix.clone())
-            .collect(),
+        reboot_fixes: RebootFix::from_check(check),
         findings: serious
             .iter()
             .map(|f| format!("{}: {}", f.id, f.found))
@@ -536,7 +636,7 @@ impl MeasurementPlan {
         let job_ns = per_round / 100 * verdict::JOB_SHARE_PERCENT;
         let too_short = |e: &dyn std::fmt::Display| {
             invalid(format!(
-                "{e} (each of the {} rounds gets {} of --duration {} per configuration, the work {}% of it: give a longer --duration or fewer --rounds)",
+                "{e} (each of the {} rounds gets {} of --duration {} per configuration, the work {}% of it)",
                 length.rounds,
                 crate::requirement::human(per_round),
                 crate::requirement::human(length.per_configuration_ns),
@@ -892,4 +992,67 @@ impl MeasurementPlan {
 enum RoundWork {
     Job(Box<Finished<JobSettings>>),
     Watched(Box<tame_bench::watch::analyze::ThreadRecorders>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The busy loop's and the work's share of `total`, split as [`MeasurementPlan::new`] does.
+    fn split(total: u64, rounds: u32) -> (u64, u64) {
+        let per_round = total / u64::from(rounds);
+        let job = per_round / 100 * verdict::JOB_SHARE_PERCENT;
+        (per_round - job, job)
+    }
+
+    #[test]
+    fn the_shortest_duration_named_is_one_that_runs() {
+        for (period, rounds) in [
+            (1_000_000, 3),
+            (2_000_000, 1),
+            (10_000_000_000, 3),
+            (50_000, 100),
+        ] {
+            let r = Requirement::new(period, period / 10, None, 0.0, 1).unwrap();
+            let shortest = shortest_duration_ns(&r, rounds);
+            let (busy, job) = split(shortest, rounds);
+            assert!(
+                busy >= noise::MIN_DURATION_NS && job >= period,
+                "{period} {rounds}"
+            );
+            assert!(Length::Fixed(shortest).resolve(&r, rounds).is_ok());
+            // A millisecond less is refused, and the message names the shortest.
+            let e = Length::Fixed(shortest - 1_000_000)
+                .resolve(&r, rounds)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!(
+                    "give --duration {}ms or more",
+                    shortest / 1_000_000
+                )),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_too_short_duration_is_refused_in_the_units_it_was_given() {
+        let r = Requirement::new(1_000_000, 100_000, None, 0.0, 1).unwrap();
+        let e = Length::Fixed(10_000_000).resolve(&r, 3).unwrap_err();
+        assert!(e.is_bad_input());
+        assert_eq!(
+            e.to_string(),
+            "--duration 10 ms is too short for 3 rounds: each round's busy loop gets 35% of the round and needs at least 10 ms, its work at least one period — give --duration 86ms or more, or fewer --rounds"
+        );
+        let capped = Length::Auto {
+            target_bound: 0.0001,
+            max_ns: 10_000_000,
+        };
+        assert!(capped
+            .resolve(&r, 3)
+            .unwrap_err()
+            .to_string()
+            .starts_with("--max-duration 10 ms is too short for 3 rounds"));
+    }
 }

@@ -14,8 +14,10 @@
 use serde::{Deserialize, Serialize};
 use tame_bench::confidence;
 use tame_bench::load::LoadDescription;
+use tame_rt::plural::count;
 use tame_trace::attribute::NoiseClass;
 
+use crate::attribution::{self, Attribution, RebootFix};
 use crate::figures::{JobFigures, NoiseFigures, WorkThroughput};
 use crate::report::Phase;
 use crate::requirement::{human, percent, rate, Requirement};
@@ -201,8 +203,9 @@ pub struct Machine {
     pub isolated_cpus: usize,
     /// The isolated partition the work would run in.
     pub partition: String,
-    /// Fixes the check found that need a reboot (boot parameters, another kernel).
-    pub reboot_fixes: Vec<String>,
+    /// Fixes the check found that need a reboot (boot parameters, another kernel), each
+    /// with its finding (reports before kept the text alone).
+    pub reboot_fixes: Vec<RebootFix>,
     /// Check findings that warn or fail, one line each.
     pub findings: Vec<String>,
     /// Where the spec was written, if it was.
@@ -226,7 +229,8 @@ impl SmiCount {
     fn sentence(&self) -> String {
         match self {
             SmiCount::Counted(n) => format!(
-                "{n} SMI(s) were counted on the work's CPU while it was measured (MSR_SMI_COUNT)"
+                "{} counted on the work's CPU while it was measured (MSR_SMI_COUNT)",
+                count(*n, "SMI was", "SMIs were")
             ),
             SmiCount::Unavailable(why) => format!("SMIs could not be counted: {why}"),
         }
@@ -243,6 +247,10 @@ pub struct Verdict {
     /// What the verdict rests on: activations, rounds, minutes, confidence.
     #[serde(default)]
     pub rests_on: String,
+    /// Set when the activations are too few for what the verdict would claim (the rule
+    /// of three): said beside the verdict, which stands as the bounds give it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub too_few: Option<String>,
     /// What limits it, worst first.
     pub limits: Vec<String>,
     /// What to do next.
@@ -271,7 +279,7 @@ pub fn decide(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine)
     let part_holds = holds(&part_job, partitioned);
     let best = part_job.as_ref().or(shared_job.as_ref());
     let best_noise = partitioned.noise.as_ref().or(shared.noise.as_ref());
-    let mut notes = notes(r, shared, partitioned, m);
+    let mut notes = notes(shared, partitioned, m);
     let interrupted = [shared, partitioned]
         .iter()
         .any(|p| p.job.as_ref().is_some_and(|j| j.interrupted));
@@ -293,6 +301,7 @@ pub fn decide(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine)
             shared_job: shared_job.as_ref(),
             best,
             best_noise,
+            attribution: Attribution::of(best_noise),
             partitioned,
             m,
         };
@@ -310,6 +319,7 @@ pub fn decide(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine)
         outcome,
         headline,
         rests_on: rests_on(r, shared, partitioned),
+        too_few: too_few(r, [shared_holds.as_ref(), part_holds.as_ref()]),
         shared: shared_holds,
         partitioned: part_holds,
         limits,
@@ -320,12 +330,7 @@ pub fn decide(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine)
             }
             _ => next_step,
         },
-        cost: cost(
-            shared.load.as_ref(),
-            partitioned.load.as_ref(),
-            work_cost.as_ref(),
-            m,
-        ),
+        cost: cost(r, (shared, partitioned), work_cost.as_ref(), m),
         notes,
     }
 }
@@ -336,14 +341,62 @@ fn rests_on(r: &Requirement, shared: &Phase, partitioned: &Phase) -> String {
     let n = |p: &Phase| p.job.as_ref().map_or(0, |j| j.activations);
     let rounds = shared.rounds.max(partitioned.rounds);
     format!(
-        "{} activations ({} shared, {} partitioned) in {} interleaved round(s) each, {} of work measured; miss-rate bounds at {} confidence",
+        "{} activations ({} shared, {} partitioned) in {} each, {} of work measured; miss-rate bounds at {} confidence",
         n(shared) + n(partitioned),
         n(shared),
         n(partitioned),
-        rounds,
+        count(u64::from(rounds), "round", "interleaved rounds"),
         human((n(shared) + n(partitioned)).saturating_mul(r.period_ns)),
         percent(r.confidence)
     )
+}
+
+/// The rule of three: no miss in `n` activations shows a miss rate below about 3/n at
+/// 95 % confidence, so showing a miss rate of `p` takes at least 3/p activations.
+pub fn rule_of_three(p: f64) -> u64 {
+    (3.0 / p).ceil() as u64
+}
+
+/// The miss rate a hard requirement's run is sized to show (`--duration auto`): a miss
+/// rate of 0 cannot be shown, only one below this.
+pub const HARD_TARGET_BOUND: f64 = 0.0001;
+
+/// Whether the configurations the verdict rests on — those not shown to miss: a miss
+/// shown is shown by any number of activations — had too few activations to show the
+/// tolerated miss rate (for a hard deadline, [`HARD_TARGET_BOUND`]) by the rule of three;
+/// what that means and how long would do.
+fn too_few(r: &Requirement, holds: [Option<&Holds>; 2]) -> Option<String> {
+    let fewest = holds
+        .iter()
+        .flatten()
+        .filter(|h| matches!(h.status, Some(s) if s != Status::NotMet))
+        .map(|h| h.activations)
+        .min()?;
+    let p = if r.is_hard() {
+        HARD_TARGET_BOUND
+    } else {
+        r.miss_rate
+    };
+    let needed = rule_of_three(p);
+    if fewest >= needed {
+        return None;
+    }
+    let measure = format!(
+        "measure --duration {} per configuration, or --duration auto",
+        human(duration_for(needed, r.period_ns))
+    );
+    Some(if r.is_hard() {
+        format!(
+            "too few activations for a hard deadline: {fewest} per configuration without a miss show at best a miss rate below about {} (the rule of three: no miss in N activations shows a miss rate below about 3/N, at 95% confidence), and no number of them shows 0; showing {} takes about {needed} — {measure}",
+            rate(3.0 / fewest.max(1) as f64),
+            rate(p)
+        )
+    } else {
+        format!(
+            "too few activations to show a miss rate of {}: {fewest} per configuration, and even with no miss that takes about {needed} (the rule of three: no miss in N activations shows a miss rate below about 3/N, at 95% confidence) — {measure}",
+            rate(p)
+        )
+    })
 }
 
 /// How long each configuration must be measured for `activations`: the `--duration` that
@@ -368,6 +421,8 @@ struct Advice<'a> {
     shared_job: Option<&'a JobFigures>,
     best: Option<&'a JobFigures>,
     best_noise: Option<&'a NoiseFigures>,
+    /// What took the busy loop's time where the verdict rests: what the advice follows.
+    attribution: Option<Attribution<'a>>,
     partitioned: &'a Phase,
     m: &'a Machine,
 }
@@ -437,19 +492,50 @@ impl Advice<'_> {
 
     fn partition_step(&self) -> String {
         let m = self.m;
+        let fixes = self.reboot_fixes();
+        let margin = match self.beyond_the_guest() {
+            Some(why) => format!("; for more margin: {why}"),
+            None if !fixes.is_empty() => format!(
+                "; for more margin, these changes need a reboot: {}",
+                fixes.join("; ")
+            ),
+            None => String::new(),
+        };
         format!(
-            "apply the spec: tame apply {} (then start the work with tame run -p {} -- CMD){}",
+            "apply the spec: tame apply {} (then start the work with tame run -p {} -- CMD){margin}",
             m.spec_file.as_deref().unwrap_or("SPEC"),
             m.partition,
-            if m.reboot_fixes.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; for more margin, these changes need a reboot: {}",
-                    m.reboot_fixes.join("; ")
-                )
-            }
         )
+    }
+
+    /// The reboot fixes that remove something the busy loop saw (every latency fix when
+    /// the gaps were not attributed).
+    fn reboot_fixes(&self) -> Vec<&str> {
+        match &self.attribution {
+            Some(a) => a.fixes_for(&self.m.reboot_fixes),
+            None => attribution::latency_fixes(&self.m.reboot_fixes),
+        }
+    }
+
+    /// When what no guest event explains took most of the time: whose it is and that no
+    /// reboot removes it.
+    fn beyond_the_guest(&self) -> Option<String> {
+        let a = self.attribution.as_ref().filter(|a| a.beyond_the_guest())?;
+        let took = format!(
+            "{:.3}% of the busy loop, gaps up to {}, against {:.3}% for every guest source together",
+            a.beyond_share,
+            human(a.beyond_max_ns),
+            a.guest_share
+        );
+        Some(match &self.m.hypervisor {
+            Some(hv) => format!(
+                "what interrupts the work most is the hypervisor ({hv}): stalls no guest event explains took {took} — no reboot, boot parameter or PREEMPT_RT removes them: run it on bare metal or on a host that dedicates and pins this vCPU"
+            ),
+            None => format!(
+                "what interrupts the work most is firmware or hardware (SMIs): gaps no kernel event explains took {took}{} — no reboot, boot parameter or PREEMPT_RT removes them: look for firmware settings that raise SMIs, update the firmware, or use another machine",
+                self.m.smis.as_ref().map_or(String::new(), |s| format!("; {}", s.sentence()))
+            ),
+        })
     }
 
     /// Neither configuration shown to meet it, one not ruled out: what was shown, and
@@ -588,10 +674,14 @@ impl Advice<'_> {
                 );
             }
         }
-        if !m.reboot_fixes.is_empty() {
+        if let Some(why) = self.beyond_the_guest() {
+            return format!("this machine is unlikely to meet it: {why}");
+        }
+        let fixes = self.reboot_fixes();
+        if !fixes.is_empty() {
             return format!(
                 "these changes need a reboot, then assess again: {}",
-                m.reboot_fixes.join("; ")
+                fixes.join("; ")
             );
         }
         if !m.preempt_rt {
@@ -689,7 +779,14 @@ fn limits(
             }
         }
     }
-    out.extend(m.findings.iter().take(5).map(|f| format!("check: {f}")));
+    // Findings are `id: what was found`; lockdown limits what tame may set, not latency.
+    out.extend(
+        m.findings
+            .iter()
+            .filter(|f| attribution::bears_on_latency(f.split(':').next().unwrap_or("")))
+            .take(5)
+            .map(|f| format!("check: {f}")),
+    );
     out
 }
 
@@ -755,8 +852,8 @@ impl<'a> WorkCost<'a> {
 /// throughput where the cost probe measured it, and the load's throughput partitioned
 /// against shared (geometric mean over stressors).
 fn cost(
-    shared: Option<&LoadDescription>,
-    partitioned: Option<&LoadDescription>,
+    r: &Requirement,
+    (shared, partitioned): (&Phase, &Phase),
     work: Option<&WorkCost>,
     m: &Machine,
 ) -> Option<String> {
@@ -770,13 +867,65 @@ fn cost(
     if let Some(w) = work {
         text.push_str(&format!("; {}", w.sentence()));
     }
-    if let Some(ratio) = throughput_ratio(shared, partitioned) {
-        text.push_str(&format!(
+    match load_kept(r, shared, partitioned) {
+        Some(LoadKept::Ratio(ratio)) if ratio <= 1.0 => text.push_str(&format!(
             "; the load kept {:.0}% of its shared throughput while partitioned (stress-ng bogo-ops/s, geometric mean)",
             ratio * 100.0
-        ));
+        )),
+        Some(LoadKept::Ratio(ratio)) => text.push_str(&format!(
+            "; the load got more done partitioned, on fewer CPUs, than shared ({ratio:.2}× its shared throughput, stress-ng bogo-ops/s, geometric mean)"
+        )),
+        Some(LoadKept::TooShort { phase_ns, duration_ns }) => text.push_str(&format!(
+            "; the load's throughput is not compared: each round's load ran about {}, and below {} stress-ng's start-up (files, memory, sockets) decides its rate — --duration {} per configuration or more compares it",
+            human(phase_ns),
+            human(MIN_LOAD_PHASE_NS),
+            human(duration_ns)
+        )),
+        None => {}
     }
     Some(text)
+}
+
+/// The shortest load phase whose stress-ng rates are compared: in a shorter one its
+/// start-up (writing files, filling memory, opening sockets) is most of the phase, and
+/// the rates say more about that than about the load.
+pub const MIN_LOAD_PHASE_NS: u64 = 1_000_000_000;
+
+/// The load's throughput partitioned against shared, where the phases were long enough
+/// to say.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LoadKept {
+    /// Partitioned over shared ([`throughput_ratio`]).
+    Ratio(f64),
+    /// A round's load ran `phase_ns`, below [`MIN_LOAD_PHASE_NS`]; `duration_ns` per
+    /// configuration would reach it.
+    TooShort { phase_ns: u64, duration_ns: u64 },
+}
+
+/// The load's throughput partitioned against shared, or why it is not compared; `None`
+/// when either has no rates (no load, the user's own load, not measured).
+pub fn load_kept(r: &Requirement, shared: &Phase, partitioned: &Phase) -> Option<LoadKept> {
+    let ratio = throughput_ratio(shared.load.as_ref(), partitioned.load.as_ref())?;
+    // The load runs while the work does: a round's load phase is its activations' periods.
+    let phase = |p: &Phase| {
+        p.job
+            .as_ref()
+            .map(|j| j.activations / u64::from(p.rounds.max(1)) * r.period_ns)
+    };
+    let shortest = [phase(shared), phase(partitioned)]
+        .into_iter()
+        .flatten()
+        .min();
+    match shortest {
+        Some(phase_ns) if phase_ns < MIN_LOAD_PHASE_NS => {
+            let rounds = u64::from(shared.rounds.max(partitioned.rounds).max(1));
+            Some(LoadKept::TooShort {
+                phase_ns,
+                duration_ns: MIN_LOAD_PHASE_NS * rounds * 100 / JOB_SHARE_PERCENT,
+            })
+        }
+        _ => Some(LoadKept::Ratio(ratio)),
+    }
 }
 
 /// Partitioned over shared throughput, geometric mean over the stressors both report.
@@ -798,7 +947,7 @@ pub fn throughput_ratio(
 }
 
 /// What a reader needs to read the figures right.
-fn notes(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine) -> Vec<String> {
+fn notes(shared: &Phase, partitioned: &Phase, m: &Machine) -> Vec<String> {
     let mut out = Vec::new();
     if let (Some(s), Some(p)) = (&shared.job, &partitioned.job) {
         if p.start_delay.p50 > s.start_delay.p50
@@ -827,22 +976,6 @@ fn notes(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine) -> V
             }
         }
     }
-    if !r.is_hard() {
-        let needed = confidence::activations_for_bound(r.miss_rate, r.confidence);
-        let most = [shared, partitioned]
-            .iter()
-            .filter_map(|p| p.job.as_ref().map(|j| j.activations))
-            .max()
-            .unwrap_or(0);
-        if most > 0 && most < needed {
-            out.push(format!(
-                "{most} activations cannot show a miss rate of {} even with no miss: at least {needed} are needed at {} confidence (--duration {} per configuration, or --duration auto)",
-                percent(r.miss_rate),
-                percent(r.confidence),
-                human(duration_for(needed, r.period_ns))
-            ));
-        }
-    }
     let stretches =
         [shared, partitioned].map(|p| p.noise.as_ref().and_then(|n| n.stretch.as_ref()));
     if stretches.iter().flatten().any(|s| !s.tasks_excluded) {
@@ -861,4 +994,63 @@ fn notes(r: &Requirement, shared: &Phase, partitioned: &Phase, m: &Machine) -> V
         out.push("interrupted: the figures cover only what was measured".to_string());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holds(status: Status, activations: u64) -> Holds {
+        Holds {
+            holds: status == Status::Met,
+            status: Some(status),
+            activations,
+            late: 0,
+            late_fraction: 0.0,
+            miss_bound: None,
+            miss_lower: None,
+            confidence: Some(0.95),
+            activations_to_decide: None,
+            stretch_ns: 0,
+            response_ns: 0,
+            margin_ns: 0,
+            worst_round: None,
+        }
+    }
+
+    fn requirement(miss_rate: f64) -> Requirement {
+        Requirement::new(1_000_000, 100_000, None, miss_rate, 1).unwrap()
+    }
+
+    #[test]
+    fn the_rule_of_three_sizes_what_a_miss_rate_needs() {
+        assert_eq!(rule_of_three(0.001), 3000);
+        assert_eq!(rule_of_three(0.0001), 30_000);
+        assert_eq!(rule_of_three(0.3), 10);
+    }
+
+    #[test]
+    fn a_verdict_from_too_few_activations_says_so() {
+        // issue 35, item 3: `--duration 200ms` drew a hard-deadline verdict from 129
+        // activations per configuration without a word on how few that is.
+        let no_miss = holds(Status::NoMissSeen, 129);
+        assert_eq!(
+            too_few(&requirement(0.0), [Some(&no_miss), None]).unwrap(),
+            "too few activations for a hard deadline: 129 per configuration without a miss show at best a miss rate below about 2.33% (the rule of three: no miss in N activations shows a miss rate below about 3/N, at 95% confidence), and no number of them shows 0; showing 0.01% takes about 30000 — measure --duration 46.154s per configuration, or --duration auto"
+        );
+        let open = holds(Status::Inconclusive, 648);
+        assert_eq!(
+            too_few(&requirement(0.001), [Some(&open), Some(&open)]).unwrap(),
+            "too few activations to show a miss rate of 0.1%: 648 per configuration, and even with no miss that takes about 3000 (the rule of three: no miss in N activations shows a miss rate below about 3/N, at 95% confidence) — measure --duration 4.615s per configuration, or --duration auto"
+        );
+        // Enough, or a miss shown (any number of activations shows one): nothing to say.
+        assert_eq!(
+            too_few(&requirement(0.001), [Some(&holds(Status::Met, 3000)), None]),
+            None
+        );
+        assert_eq!(
+            too_few(&requirement(0.0), [Some(&holds(Status::NotMet, 129)), None]),
+            None
+        );
+    }
 }

@@ -61,7 +61,7 @@ impl CycleSettings {
     pub fn validate_interval(interval_ns: u64) -> Result<()> {
         if !(MIN_INTERVAL_NS..=MAX_INTERVAL_NS).contains(&interval_ns) {
             return Err(invalid(format!(
-                "interval {interval_ns} ns is out of range — tame bench cycle takes 50µs..10s (e.g. --interval 200us)"
+                "interval {} is out of range — tame bench cycle takes 50µs..10s (e.g. --interval 200us)", tame_rt::duration::format_ns(interval_ns)
             )));
         }
         Ok(())

@@ -50,7 +50,8 @@ impl FwqSettings {
     pub fn validate_shape(quantum_ns: u64, samples: u64) -> Result<()> {
         if !(1_000..=1_000_000_000).contains(&quantum_ns) {
             return Err(invalid(format!(
-                "quantum {quantum_ns} ns is out of range — use 1µs..1s (e.g. --quantum 100us)"
+                "quantum {} is out of range — use 1µs..1s (e.g. --quantum 100us)",
+                tame_rt::duration::format_ns(quantum_ns)
             )));
         }
         if samples == 0 || samples > MAX_SAMPLES {

@@ -94,7 +94,8 @@ impl JobSettings {
 fn validate_period(period_ns: u64) -> Result<()> {
     if !(MIN_INTERVAL_NS..=MAX_INTERVAL_NS).contains(&period_ns) {
         return Err(invalid(format!(
-            "period {period_ns} ns is out of range — a periodic job takes 50µs..10s (e.g. a period of 1ms)"
+            "period {} is out of range — a periodic job takes 50µs..10s (e.g. a period of 1ms)",
+            tame_rt::duration::format_ns(period_ns)
         )));
     }
     Ok(())

@@ -37,7 +37,8 @@ pub fn periods(duration_ns: Option<u64>, loops: Option<u64>, period_ns: u64) -> 
     // The run's length in ns (loops × period) must fit: a wrapped product would plan a short run.
     if n.checked_mul(period_ns).is_none() {
         return Err(invalid(format!(
-            "{n} periods of {period_ns} ns would last longer than 584 years — give fewer --loops"
+            "{n} periods of {} would last longer than 584 years — give fewer --loops",
+            tame_rt::duration::format_ns(period_ns)
         )));
     }
     Ok(n)

@@ -57,7 +57,8 @@ impl SleepSettings {
         }
         if sleep_ns == 0 || sleep_ns > 10_000_000_000 {
             return Err(invalid(format!(
-                "sleep of {sleep_ns} ns is out of range — use 1ns..10s (e.g. --sleep 1ms)"
+                "sleep of {} is out of range — use 1ns..10s (e.g. --sleep 1ms)",
+                tame_rt::duration::format_ns(sleep_ns)
             )));
         }
         Ok(())

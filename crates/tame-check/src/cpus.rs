@@ -1,5 +1,6 @@
 //! CPU checks: housekeeping left, SMT siblings, boot isolation (isolcpus, nohz_full, rcu_nocbs), threads allowed on the CPUs.
 use tame_host::{CpuList, HostModel};
+use tame_rt::plural::{count, word};
 
 use crate::isolation;
 use crate::{Category, Finding, Severity, Target};
@@ -15,8 +16,9 @@ pub fn housekeeping(_m: &HostModel, t: &Target) -> Vec<Finding> {
             C,
             Severity::Warn,
             format!(
-                "the checked CPUs {} are every online CPU: no CPU is left for housekeeping",
-                t.cpus
+                "the checked {} {} every online CPU: no CPU is left for housekeeping",
+                t.cpus.named(),
+                are(&t.cpus)
             ),
             why,
         )
@@ -27,7 +29,7 @@ pub fn housekeeping(_m: &HostModel, t: &Target) -> Vec<Finding> {
         id,
         C,
         Severity::Ok,
-        format!("housekeeping CPUs {}", t.housekeeping),
+        format!("housekeeping {}", t.housekeeping.named()),
         why,
     )
     .as_vec()
@@ -49,7 +51,7 @@ pub fn smt_siblings(m: &HostModel, t: &Target) -> Vec<Finding> {
             id,
             C,
             Severity::Warn,
-            format!("SMT siblings {outside} of CPUs {} are online and not among the checked CPUs", t.cpus),
+            format!("SMT {} {outside} of {} {} online and not among the checked CPUs", word(outside.len() as u64, "sibling", "siblings"), t.cpus.named(), are(&outside)),
             why,
         )
         .fix(format!(
@@ -92,17 +94,22 @@ pub fn isolcpus(m: &HostModel, t: &Target) -> Vec<Finding> {
     let mut how = Vec::new();
     let at_boot = t.cpus.intersection(&boot);
     if !at_boot.is_empty() {
-        how.push(format!("CPUs {at_boot} at boot (isolcpus=domain)"));
+        how.push(format!("{} at boot (isolcpus=domain)", at_boot.named()));
     }
     let only_run_time = t.cpus.intersection(&run_time).difference(&boot);
     for p in &partitions {
         let here = only_run_time.intersection(&p.cpus);
         if !here.is_empty() {
-            how.push(format!("CPUs {here} at run time by {}", p.describe()));
+            how.push(format!("{} at run time by {}", here.named(), p.describe()));
         }
     }
     if missing.is_empty() {
-        let mut found = format!("CPUs {} are isolated: {}", t.cpus, how.join("; "));
+        let mut found = format!(
+            "{} {} isolated: {}",
+            t.cpus.named(),
+            are(&t.cpus),
+            how.join("; ")
+        );
         if !only_run_time.is_empty() {
             found.push_str(&format!("; {}", boot_only_rest(m, &only_run_time)));
         }
@@ -118,7 +125,11 @@ pub fn isolcpus(m: &HostModel, t: &Target) -> Vec<Finding> {
     } else {
         " or, at run time, an exclusive cpuset (tame apply)"
     };
-    let mut found = format!("CPUs {missing} are not isolated from the scheduler");
+    let mut found = format!(
+        "{} {} not isolated from the scheduler",
+        missing.named(),
+        are(&missing)
+    );
     if !how.is_empty() {
         found.push_str(&format!(" (isolated: {})", how.join("; ")));
     }
@@ -187,7 +198,7 @@ pub fn nohz_full(m: &HostModel, t: &Target) -> Vec<Finding> {
             id,
             C,
             Severity::Ok,
-            format!("nohz_full covers CPUs {}", t.cpus),
+            format!("nohz_full covers {}", t.cpus.named()),
             why,
         )
         .as_vec();
@@ -197,7 +208,7 @@ pub fn nohz_full(m: &HostModel, t: &Target) -> Vec<Finding> {
             id,
             C,
             Severity::Info,
-            format!("CPUs {missing} tick periodically; nohz_full= would have no effect on this kernel (see kernel.nohz_full)"),
+            format!("{} {} periodically; nohz_full= would have no effect on this kernel (see kernel.nohz_full)", missing.named(), word(missing.len() as u64, "ticks", "tick")),
             why,
         )
         .as_vec();
@@ -206,7 +217,7 @@ pub fn nohz_full(m: &HostModel, t: &Target) -> Vec<Finding> {
         id,
         C,
         Severity::Warn,
-        format!("nohz_full= does not cover CPUs {missing}"),
+        format!("nohz_full= does not cover {}", missing.named()),
         why,
     )
     .housekeeping_fix(t, true, |_| format!("boot with nohz_full={}", t.cpus))
@@ -229,7 +240,7 @@ pub fn rcu_nocbs(m: &HostModel, t: &Target) -> Vec<Finding> {
             id,
             C,
             Severity::Ok,
-            format!("RCU callbacks offloaded from CPUs {}", t.cpus),
+            format!("RCU callbacks offloaded from {}", t.cpus.named()),
             why,
         )
         .as_vec();
@@ -243,7 +254,11 @@ pub fn rcu_nocbs(m: &HostModel, t: &Target) -> Vec<Finding> {
             id,
             C,
             Severity::Warn,
-            format!("CPUs {missing} run RCU callbacks and this kernel lacks CONFIG_RCU_NOCB_CPU"),
+            format!(
+                "{} {} RCU callbacks and this kernel lacks CONFIG_RCU_NOCB_CPU",
+                missing.named(),
+                word(missing.len() as u64, "runs", "run")
+            ),
             why,
         )
         .boot_fix("boot a kernel built with CONFIG_RCU_NOCB_CPU=y")
@@ -253,7 +268,7 @@ pub fn rcu_nocbs(m: &HostModel, t: &Target) -> Vec<Finding> {
         id,
         C,
         Severity::Warn,
-        format!("rcu_nocbs= does not cover CPUs {missing}"),
+        format!("rcu_nocbs= does not cover {}", missing.named()),
         why,
     )
     .housekeeping_fix(t, true, |_| format!("boot with rcu_nocbs={}", t.cpus))
@@ -282,25 +297,17 @@ pub fn threads(m: &HostModel, t: &Target) -> Vec<Finding> {
         ));
     } else {
         let kernel = movable.iter().filter(|t| t.kthread).count();
-        let mut names: Vec<&str> = movable
-            .iter()
-            .filter(|t| !t.kthread)
-            .map(|t| t.comm.as_str())
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        let sample = names.iter().take(6).copied().collect::<Vec<_>>().join(", ");
         out.push(
             Finding::new(
                 id,
                 C,
                 Severity::Warn,
                 format!(
-                    "{} threads ({} user, {kernel} unbound kernel) may run on CPUs {}: {sample}{}",
-                    movable.len(),
+                    "{} ({} user, {kernel} unbound kernel) may run on {}: {}",
+                    count(movable.len() as u64, "thread", "threads"),
                     movable.len() - kernel,
-                    t.cpus,
-                    if names.len() > 6 { ", …" } else { "" }
+                    t.cpus.named(),
+                    thread_names(&movable)
                 ),
                 why,
             )
@@ -327,7 +334,7 @@ pub fn threads(m: &HostModel, t: &Target) -> Vec<Finding> {
                 "cpus.rt_threads",
                 C,
                 Severity::Warn,
-                format!("{} real-time threads not confined to the checked CPUs may preempt work there: {sample}", rt.len()),
+                format!("{} not confined to the checked CPUs may preempt work there: {sample}", count(rt.len() as u64, "real-time thread", "real-time threads")),
                 "A real-time thread from elsewhere preempts any SCHED_OTHER work and competes with real-time work of equal priority.",
             )
             .housekeeping_fix(t, false, |hk| format!("confine them to the housekeeping CPUs: taskset -p -c {hk} PID (or tame apply)")),
@@ -338,8 +345,38 @@ pub fn threads(m: &HostModel, t: &Target) -> Vec<Finding> {
         "cpus.per_cpu_kthreads",
         C,
         Severity::Info,
-        format!("{bound} per-CPU kernel threads are bound to CPUs {} (ksoftirqd, migration, kworker, …)", t.cpus),
+        format!("{} bound to {} (ksoftirqd, migration, kworker, …)", count(bound as u64, "per-CPU kernel thread is", "per-CPU kernel threads are"), t.cpus.named()),
         "Per-CPU kernel threads cannot be moved; they run only when their CPU has work for them, which the other settings here reduce.",
     ));
     out
+}
+
+/// Up to six of the threads' names, user threads first, kernel threads in brackets as
+/// `ps` shows them (`bash, sshd, [kworker/u4:2], …`): so the list is never empty.
+fn thread_names(threads: &[&tame_host::process::Task]) -> String {
+    let mut names: Vec<String> = Vec::new();
+    for kernel in [false, true] {
+        let mut these: Vec<String> = threads
+            .iter()
+            .filter(|t| t.kthread == kernel)
+            .map(|t| {
+                if kernel {
+                    format!("[{}]", t.comm)
+                } else {
+                    t.comm.clone()
+                }
+            })
+            .collect();
+        these.sort_unstable();
+        these.dedup();
+        names.extend(these);
+    }
+    let more = if names.len() > 6 { ", …" } else { "" };
+    names.truncate(6);
+    format!("{}{more}", names.join(", "))
+}
+
+/// `is` for one CPU, `are` for more: the verb after [`CpuList::named`].
+pub(crate) fn are(cpus: &CpuList) -> &'static str {
+    word(cpus.len() as u64, "is", "are")
 }

@@ -1,6 +1,7 @@
 //! IRQ checks: irqbalance, movable and kernel-managed IRQs on the checked CPUs, the default affinity.
 use tame_host::irq::Irq;
 use tame_host::{CpuList, HostModel};
+use tame_rt::plural::count;
 
 use crate::target::cmdline_isolated;
 use crate::{Category, Finding, Severity, Target};
@@ -47,7 +48,10 @@ pub fn irqbalance(m: &HostModel, t: &Target) -> Vec<Finding> {
             id,
             C,
             Severity::Ok,
-            format!("irqbalance runs and leaves CPUs {} alone ({src})", t.cpus),
+            format!(
+                "irqbalance runs and leaves {} alone ({src})",
+                t.cpus.named()
+            ),
             why,
         )
         .as_vec();
@@ -57,8 +61,9 @@ pub fn irqbalance(m: &HostModel, t: &Target) -> Vec<Finding> {
         C,
         Severity::Fail,
         format!(
-            "irqbalance (pid {}) runs without banning CPUs {exposed}{}",
+            "irqbalance (pid {}) runs without banning {}{}",
             ib.pids.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(","),
+            exposed.named(),
             if banned.is_empty() { String::new() } else { format!(" (banned: {banned})") }
         ),
         why,
@@ -79,7 +84,7 @@ pub fn movable_irqs(m: &HostModel, t: &Target) -> Vec<Finding> {
             id,
             C,
             Severity::Ok,
-            format!("no movable device IRQ fires on CPUs {}", t.cpus),
+            format!("no movable device IRQ fires on {}", t.cpus.named()),
             why,
         )
         .as_vec();
@@ -88,7 +93,7 @@ pub fn movable_irqs(m: &HostModel, t: &Target) -> Vec<Finding> {
         id,
         C,
         Severity::Warn,
-        format!("{} movable IRQs fire on CPUs {}: {}", on.len(), t.cpus, describe(&on)),
+        format!("{} on {}: {}", count(on.len() as u64, "movable IRQ fires", "movable IRQs fire"), t.cpus.named(), describe(&on)),
         why,
     )
     .housekeeping_fix(t, false, |hk| format!(
@@ -108,8 +113,9 @@ pub fn managed_irqs(m: &HostModel, t: &Target) -> Vec<Finding> {
             C,
             Severity::Ok,
             format!(
-                "none of the {n} kernel-managed IRQs fires on CPUs {}",
-                t.cpus
+                "none of the {} fires on {}",
+                count(n as u64, "kernel-managed IRQ", "kernel-managed IRQs"),
+                t.cpus.named()
             ),
             why,
         )
@@ -139,8 +145,13 @@ pub fn managed_irqs(m: &HostModel, t: &Target) -> Vec<Finding> {
         C,
         Severity::Fail,
         format!(
-            "{} kernel-managed IRQs fire on CPUs {cpus_hit}: {}{source}",
-            on.len(),
+            "{} on {}: {}{source}",
+            count(
+                on.len() as u64,
+                "kernel-managed IRQ fires",
+                "kernel-managed IRQs fire"
+            ),
+            cpus_hit.named(),
             describe(&on)
         ),
         why,
@@ -149,7 +160,7 @@ pub fn managed_irqs(m: &HostModel, t: &Target) -> Vec<Finding> {
         // The kernel could not avoid these CPUs (e.g. one queue per CPU).
         return finding
             .fix(format!(
-                "isolcpus=managed_irq is set but the device has a queue for every CPU; keep I/O off CPUs {cpus_hit} or pick other CPUs"
+                "isolcpus=managed_irq is set but the device has a queue for every CPU; keep I/O off {} or pick other CPUs", cpus_hit.named()
             ))
             .as_vec();
     }
@@ -157,7 +168,7 @@ pub fn managed_irqs(m: &HostModel, t: &Target) -> Vec<Finding> {
     let alt = if free.is_empty() {
         String::new()
     } else {
-        format!(", or check only CPUs {free}")
+        format!(", or check only {}", free.named())
     };
     finding
         .housekeeping_fix(t, true, |_| {
@@ -178,7 +189,7 @@ pub fn default_affinity(m: &HostModel, t: &Target) -> Vec<Finding> {
             id,
             C,
             Severity::Ok,
-            format!("default IRQ affinity {def} avoids CPUs {}", t.cpus),
+            format!("default IRQ affinity {def} avoids {}", t.cpus.named()),
             why,
         )
         .as_vec();
@@ -187,7 +198,7 @@ pub fn default_affinity(m: &HostModel, t: &Target) -> Vec<Finding> {
         id,
         C,
         Severity::Warn,
-        format!("default IRQ affinity {def} includes CPUs {overlap}"),
+        format!("default IRQ affinity {def} includes {}", overlap.named()),
         why,
     )
     .housekeeping_fix(t, false, |hk| {

@@ -48,7 +48,9 @@ pub fn step(model: &HostModel, target: &Target, findings: &[Finding]) -> String 
             ""
         };
         return format!(
-            "isolate CPUs {missing}: write a spec with them in an isolated partition (see examples/minimal.toml), check it with `tame plan SPEC` and apply it with `tame apply SPEC`{managed} — or `tame assess --cpus {}` chooses CPUs, applies a partition, measures shared against partitioned and reverts",
+            "isolate {}: write a spec with {} in an isolated partition (see examples/minimal.toml), check it with `tame plan SPEC` and apply it with `tame apply SPEC`{managed} — or `tame assess --cpus {}` chooses CPUs, applies a partition, measures shared against partitioned and reverts",
+            missing.named(),
+            tame_rt::plural::word(missing.len() as u64, "it", "them"),
             missing.len()
         );
     }
@@ -66,7 +68,9 @@ pub fn step(model: &HostModel, target: &Target, findings: &[Finding]) -> String 
     }
     if MOVED_BY_A_PARTITION.iter().any(|id| bad(id)) {
         return format!(
-            "move what still runs on CPUs {cpus}: a spec with them in an isolated partition (see examples/minimal.toml), `tame plan SPEC`, `tame apply SPEC` — then measure with `tame bench cycle -p NAME`"
+            "move what still runs on {}: a spec with {} in an isolated partition (see examples/minimal.toml), `tame plan SPEC`, `tame apply SPEC` — then measure with `tame bench cycle -p NAME`",
+            cpus.named(),
+            tame_rt::plural::word(cpus.len() as u64, "it", "them")
         );
     }
     // tame run places work on CPUs the boot line isolated; a foreign cpuset partition it does not know.

@@ -39,12 +39,12 @@ pub fn governor(m: &HostModel, t: &Target) -> Vec<Finding> {
             id,
             C,
             Severity::Ok,
-            format!("governor performance on CPUs {}", t.cpus),
+            format!("governor performance on {}", t.cpus.named()),
             why,
         )
         .as_vec();
     }
-    Finding::new(id, C, Severity::Warn, format!("governor {} on CPUs {slow}", governors.join("/")), why)
+    Finding::new(id, C, Severity::Warn, format!("governor {} on {}", governors.join("/"), slow.named()), why)
         .fix(format!("cpupower -c {slow} frequency-set -g performance (or echo performance > /sys/devices/system/cpu/cpuN/cpufreq/scaling_governor)"))
         .as_vec()
 }
@@ -126,7 +126,7 @@ pub fn idle_states(m: &HostModel, t: &Target) -> Vec<Finding> {
             id,
             C,
             Severity::Ok,
-            format!("no idle state deeper than {DEEP_IDLE_LATENCY_US} µs exit latency is usable on CPUs {} (cpuidle driver {driver})", t.cpus),
+            format!("no idle state deeper than {DEEP_IDLE_LATENCY_US} µs exit latency is usable on {} (cpuidle driver {driver})", t.cpus.named()),
             why,
         )
         .as_vec();
@@ -136,7 +136,7 @@ pub fn idle_states(m: &HostModel, t: &Target) -> Vec<Finding> {
         .map(|(n, l)| format!("{n} ({l} µs)"))
         .collect::<Vec<_>>()
         .join(", ");
-    Finding::new(id, C, Severity::Warn, format!("deep idle states {names} enabled on CPUs {cpus}"), why)
+    Finding::new(id, C, Severity::Warn, format!("deep idle states {names} enabled on {}", cpus.named()), why)
         .fix(format!(
             "for each CPU in {cpus}: echo {DEEP_IDLE_LATENCY_US} > /sys/devices/system/cpu/cpuN/power/pm_qos_resume_latency_us (or echo 1 > …/cpuidle/stateK/disable); at boot: processor.max_cstate=1 intel_idle.max_cstate=0"
         ))

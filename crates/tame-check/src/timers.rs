@@ -59,7 +59,7 @@ pub fn fair_server(m: &HostModel, t: &Target) -> Vec<Finding> {
                 id,
                 C,
                 Severity::Ok,
-                format!("fair server off on CPUs {}", t.cpus),
+                format!("fair server off on {}", t.cpus.named()),
                 why,
             )
             .as_vec();
@@ -75,7 +75,8 @@ pub fn fair_server(m: &HostModel, t: &Target) -> Vec<Finding> {
             C,
             Severity::Warn,
             format!(
-                "fair server active on CPUs {on}: {} ms of every {} ms",
+                "fair server active on {}: {} ms of every {} ms",
+                on.named(),
                 ex.0 / 1_000_000,
                 ex.1 / 1_000_000
             ),
@@ -142,7 +143,7 @@ pub fn soft_watchdog(m: &HostModel, t: &Target) -> Vec<Finding> {
             id,
             C,
             Severity::Ok,
-            format!("softlockup watchdog does not run on CPUs {}", t.cpus),
+            format!("softlockup watchdog does not run on {}", t.cpus.named()),
             why,
         )
         .as_vec();
@@ -151,7 +152,7 @@ pub fn soft_watchdog(m: &HostModel, t: &Target) -> Vec<Finding> {
         id,
         C,
         Severity::Warn,
-        format!("softlockup watchdog runs on CPUs {hit}"),
+        format!("softlockup watchdog runs on {}", hit.named()),
         why,
     )
     .fix(if t.housekeeping.is_empty() {

@@ -214,6 +214,14 @@ impl CpuList {
         self.0.iter().map(|&(lo, hi)| (hi - lo) as usize + 1).sum()
     }
 
+    /// `CPU 3` or `CPUs 3-5`, for messages (with [`tame_rt::plural::word`] for the verb).
+    pub fn named(&self) -> String {
+        format!(
+            "{} {self}",
+            tame_rt::plural::word(self.len() as u64, "CPU", "CPUs")
+        )
+    }
+
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = u32> + ExactSizeIterator + '_ {
         Iter {
             cpus: self.0.iter().flat_map(|&(lo, hi)| lo..=hi),
@@ -495,6 +503,13 @@ mod tests {
             CpuList::parse("0-11:2/4").unwrap().to_string(),
             "0-1,4-5,8-9"
         );
+    }
+
+    #[test]
+    fn a_list_is_named_in_the_singular_or_the_plural() {
+        assert_eq!(CpuList::parse("1").unwrap().named(), "CPU 1");
+        assert_eq!(CpuList::parse("0-1").unwrap().named(), "CPUs 0-1");
+        assert_eq!(CpuList::parse("2,4").unwrap().named(), "CPUs 2,4");
     }
 
     #[test]

@@ -94,8 +94,11 @@ pub fn parse_set(
         };
         if runtime_ns == 0 || runtime_ns > deadline_ns || deadline_ns > period_ns {
             return Err(invalid(format!(
-                "task {:?}: need 0 < runtime ≤ deadline ≤ period (got {} / {} / {} ns)",
-                t.name, runtime_ns, deadline_ns, period_ns
+                "task {:?}: need 0 < runtime ≤ deadline ≤ period (got {} / {} / {})",
+                t.name,
+                tame_rt::duration::format_ns(runtime_ns),
+                tame_rt::duration::format_ns(deadline_ns),
+                tame_rt::duration::format_ns(period_ns)
             )));
         }
         if tasks.iter().any(|x: &Task| x.name == t.name) {

@@ -195,9 +195,9 @@ fn translate(
             }
         }
         libc::EINVAL => invalid(format!(
-            "SCHED_DEADLINE refused {} ns of {} ns for thread {tid} as invalid — the kernel's limits (sched_deadline_period_min_us/max_us) exclude this period",
-            req.runtime_ns(),
-            req.period_ns
+            "SCHED_DEADLINE refused {} of {} for thread {tid} as invalid — the kernel's limits (sched_deadline_period_min_us/max_us) exclude this period",
+            tame_rt::duration::format_ns(req.runtime_ns()),
+            tame_rt::duration::format_ns(req.period_ns)
         )),
         e => io_failed(
             format!("cannot set SCHED_DEADLINE on thread {tid}"),

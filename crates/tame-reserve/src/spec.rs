@@ -48,41 +48,68 @@ impl FromStr for Backend {
     }
 }
 
-/// Parse `25%`, `25.5%` or `0.25` into parts per million.
+/// Parse `25%` or `25.5 %` into parts per million. The `%` is required: a bare `25` or
+/// `0.25` could be a fraction or a percentage, and a share read the other way is off a
+/// hundredfold.
 pub fn parse_share_ppm(text: &str) -> Result<u64> {
     let t = text.trim();
     let bad = || {
         invalid(format!(
-            "share {text:?} is not a percentage — write it like 25% (or 0.25)"
+            "share {text:?} is not a percentage — write it like 25%"
         ))
     };
-    let (number, scale) = match t.strip_suffix('%') {
-        Some(n) => (n.trim(), 10_000u64),
-        None => (t, PPM),
+    if t.starts_with('-') {
+        return Err(invalid(format!(
+            "share {text:?} is negative — a share must be above 0, e.g. 25%"
+        )));
+    }
+    let Some(number) = t.strip_suffix('%').map(str::trim) else {
+        return Err(no_percent_sign(text, t).unwrap_or_else(bad));
     };
+    parse_percent_ppm(number).ok_or_else(bad)
+}
+
+/// A bare number given as a share: how to write it, both ways it could have been meant.
+fn no_percent_sign(text: &str, number: &str) -> Option<crate::error::ReserveError> {
+    let ppm = parse_percent_ppm(number)?;
+    // Below 1 it may have been meant as a fraction of the CPU.
+    let fraction = if ppm > 0 && ppm < 10_000 {
+        format!(
+            " (or {} for the fraction {number})",
+            percent(ppm * 100).replace(' ', "")
+        )
+    } else {
+        String::new()
+    };
+    Some(invalid(format!(
+        "share {text:?} has no % — write it as {number}%{fraction}"
+    )))
+}
+
+/// `25` or `12.5` (percent, digits and one point only) in parts per million; `None` when
+/// it is not such a number or too large.
+fn parse_percent_ppm(number: &str) -> Option<u64> {
+    const SCALE: u64 = 10_000;
     let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
     if (whole.is_empty() && frac.is_empty())
         || !whole.chars().all(|c| c.is_ascii_digit())
         || !frac.chars().all(|c| c.is_ascii_digit())
     {
-        return Err(bad());
+        return None;
     }
     let whole: u64 = if whole.is_empty() {
         0
     } else {
-        whole.parse().map_err(|_| bad())?
+        whole.parse().ok()?
     };
-    // Keep six fractional digits, exact in integers.
+    // Keep the fractional digits a part per million can hold, exact in integers.
     let mut frac_value = 0u64;
-    let mut unit = scale;
+    let mut unit = SCALE;
     for c in frac.chars().take(6) {
         unit /= 10;
         frac_value += u64::from(c as u8 - b'0') * unit;
     }
-    whole
-        .checked_mul(scale)
-        .and_then(|w| w.checked_add(frac_value))
-        .ok_or_else(bad)
+    whole.checked_mul(SCALE)?.checked_add(frac_value)
 }
 
 /// Render parts per million as a percentage (`25 %`, `12.5 %`); any u64, a hostile one too.
@@ -198,11 +225,29 @@ mod tests {
     fn parses_shares_exactly() {
         assert_eq!(parse_share_ppm("25%").unwrap(), 250_000);
         assert_eq!(parse_share_ppm("12.5 %").unwrap(), 125_000);
-        assert_eq!(parse_share_ppm("0.25").unwrap(), 250_000);
         assert_eq!(parse_share_ppm("100%").unwrap(), 1_000_000);
-        for bad in ["", "%", "x%", "-5%", "1e3%", "25%%"] {
+        for bad in ["", "%", "x%", "-5%", "1e3%", "25%%", "25", "0.25"] {
             assert!(parse_share_ppm(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn a_share_without_a_percent_sign_is_refused_with_how_to_write_it() {
+        // Read as a fraction, `25` was 2500 %; now neither reading is guessed.
+        let e = |share: &str| parse_share_ppm(share).unwrap_err().to_string();
+        assert_eq!(e("25"), "share \"25\" has no % — write it as 25%");
+        assert_eq!(
+            e("0.25"),
+            "share \"0.25\" has no % — write it as 0.25% (or 25% for the fraction 0.25)"
+        );
+        assert_eq!(
+            e("-5%"),
+            "share \"-5%\" is negative — a share must be above 0, e.g. 25%"
+        );
+        assert_eq!(
+            e("lots"),
+            "share \"lots\" is not a percentage — write it like 25%"
+        );
     }
 
     #[test]

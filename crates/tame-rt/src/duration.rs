@@ -3,10 +3,20 @@
 //! the one formatter of nanoseconds for people, in the three styles tame shows them in
 //! ([`NsStyle`]: exact for messages, fixed for statistics, rounded for captions).
 
-/// Parse a duration with a unit (ns, us/µs, ms, s, m/min) into nanoseconds. The
-/// error says what is wrong and how to write it.
+/// Parse a duration with a unit (ns, us/µs, ms, s, m/min) into nanoseconds; a bare `0`
+/// needs none (it is zero in every unit), so the caller's range check says what zero
+/// means for its option. The error says what is wrong and how to write it.
 pub fn parse_ns(text: &str) -> Result<u64, String> {
     let t = text.trim();
+    if !t.is_empty() && t.chars().all(|c| c == '0' || c == '.') && t.contains('0') {
+        return Ok(0);
+    }
+    if let Some(magnitude) = t.strip_prefix('-') {
+        return Err(format!(
+            "duration {text:?} is negative — time runs forward: write it like {}",
+            magnitude.trim()
+        ));
+    }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
@@ -19,7 +29,8 @@ pub fn parse_ns(text: &str) -> Result<u64, String> {
         "m" | "min" => 60 * crate::NS_PER_SEC,
         "" => {
             return Err(format!(
-                "duration {text:?} has no unit — write it with one of ns, us, ms, s, m (e.g. 200us, 10s)"
+                "duration {text:?} has no unit — write it like {}ms (units: ns, us, ms, s, m)",
+                number.trim()
             ))
         }
         other => {
@@ -169,7 +180,18 @@ mod tests {
 
     #[test]
     fn refuses_missing_or_unknown_units() {
-        assert!(parse_ns("100").unwrap_err().contains("no unit"));
+        assert_eq!(
+            parse_ns("100").unwrap_err(),
+            "duration \"100\" has no unit — write it like 100ms (units: ns, us, ms, s, m)"
+        );
+        // Zero is zero in any unit: the option's own range check speaks for it.
+        assert_eq!(parse_ns("0"), Ok(0));
+        assert_eq!(parse_ns("0.0"), Ok(0));
+        assert!(parse_ns(".").is_err());
+        assert_eq!(
+            parse_ns("-5ms").unwrap_err(),
+            "duration \"-5ms\" is negative — time runs forward: write it like 5ms"
+        );
         assert!(parse_ns("3h").unwrap_err().contains("unknown unit"));
         assert!(parse_ns("ms").is_err());
         assert!(parse_ns("1.2.3ms").is_err());

@@ -9,6 +9,7 @@
 pub mod clock;
 pub mod duration;
 pub mod memory;
+pub mod plural;
 pub mod sched;
 pub mod size;
 

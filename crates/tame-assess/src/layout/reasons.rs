@@ -1,6 +1,7 @@
 //! Why the chosen CPUs were chosen and the others passed over, one line each.
 
 use super::*;
+use tame_rt::plural::word;
 
 /// Why the housekeeping CPU's domain (cost `better`) was preferred to the others' (the
 /// best of them cost `worse`), in words: `whose CPUs … than the other {others}'`.
@@ -28,9 +29,11 @@ pub(super) fn penalty_reasons(
     // Kept back for its managed IRQs only when the isolated CPUs have none.
     if isolated.is_empty() && !kept.is_empty() {
         reasons.push(if kept.len() == 1 {
+            let irqs = managed_irqs(model, kept.first().unwrap_or(0));
             format!(
-                "CPU {kept} stays with the system: kernel-managed {} fire(s) there and cannot move at run time",
-                managed_irqs(model, kept.first().unwrap_or(0)).join(", ")
+                "CPU {kept} stays with the system: kernel-managed {} {} there and cannot move at run time",
+                irqs.join(", "),
+                word(irqs.len() as u64, "fires", "fire")
             )
         } else {
             format!("CPUs {kept} stay with the system: kernel-managed IRQs fire there and cannot move at run time")
@@ -40,16 +43,24 @@ pub(super) fn penalty_reasons(
         reasons.push("CPU 0 stays with the system where it can: it carries housekeeping the kernel cannot move".to_string());
     }
     if !isolated.is_empty() {
-        let which = if isolated.len() == 1 {
-            format!(
-                "CPU {isolated} is isolated although kernel-managed {} fire(s) there",
-                managed_irqs(model, isolated.first().unwrap_or(0)).join(", ")
+        let irqs = managed_irqs(model, isolated.first().unwrap_or(0));
+        let (which, they) = if isolated.len() == 1 {
+            (
+                format!(
+                    "CPU {isolated} is isolated although kernel-managed {} {} there",
+                    irqs.join(", "),
+                    word(irqs.len() as u64, "fires", "fire")
+                ),
+                word(irqs.len() as u64, "it", "they"),
             )
         } else {
-            format!("CPUs {isolated} are isolated although kernel-managed IRQs fire there")
+            (
+                format!("CPUs {isolated} are isolated although kernel-managed IRQs fire there"),
+                "they",
+            )
         };
         reasons.push(format!(
-            "{which}: no CPU without one was left, so they will interrupt the work (booting with isolcpus=managed_irq moves those whose affinity also names a housekeeping CPU; a queue that serves only an isolated CPU stays)"
+            "{which}: no CPU without one was left, so {they} will interrupt the work (booting with isolcpus=managed_irq moves those whose affinity also names a housekeeping CPU; a queue that serves only an isolated CPU stays)"
         ));
     }
     if chosen.contains(0) {
@@ -170,9 +181,9 @@ pub(super) fn rate_reasons(r: &Ranker, activity: Option<&CpuActivity>, p: &Picke
     let work: Vec<&CpuRates> = p.work.iter().filter_map(|c| a.cpu(c)).collect();
     let max = |f: &dyn Fn(&CpuRates) -> u64| work.iter().map(|c| f(c)).max().unwrap_or(0);
     let mut reasons = vec![format!(
-        "Rates over {} ms on the work CPU(s) {}: at most {} device IRQs/s, {} timer events/s (local timer and timer softirqs), {} of the time stolen",
+        "Rates over {} ms on the work's {}: at most {} device IRQs/s, {} timer events/s (local timer and timer softirqs), {} of the time stolen",
         a.interval_ms,
-        p.work,
+        p.work.named(),
         max(&|c| c.device_irqs),
         max(&|c| c.timer()),
         percent(max(&|c| c.steal_permille.unwrap_or(0))),

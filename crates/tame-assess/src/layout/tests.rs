@@ -283,7 +283,7 @@ fn this_2_vcpu_vm_has_no_numa_or_smt_reason() {
     assert_eq!(
         l.reasons,
         vec![
-            "CPU 1 stays with the system: kernel-managed IRQ 36 (virtio1-req.0) fire(s) there and cannot move at run time".to_string(),
+            "CPU 1 stays with the system: kernel-managed IRQ 36 (virtio1-req.0) fires there and cannot move at run time".to_string(),
             "CPU 0 is isolated although it carries housekeeping the kernel cannot move: every other CPU was a worse choice".to_string(),
             "Rates: per-CPU interrupt, timer and steal rates were not sampled: the CPUs were chosen from what was read alone".to_string(),
         ]
@@ -433,7 +433,7 @@ fn measured_rates_count_only_when_well_above_the_quietest() {
     assert_eq!(
         rates,
         vec![
-            "Rates over 1000 ms on the work CPU(s) 4,6: at most 30 device IRQs/s, 400 timer events/s (local timer and timer softirqs), 0.0 % of the time stolen",
+            "Rates over 1000 ms on the work's CPUs 4,6: at most 30 device IRQs/s, 400 timer events/s (local timer and timer softirqs), 0.0 % of the time stolen",
             "Rates: CPU 7 was passed over for 2000 device IRQs/s (most from IRQ 40 eth0-rx-0, 1900/s), over twice the quietest CPU's",
             "Rates: CPU 5 was passed over for 10.0 % of its time stolen, over twice the quietest CPU's",
         ]

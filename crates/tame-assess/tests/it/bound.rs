@@ -145,7 +145,7 @@ fn a_hard_requirement_with_no_miss_is_never_met_but_says_what_was_shown() {
     );
     assert!(
         v.rests_on.starts_with(
-            "960 activations (480 shared, 480 partitioned) in 3 interleaved round(s) each"
+            "960 activations (480 shared, 480 partitioned) in 3 interleaved rounds each"
         ),
         "{}",
         v.rests_on

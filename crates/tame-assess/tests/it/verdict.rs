@@ -37,7 +37,7 @@ fn the_recorded_verdict_is_reproduced_from_its_figures() {
     );
     assert!(
         r.verdict.rests_on.starts_with(
-            "7800 activations (3900 shared, 3900 partitioned) in 3 interleaved round(s) each"
+            "7800 activations (3900 shared, 3900 partitioned) in 3 interleaved rounds each"
         ),
         "{}",
         r.verdict.rests_on
@@ -103,7 +103,7 @@ fn a_deadline_below_what_the_machine_can_do_is_not_met_with_the_most_fundamental
     r.machine.smis = Some(SmiCount::Counted(42));
     let v = r.decide_for(&requirement(100 * US, MS, 0.0));
     assert!(
-        v.next_step.contains("this machine cannot meet it: SMIs or firmware stall the CPU for up to 1.937ms (gaps no kernel event explains; 42 SMI(s) were counted"),
+        v.next_step.contains("this machine cannot meet it: SMIs or firmware stall the CPU for up to 1.937ms (gaps no kernel event explains; 42 SMIs were counted"),
         "{}",
         v.next_step
     );
@@ -117,11 +117,7 @@ fn a_deadline_below_what_the_machine_can_do_is_not_met_with_the_most_fundamental
         v.next_step
     );
     // Without such gaps, the next cause: the boot line, then the kernel, then the requirement.
-    for phase in [&mut r.shared, &mut r.partitioned] {
-        if let Some(n) = phase.noise.as_mut() {
-            n.unexplained_max_ns = Some(10 * US);
-        }
-    }
+    set_unexplained(&mut r, 10 * US, Some(0.01));
     let v = r.decide_for(&requirement(100 * US, MS, 0.0));
     assert!(
         v.next_step
@@ -241,4 +237,136 @@ fn the_load_throughput_ratio_is_a_geometric_mean_over_shared_stressors() {
     assert!((ratio - 0.5).abs() < 1e-12, "{ratio}");
     assert_eq!(throughput_ratio(Some(&shared), None), None);
     assert_eq!(throughput_ratio(Some(&load(&[])), Some(&part)), None);
+}
+
+/// The recorded report with the busy loop's unexplained gaps made small (a quiet host):
+/// what is left is the guest's own work — the tick, RCU, the timer.
+fn kernel_dominated() -> AssessReport {
+    let mut r = recorded();
+    set_unexplained(&mut r, 10 * US, Some(0.01));
+    r
+}
+
+/// Both configurations' unexplained gaps: the longest, and their share where given.
+fn set_unexplained(r: &mut AssessReport, max_ns: u64, share_percent: Option<f64>) {
+    for phase in [&mut r.shared, &mut r.partitioned] {
+        if let Some(n) = phase.noise.as_mut() {
+            n.unexplained_max_ns = Some(max_ns);
+            if share_percent.is_some() {
+                n.unexplained_share_percent = share_percent;
+            }
+        }
+    }
+}
+
+#[test]
+fn hypervisor_stalls_rule_the_advice_for_a_soft_requirement_too() {
+    // issue 35, item 2: a soft requirement whose measurement blames the hypervisor was
+    // told to reboot into PREEMPT_RT, NO_HZ_FULL and a kernel without lockdown.
+    let r = recorded();
+    // 0.3 %: met only partitioned; 0.07 %: missed shared, undecided partitioned.
+    for miss_rate in [0.003, 0.0007] {
+        let v = r.decide_for(&requirement(100 * US, MS, miss_rate));
+        assert!(
+            matches!(v.outcome, Outcome::PartitionNeeded | Outcome::Inconclusive),
+            "{v:?}"
+        );
+        says(&v.next_step, "; for more margin: what interrupts the work most is the hypervisor (KVM): stalls no guest event explains took 2.316% of the busy loop, gaps up to 1.937ms, against 0.496% for every guest source together — no reboot, boot parameter or PREEMPT_RT removes them", false);
+        for never in [
+            "need a reboot",
+            "PREEMPT_RT kernel",
+            "NO_HZ_FULL",
+            "LOCK_DOWN",
+            "lockdown",
+        ] {
+            assert!(!v.next_step.contains(never), "{never}: {}", v.next_step);
+        }
+    }
+}
+
+#[test]
+fn hypervisor_stalls_rule_the_advice_for_a_hard_deadline() {
+    let mut r = recorded();
+    // Stalls shorter than the room the work has, but most of the time lost: no reboot helps.
+    set_unexplained(&mut r, 10 * US, None);
+    let v = r.decide_for(&requirement(100 * US, MS, 0.0));
+    assert_eq!(v.outcome, Outcome::NotMet);
+    says(&v.next_step, "this machine is unlikely to meet it: what interrupts the work most is the hypervisor (KVM): stalls no guest event explains took 2.316% of the busy loop, gaps up to 10.00µs, against 0.496% for every guest source together — no reboot, boot parameter or PREEMPT_RT removes them: run it on bare metal or on a host that dedicates and pins this vCPU", true);
+    assert!(!v.next_step.contains("need a reboot"), "{}", v.next_step);
+}
+
+#[test]
+fn kernel_work_gets_the_reboots_that_remove_what_was_seen_and_never_lockdown() {
+    let mut r = kernel_dominated();
+    // Met partitioned: more margin comes from the boot line, for the sources measured.
+    let v = r.decide_for(&requirement(100 * US, MS, 0.003));
+    assert_eq!(v.outcome, Outcome::PartitionNeeded);
+    says(&v.next_step, "; for more margin, these changes need a reboot: boot a PREEMPT_RT kernel (Debian: apt install linux-image-rt-amd64; Ubuntu Pro: pro enable realtime-kernel); meanwhile boot this one with preempt=full; boot a kernel built with CONFIG_NO_HZ_FULL=y (most distribution kernels and all -rt kernels are); boot with rcu_nocbs=0", true);
+    // Not met: the same changes, then assess again.
+    let v = r.decide_for(&requirement(100 * US, MS, 0.0));
+    says(
+        &v.next_step,
+        "these changes need a reboot, then assess again: boot a PREEMPT_RT kernel",
+        false,
+    );
+    // Lockdown is never advised, nor named as what limits the work.
+    for text in std::iter::once(&v.next_step).chain(&v.limits) {
+        assert!(
+            !text.contains("lockdown") && !text.contains("LOCK_DOWN"),
+            "{text}"
+        );
+    }
+    // Only the tick seen: only what stops the tick.
+    for phase in [&mut r.shared, &mut r.partitioned] {
+        if let Some(n) = phase.noise.as_mut() {
+            n.sources.retain(|s| s.source == "local_timer");
+        }
+    }
+    let v = r.decide_for(&requirement(100 * US, MS, 0.0));
+    says(&v.next_step, "these changes need a reboot, then assess again: boot a kernel built with CONFIG_NO_HZ_FULL=y (most distribution kernels and all -rt kernels are)", true);
+}
+
+#[test]
+fn the_loads_throughput_is_compared_only_over_phases_long_enough_and_never_as_kept_above_all() {
+    use tame_assess::verdict::{load_kept, LoadKept};
+    // issue 35, item 3: `--duration 1s` printed "the load kept 130 %": 217 ms of load per
+    // round is mostly stress-ng starting, and more than all is not "kept".
+    let mut r = recorded();
+    let req = r.requirement.clone();
+    // 3900 activations of 1 ms in 3 rounds: 1.3 s of load per round.
+    assert!(matches!(
+        load_kept(&req, &r.shared, &r.partitioned),
+        Some(LoadKept::Ratio(x)) if x < 1.0
+    ));
+    let (shared_load, part_load) = (r.shared.load.clone(), r.partitioned.load.clone());
+    r.shared.load = part_load;
+    r.partitioned.load = shared_load;
+    let cost = r.decide_for(&req).cost.unwrap();
+    says(
+        &cost,
+        "; the load got more done partitioned, on fewer CPUs, than shared (2.7",
+        false,
+    );
+    assert!(!cost.contains("kept"), "{cost}");
+    // 650 activations in 3 rounds: 216 ms of load per round.
+    r.partitioned.job.as_mut().unwrap().activations = 650;
+    assert_eq!(
+        load_kept(&req, &r.shared, &r.partitioned),
+        Some(LoadKept::TooShort {
+            phase_ns: 216_000_000,
+            duration_ns: 4_615_384_615
+        })
+    );
+    let cost = r.decide_for(&req).cost.unwrap();
+    says(&cost, "; the load's throughput is not compared: each round's load ran about 216.000ms, and below 1.000s stress-ng's start-up (files, memory, sockets) decides its rate — --duration 4.615s per configuration or more compares it", true);
+}
+
+/// `text` ends with (`at_end`) or contains `words`, shown whole when not.
+fn says(text: &str, words: &str, at_end: bool) {
+    let found = if at_end {
+        text.ends_with(words)
+    } else {
+        text.contains(words)
+    };
+    assert!(found, "{text}");
 }

@@ -57,7 +57,8 @@ pub fn calibrate(
     validate_working_set(working_set_bytes)?;
     if budget_ns > MAX_INTERVAL_NS {
         return Err(invalid(format!(
-            "budget {budget_ns} ns is longer than the longest period (10s) — give a budget within the period"
+            "budget {} is longer than the longest period (10s) — give a budget within the period",
+            tame_rt::duration::format_ns(budget_ns)
         )));
     }
     validate_policy(threads)?;

@@ -25,6 +25,9 @@ use crate::session;
 
 pub use detector::{DetectorOutput, DetectorPlan, RawGap};
 
+/// The shortest and longest run of the detector (`--duration`).
+pub const MIN_DURATION_NS: u64 = 10_000_000;
+pub const MAX_DURATION_NS: u64 = 86_400_000_000_000;
 /// Gaps shorter than this are never reported: below it a gap is cache and TLB misses.
 pub const MIN_THRESHOLD_NS: u64 = 1_000;
 /// The automatic threshold is this many times the measured loop floor (at least 1 µs).
@@ -79,15 +82,16 @@ impl NoiseSettings {
     }
 
     pub fn validate_shape(duration_ns: u64, threshold_ns: Option<u64>) -> Result<()> {
-        if !(10_000_000..=86_400_000_000_000).contains(&duration_ns) {
+        if !(MIN_DURATION_NS..=MAX_DURATION_NS).contains(&duration_ns) {
             return Err(invalid(format!(
-                "duration {duration_ns} ns is out of range — use 10ms..24h (e.g. --duration 10s)"
+                "duration {} is out of range — use 10ms..24h (e.g. --duration 10s)",
+                tame_rt::duration::format_ns(duration_ns)
             )));
         }
         if let Some(t) = threshold_ns {
             if !(100..=1_000_000_000).contains(&t) {
                 return Err(invalid(format!(
-                    "threshold {t} ns is out of range — use 100ns..1s (e.g. --threshold 1us), or leave it out for {FLOOR_MULTIPLE}× the loop floor"
+                    "threshold {} is out of range — use 100ns..1s (e.g. --threshold 1us), or leave it out for {FLOOR_MULTIPLE}× the loop floor", tame_rt::duration::format_ns(t)
                 )));
             }
         }

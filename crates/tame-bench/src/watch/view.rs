@@ -103,8 +103,9 @@ fn thread_report(out: &mut String, t: &ThreadFindings) {
         .unwrap_or_else(|| "no deadline".into());
     let _ = writeln!(
         out,
-        "  {period}, {deadline}: {} misses, {} missed periods",
-        t.misses, t.missed_periods
+        "  {period}, {deadline}: {}, {}",
+        tame_rt::plural::count(t.misses, "miss", "misses"),
+        tame_rt::plural::count(t.missed_periods, "missed period", "missed periods")
     );
     let _ = writeln!(
         out,

@@ -271,7 +271,7 @@ fn checking_every_cpu_says_no_housekeeping_cpu_is_left() {
     let hk = get(&r, "cpus.housekeeping");
     assert_eq!(
         (hk.severity, hk.found.as_str()),
-        (Severity::Ok, "housekeeping CPUs 0")
+        (Severity::Ok, "housekeeping CPU 0")
     );
     assert!(get(&r, "irqs.on_cpus")
         .fix
@@ -440,4 +440,40 @@ fn malformed_boot_parameters_are_reported() {
         .iter()
         .all(|f| f.needs_reboot && f.severity == Severity::Warn));
     assert_eq!(get(&r, "cpus.nohz_full").severity, Severity::Warn);
+}
+
+#[test]
+fn the_threads_that_may_run_on_the_cpus_are_named_kernel_threads_too() {
+    // Only an unbound kernel thread is left: its name is listed (before, the list after
+    // the colon stayed empty, as only user threads were named).
+    let mut m = model("dev-vm");
+    let task = |comm: &str, kthread: bool| tame_host::process::Task {
+        pid: 7,
+        tid: 7,
+        comm: comm.into(),
+        state: 'S',
+        kthread,
+        affinity_locked: false,
+        policy: tame_host::process::SchedPolicy::Other,
+        rt_priority: 0,
+        nice: 0,
+        affinity: cpus("0-1"),
+        last_cpu: Some(1),
+    };
+    m.processes.tasks = vec![task("kworker/u4:2", true)];
+    let r = check(&m, &Target::asked(&m, cpus("0")));
+    assert_eq!(
+        get(&r, "cpus.threads").found,
+        "1 thread (0 user, 1 unbound kernel) may run on CPU 0: [kworker/u4:2]"
+    );
+    // User threads first, then kernel threads in brackets, six at most.
+    m.processes.tasks = ["sshd", "bash", "kworker/u4:2", "cron", "a", "b", "c"]
+        .iter()
+        .map(|c| task(c, c.starts_with("kworker")))
+        .collect();
+    let r = check(&m, &Target::asked(&m, cpus("0")));
+    assert_eq!(
+        get(&r, "cpus.threads").found,
+        "7 threads (6 user, 1 unbound kernel) may run on CPU 0: a, b, bash, c, cron, sshd, …"
+    );
 }

@@ -98,12 +98,12 @@ fn an_applied_v1_partition_isolates_at_run_time() {
     assert_eq!(f.severity, Severity::Warn);
     assert!(
         f.found
-            .starts_with("CPUs 1 are not isolated from the scheduler (isolated: CPUs 2 at run time by partition \"rt\""),
+            .starts_with("CPU 1 is not isolated from the scheduler (isolated: CPU 2 at run time by partition \"rt\""),
         "{}",
         f.found
     );
     assert!(
-        r.next.starts_with("isolate CPUs 1: write a spec"),
+        r.next.starts_with("isolate CPU 1: write a spec"),
         "{}",
         r.next
     );
@@ -218,7 +218,7 @@ fn next_step_follows_the_findings() {
     let r = check(&m, &Target::default_for(&m));
     assert_eq!(
         r.next,
-        "isolate CPUs 1: write a spec with them in an isolated partition (see examples/minimal.toml), check it with `tame plan SPEC` and apply it with `tame apply SPEC` (CPUs with the kernel-managed IRQs of irqs.managed cannot be freed at run time: choose others, as tame assess does) — or `tame assess --cpus 1` chooses CPUs, applies a partition, measures shared against partitioned and reverts"
+        "isolate CPU 1: write a spec with it in an isolated partition (see examples/minimal.toml), check it with `tame plan SPEC` and apply it with `tame apply SPEC` (CPUs with the kernel-managed IRQs of irqs.managed cannot be freed at run time: choose others, as tame assess does) — or `tame assess --cpus 1` chooses CPUs, applies a partition, measures shared against partitioned and reverts"
     );
     // Every CPU checked: housekeeping first.
     let r = check(&m, &Target::asked(&m, m.cpus.online.clone()));

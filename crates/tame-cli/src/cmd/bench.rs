@@ -52,7 +52,7 @@ pub struct CommonArgs {
     #[arg(long, default_value = "fifo")]
     policy: Policy,
     /// Static priority (fifo/rr: 1..99; default 95).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     priority: Option<i32>,
     /// Lock and prefault memory before measuring (the default).
     #[arg(long, overrides_with = "no_mlock")]
@@ -91,19 +91,19 @@ pub struct CycleArgs {
     #[arg(long)]
     cpus: Option<String>,
     /// Period between wakeups (50us..10s).
-    #[arg(long, default_value = "1ms")]
+    #[arg(long, allow_hyphen_values = true, default_value = "1ms")]
     interval: String,
     /// How long to run (default 10s unless --loops is given).
-    #[arg(long, conflicts_with = "loops")]
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "loops")]
     duration: Option<String>,
     /// Number of periods per CPU.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     loops: Option<u64>,
     /// Spin until each deadline instead of sleeping.
     #[arg(long)]
     busy_wait: bool,
     /// Hold /dev/cpu_dma_latency at this many µs for the run (keeps deep idle states off).
-    #[arg(long, value_name = "US")]
+    #[arg(long, allow_hyphen_values = true, value_name = "US")]
     dma_latency: Option<u32>,
     /// Raw samples as CSV (timestamp_ns,cpu,value_ns).
     #[arg(long, visible_alias = "raw", value_name = "FILE", value_parser = samples_file)]
@@ -122,13 +122,13 @@ pub struct SleepArgs {
     #[arg(long, default_value = "1", value_name = "N|A..B|LIST", value_parser = task_steps)]
     tasks: Steps,
     /// The relative sleep d.
-    #[arg(long, default_value = "1ms")]
+    #[arg(long, allow_hyphen_values = true, default_value = "1ms")]
     sleep: String,
     /// How long to run (default 10s unless --loops is given).
-    #[arg(long, conflicts_with = "loops")]
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "loops")]
     duration: Option<String>,
     /// Sleeps per task.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     loops: Option<u64>,
     /// Raw samples as CSV (timestamp_ns,cpu,value_ns).
     #[arg(long, visible_alias = "raw", value_name = "FILE", value_parser = samples_file)]
@@ -144,10 +144,15 @@ pub struct FwqArgs {
     #[arg(long)]
     cpus: Option<String>,
     /// The work quantum one sample should take.
-    #[arg(long, default_value = "100us")]
+    #[arg(long, allow_hyphen_values = true, default_value = "100us")]
     quantum: String,
     /// How many quanta to time: the number of samples per CPU.
-    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        default_value_t = 10_000,
+        value_name = "N"
+    )]
     quanta: u64,
     /// Raw samples as CSV (sample index as timestamp_ns, cpu, excess ns).
     #[arg(long, visible_alias = "raw", value_name = "FILE", value_parser = samples_file)]

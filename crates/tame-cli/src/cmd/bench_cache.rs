@@ -17,26 +17,36 @@ use crate::Context;
 #[derive(clap::Args)]
 pub struct CacheArgs {
     /// The CPU the work runs on (default: the last online CPU; with -p the partition's last).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     cpu: Option<u32>,
     /// The CPU the competitor runs on (default: the first other online CPU; with -p the
     /// system partition's first).
-    #[arg(long, conflicts_with = "no_competitor")]
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "no_competitor")]
     competitor_cpu: Option<u32>,
     /// Time the work alone only (the baseline).
     #[arg(long)]
     no_competitor: bool,
     /// n of the n×n f64 matrix multiply (the paper's is 64: 96 KiB of matrices).
-    #[arg(long, default_value_t = tame_bench::cache::DEFAULT_MATRIX, value_name = "N")]
+    #[arg(long, allow_hyphen_values = true, default_value_t = tame_bench::cache::DEFAULT_MATRIX, value_name = "N")]
     matrix: u32,
     /// Timed multiplies per configuration and round.
-    #[arg(long, default_value_t = 500, value_name = "N")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        default_value_t = 500,
+        value_name = "N"
+    )]
     iterations: u64,
     /// Size the iterations so the run lasts about this long (e.g. 10s), instead of --iterations.
-    #[arg(long, conflicts_with = "iterations")]
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "iterations")]
     duration: Option<String>,
     /// Rounds; each times every configuration once, in turn.
-    #[arg(long, default_value_t = 5, value_name = "N")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        default_value_t = 5,
+        value_name = "N"
+    )]
     rounds: u32,
     #[command(flatten)]
     common: CommonArgs,

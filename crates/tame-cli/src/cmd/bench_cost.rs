@@ -20,10 +20,10 @@ pub struct CostArgs {
     #[arg(long, default_value = "all", value_name = "LIST")]
     workloads: String,
     /// How long each workload runs in each round and configuration (whole seconds).
-    #[arg(long, default_value = "5s")]
+    #[arg(long, allow_hyphen_values = true, default_value = "5s")]
     duration: String,
     /// Rounds: each runs every workload in each configuration, in turn.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 3)]
     rounds: u32,
     /// Also measure partitioned: apply this spec for each partitioned round and revert it
     /// after (needs root); the workloads run on its system partition.
@@ -31,7 +31,12 @@ pub struct CostArgs {
     spec: Option<PathBuf>,
     /// Also measure partitioned, isolating N CPUs chosen as `tame assess --cpus N` does
     /// (applied for each partitioned round, reverted after; needs root).
-    #[arg(long, value_name = "N", conflicts_with = "partition")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        value_name = "N",
+        conflicts_with = "partition"
+    )]
     isolate: Option<u32>,
     /// Measure only partitioned, in the system partition of the spec applied now beside
     /// isolated partition NAME (the machine as it was is not there to measure).

@@ -32,19 +32,19 @@ pub struct IpcBenchArgs {
     #[arg(long, default_value = "8,56,64", value_name = "LIST")]
     pub sizes: String,
     /// Measured round trips per transport and size (spread over the rounds).
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 200_000)]
     pub round_trips: u64,
     /// Unmeasured round trips before each measured segment.
-    #[arg(long, default_value_t = 2_000)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 2_000)]
     pub warmup: u64,
     /// Messages per transport and size for throughput (spread over the rounds).
-    #[arg(long, default_value_t = 2_000_000)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 2_000_000)]
     pub messages: u64,
     /// Rounds; each measures every transport once, in turn (interleaving).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 5)]
     pub rounds: u32,
     /// Slots of the tame and rtrb rings (a power of two).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 4096)]
     pub ring_capacity: u64,
     /// Clock: tsc (default where the TSC is invariant) or monotonic.
     #[arg(long, value_parser = parse_clock)]

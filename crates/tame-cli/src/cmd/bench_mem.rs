@@ -10,18 +10,23 @@ use crate::Context;
 #[derive(clap::Args)]
 pub struct MemArgs {
     /// The CPU to measure on (default: the last online CPU; with -p the partition's last).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     cpu: Option<u32>,
     /// The NUMA node the buffers are bound to (default: the CPU's node; on a one-node
     /// machine it is only recorded).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     node: Option<u32>,
     /// Buffer sizes, e.g. 16K,1M,64M (16K..512M, whole 4K pages; default: a sweep across
     /// the measured CPU's caches into DRAM, within the memory available).
     #[arg(long, value_name = "LIST")]
     sizes: Option<String>,
     /// Timed batches of 1024 accesses per size and pattern.
-    #[arg(long, default_value_t = 1000, value_name = "N")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        default_value_t = 1000,
+        value_name = "N"
+    )]
     batches: u64,
     /// Back the buffers with huge pages: the hugetlb pool where it holds the largest
     /// buffer, else transparent huge pages.

@@ -27,18 +27,18 @@ pub struct ReserveBenchArgs {
     #[arg(long)]
     quick: bool,
     /// The CPU the reserved client (and, pinned, its competitor) runs on (default: the last online CPU).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     cpu: Option<u32>,
     /// Backends to study, comma-separated: server, deadline, cgroup.
     #[arg(long, default_value = "server,deadline,cgroup", value_name = "LIST")]
     backends: String,
-    /// The shares the overhead is measured at, comma-separated (`25%` or `0.25`, above 0 and
+    /// The shares the overhead is measured at, comma-separated (`25%,50%`, each above 0 and
     /// below 100 %) [default: 10 % to 90 % in steps of 10; 20, 50, 80 % with --quick].
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, allow_hyphen_values = true, value_name = "LIST")]
     shares: Option<String>,
     /// The most background processes the stability series add, one more per step (1 to 100)
     /// [default: 10, as in the paper].
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_hyphen_values = true, value_name = "N")]
     max_load: Option<usize>,
     /// Write the result as JSON to FILE, or to stdout with `-` (the tables then go to stderr).
     #[arg(long, value_name = "FILE|-")]
@@ -195,9 +195,9 @@ mod tests {
 
     #[test]
     fn shares_are_sorted_once_each_and_strictly_between_0_and_100_percent() {
-        assert_eq!(shares("50%, 0.1,10%,50%").unwrap(), vec![100_000, 500_000]);
+        assert_eq!(shares("50%, 10%,10%,50%").unwrap(), vec![100_000, 500_000]);
         assert_eq!(shares("99.5%").unwrap(), vec![995_000]);
-        for bad in ["0%", "100%", "1.0", "", "25%,,50%", "-5%"] {
+        for bad in ["0%", "100%", "1.0", "0.1", "", "25%,,50%", "-5%"] {
             assert!(shares(bad).is_err(), "{bad:?} accepted");
         }
     }

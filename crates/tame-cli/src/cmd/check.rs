@@ -65,7 +65,9 @@ pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<i32> {
             let offline = cpus.difference(&model.cpus.online);
             if !offline.is_empty() {
                 return Err(crate::bad_input(format!(
-                    "--cpus {cpus}: CPUs {offline} are not online (online: {}) — choose online CPUs",
+                    "--cpus {cpus}: {} {} not online (online: {}) — choose online CPUs",
+                    offline.named(),
+                    tame_rt::plural::word(offline.len() as u64, "is", "are"),
                     model.cpus.online
                 )));
             }
@@ -335,7 +337,7 @@ mod tests {
         let text = human(&report("dev-vm"));
         let last = text.lines().last().unwrap();
         assert!(
-            last.starts_with("next: isolate CPUs 1: write a spec"),
+            last.starts_with("next: isolate CPU 1: write a spec"),
             "{text}"
         );
     }

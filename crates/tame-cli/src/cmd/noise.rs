@@ -23,16 +23,16 @@ pub struct NoiseArgs {
     #[arg(long)]
     cpus: Option<String>,
     /// How long to measure.
-    #[arg(long, default_value = "10s")]
+    #[arg(long, allow_hyphen_values = true, default_value = "10s")]
     duration: String,
     /// Smallest gap recorded (default: 5× the loop floor, at least 1us).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     threshold: Option<String>,
     /// Detector scheduling policy: other (default, so higher-priority work shows as noise), fifo, rr.
     #[arg(long, default_value = "other")]
     policy: Policy,
     /// Static priority for fifo/rr (default 1).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     priority: Option<i32>,
     /// Clock: tsc (default where invariant; trace clock x86-tsc) or monotonic (trace clock mono, µs stamps).
     #[arg(long, value_parser = parse_clock)]

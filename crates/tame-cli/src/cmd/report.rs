@@ -27,9 +27,9 @@ pub fn run(_ctx: &Context, args: ReportArgs) -> anyhow::Result<i32> {
     let rendered = tame_report::render(&inputs)?;
     let written = tame_report::write(&rendered, &args.out)?;
     print_out(&format!(
-        "wrote {} ({} figures as SVG beside it)\n",
+        "wrote {} ({} as SVG beside it)\n",
         args.out.join(tame_report::INDEX).display(),
-        written.len() - 1
+        tame_rt::plural::count(written.len() as u64 - 1, "figure", "figures")
     ))?;
     Ok(0)
 }

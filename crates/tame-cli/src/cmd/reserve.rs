@@ -21,28 +21,28 @@ use crate::{bad_input, Context};
 #[command(group(clap::ArgGroup::new("what").args(["pid", "list", "release", "check", "command"]).required(true)))]
 pub struct ReserveArgs {
     /// CPU share to guarantee, e.g. 25%.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     share: Option<String>,
     /// Period the share holds in, e.g. 40ms (1 ms … 10 s).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     period: Option<String>,
     /// The CPU (server: default the highest CPU of the applied isolated and shared
     /// partitions, else the highest online; a program started for a partition's CPU is
     /// placed in that partition; cgroup: pins the process there; deadline: refused —
     /// SCHED_DEADLINE cannot pin outside an exclusive cpuset).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     cpu: Option<u32>,
     /// server (tame serve), deadline (SCHED_DEADLINE) or cgroup (a bandwidth cap, not a guarantee).
     #[arg(long, default_value = "server")]
     backend: String,
     /// Reserve for a running process.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pid: Option<u32>,
     /// List reservations of every backend.
     #[arg(long)]
     list: bool,
     /// Release a process's reservation, whichever backend holds it.
-    #[arg(long, value_name = "PID")]
+    #[arg(long, allow_hyphen_values = true, value_name = "PID")]
     release: Option<u32>,
     /// Admission analysis of a set of periodic reservations (EDF and deadline-monotonic), nothing run.
     #[arg(long, value_name = "SET.toml")]
@@ -213,7 +213,16 @@ mod tests {
         );
         bad(
             &["--share=-5%", "--period", "40ms", "--pid", &me],
-            "percentage",
+            "share \"-5%\" is negative — a share must be above 0",
+        );
+        // Without `=` too: clap hands the value over instead of its `-- -5` tip.
+        bad(
+            &["--share", "-5%", "--period", "40ms", "--pid", &me],
+            "is negative",
+        );
+        bad(
+            &["--share", "25", "--period", "40ms", "--pid", &me],
+            "share \"25\" has no % — write it as 25%",
         );
         bad(&["--share", "95%", "--period", "40ms", "--pid", &me], "cap");
         bad(

@@ -23,7 +23,7 @@ pub struct ServeArgs {
     socket: PathBuf,
     /// Admission cap per CPU: the most all reservations on one CPU may add up to
     /// (default: the policy's `cap`, 90 %).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     cap: Option<String>,
     /// Who may reserve what (default: /etc/tame/serve.toml when it exists, else root
     /// only, on reservable CPUs only). See docs/reserve.md, "The policy".

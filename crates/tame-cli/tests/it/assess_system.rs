@@ -201,7 +201,7 @@ fn assess_measures_both_phases_and_leaves_the_machine_as_found() {
         .is_some_and(|s| !s.is_empty()));
     assert!(r["verdict"]["rests_on"]
         .as_str()
-        .is_some_and(|s| s.contains("3 interleaved round(s)")));
+        .is_some_and(|s| s.contains("3 interleaved rounds")));
     for file in [
         "spec.toml",
         "assess.json",

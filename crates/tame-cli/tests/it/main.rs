@@ -26,6 +26,7 @@ mod json_cli;
 mod launch_cli;
 mod launch_partition;
 mod noise_cli;
+mod numbers_cli;
 mod partition_cli;
 mod report_cli;
 mod reproductions;

@@ -21,38 +21,38 @@ use crate::{bad_input, Context};
 #[derive(clap::Args)]
 pub struct AssessArgs {
     /// How often the work runs.
-    #[arg(long, default_value = "1ms")]
+    #[arg(long, allow_hyphen_values = true, default_value = "1ms")]
     period: String,
     /// CPU time one activation needs (default: a tenth of the deadline).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     budget: Option<String>,
     /// Latency bound from the intended start of an activation to the end of its work (default: the period).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     deadline: Option<String>,
     /// Fraction of activations that may end late: 0 (hard, the default), 0.001 or 0.1%.
-    #[arg(long, default_value = "0")]
+    #[arg(long, allow_hyphen_values = true, default_value = "0")]
     miss_rate: String,
     /// Isolated CPUs the work needs.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1)]
     cpus: u32,
     /// How long each configuration (shared, partitioned) is measured over all its rounds:
     /// about two thirds the work at every activation, one third busy-loop noise; or `auto`:
     /// long enough to show --target-bound with no miss, at most --max-duration.
-    #[arg(long, default_value = "24s")]
+    #[arg(long, allow_hyphen_values = true, default_value = "24s")]
     duration: String,
     /// Rounds of each configuration, interleaved (shared, partitioned, shared, …); they
     /// share --duration.
-    #[arg(long, default_value_t = tame_assess::run::DEFAULT_ROUNDS)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = tame_assess::run::DEFAULT_ROUNDS)]
     rounds: u32,
     /// Confidence of the miss-rate bounds the verdict states: 0.95 or 95%.
-    #[arg(long, default_value = "95%")]
+    #[arg(long, allow_hyphen_values = true, default_value = "95%")]
     confidence: String,
     /// With --duration auto: the miss-rate bound to be able to show (default: --miss-rate,
     /// or 0.01% when no miss is tolerated).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     target_bound: Option<String>,
     /// With --duration auto: the most time per configuration.
-    #[arg(long, default_value = "10m")]
+    #[arg(long, allow_hyphen_values = true, default_value = "10m")]
     max_duration: String,
     /// The working set each activation's work touches (default: half the CPU's L2 cache).
     #[arg(long, value_name = "SIZE")]
@@ -120,7 +120,14 @@ fn duration(text: &str, what: &str) -> anyhow::Result<u64> {
 fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
     let period_ns = duration(&a.period, "--period")?;
     let budget_ns = match &a.budget {
-        Some(b) => duration(b, "--budget")?,
+        Some(b) => match duration(b, "--budget")? {
+            0 => {
+                return Err(bad_input(
+                    "--budget 0: the work needs some CPU time in each period — give it, e.g. --budget 100us, or leave it out for a tenth of the deadline",
+                ))
+            }
+            ns => ns,
+        },
         None => period_ns / 10,
     };
     let deadline_ns = a
@@ -213,10 +220,13 @@ fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
 pub fn run(ctx: &Context, a: AssessArgs) -> anyhow::Result<i32> {
     ctx.require_root_dir()?;
     let options = options(ctx, &a)?;
+    let mut progress = Progress::new();
+    progress.phase("reading the machine", 0);
+    // Everything is validated before the first file is opened or the machine changes.
+    let prepared = tame_assess::run::prepare(&ctx.root, &options)?;
     let json = JsonOut::open(a.json.as_deref(), "JSON report")?;
     let control = install_stop_handler()?;
-    let mut progress = Progress::new();
-    let report = tame_assess::assess(&ctx.root, &options, &control, &mut progress)?;
+    let report = prepared.run(&control, &mut progress)?;
     progress.finish();
     let page = write_report_page(&a.out);
     json.emit(&report, &view::summary(&report, &a.out, page.as_deref()))?;

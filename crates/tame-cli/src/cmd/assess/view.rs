@@ -10,6 +10,7 @@ use tame_assess::requirement::{percent, rate};
 use tame_assess::verdict::{self, Holds, Outcome};
 use tame_check::Severity;
 use tame_rt::duration::{format_ns_as, NsStyle};
+use tame_rt::plural::count;
 
 pub fn summary(r: &AssessReport, out_dir: &Path, page: Option<&Path>) -> String {
     let mut s = String::new();
@@ -53,9 +54,13 @@ pub fn summary(r: &AssessReport, out_dir: &Path, page: Option<&Path>) -> String 
     }
     let _ = writeln!(
         s,
-        "measured {} per configuration in {} interleaved round(s) each{}",
+        "measured {} per configuration in {} each{}",
         ns(r.run_length.per_configuration_ns),
-        r.run_length.rounds,
+        count(
+            u64::from(r.run_length.rounds),
+            "round",
+            "interleaved rounds"
+        ),
         match (r.run_length.auto_target_bound, r.run_length.capped) {
             (Some(b), false) => format!(
                 " (--duration auto: enough to show a miss rate below {} with no miss)",
@@ -247,15 +252,21 @@ fn table(s: &mut String, r: &AssessReport) {
         n(pa, |n| n.max_gap_ns),
         ns,
     );
-    if let Some(ratio) = verdict::throughput_ratio(sh.load.as_ref(), pa.load.as_ref()) {
-        text_row(
+    match verdict::load_kept(&r.requirement, sh, pa) {
+        Some(verdict::LoadKept::Ratio(ratio)) => text_row(
             s,
             "load throughput",
             "100%",
             &format!("{:.0}%", ratio * 100.0),
             "",
-        );
-    } else if sh.load.as_ref().is_some_and(|l| l.command.is_some()) {
+        ),
+        // Too short a phase for stress-ng's rates: the cost line says why.
+        Some(verdict::LoadKept::TooShort { .. }) => {
+            text_row(s, "load throughput", "too short", "too short", "")
+        }
+        None => {}
+    }
+    if sh.load.as_ref().is_some_and(|l| l.command.is_some()) {
         // The user's own load (--load-cmd) reports no rate tame can read.
         text_row(s, "load throughput", "not measured", "not measured", "");
     }
@@ -325,6 +336,9 @@ fn verdict_text(s: &mut String, r: &AssessReport) {
     let _ = writeln!(s, "verdict: {word}: {}", v.headline);
     if !v.rests_on.is_empty() {
         let _ = writeln!(s, "it rests on: {}", v.rests_on);
+    }
+    if let Some(few) = &v.too_few {
+        let _ = writeln!(s, "WARNING: {few}");
     }
     if !v.limits.is_empty() {
         let _ = writeln!(s, "what limits it:");
