@@ -2,7 +2,7 @@
 //! In a test binary of its own: applying a partition moves every task on the
 //! machine, so it must not run beside other tests.
 
-use crate::common::{have_program, isolate_last_cpu, require, tame, Killed};
+use crate::common::{have_program, isolate_last_cpu, partitioned, require, tame, Killed};
 use crate::serve_metrics::{serve_until_listening, stop_server};
 
 use std::process::Command;
@@ -10,6 +10,8 @@ use std::process::Command;
 #[test]
 fn run_and_detach_into_an_applied_partition() {
     let _machine = tame_testing::serial::module(module_path!());
+    // Tests of one module run side by side: one partition applied at a time.
+    let _one = partitioned::exclusive();
     let Some(isolated) = isolate_last_cpu("lrt") else {
         return;
     };
@@ -215,6 +217,8 @@ fn bench_ipc_in_a_partition_of_one_cpu(jd: &str, cpu: &str) {
 #[test]
 fn a_reservation_on_a_partition_cpu_and_messages_that_name_the_partition() {
     let _machine = tame_testing::serial::module(module_path!());
+    // Tests of one module run side by side: one partition applied at a time.
+    let _one = partitioned::exclusive();
     let Some(isolated) = isolate_last_cpu("lrs") else {
         return;
     };

@@ -220,12 +220,14 @@ fn options(ctx: &Context, a: &AssessArgs) -> anyhow::Result<Options> {
 pub fn run(ctx: &Context, a: AssessArgs) -> anyhow::Result<i32> {
     ctx.require_root_dir()?;
     let options = options(ctx, &a)?;
+    // First: Ctrl-C while the machine is read still ends the run as an interruption
+    // (exit 130, what was measured reported), not by the signal.
+    let control = install_stop_handler()?;
     let mut progress = Progress::new();
     progress.phase("reading the machine", 0);
     // Everything is validated before the first file is opened or the machine changes.
     let prepared = tame_assess::run::prepare(&ctx.root, &options)?;
     let json = JsonOut::open(a.json.as_deref(), "JSON report")?;
-    let control = install_stop_handler()?;
     let report = prepared.run(&control, &mut progress)?;
     progress.finish();
     let page = write_report_page(&a.out);
