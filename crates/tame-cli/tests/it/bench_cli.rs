@@ -49,8 +49,8 @@ fn bad_input_exits_2_with_what_why_and_what_to_do() {
         "--backends: unknown backend \"edf\" — give any of server, deadline, cgroup",
     );
     expect_bad_input(
-        &["bench", "reserve", "--cpu", "4096"],
-        "--cpu 4096 is not online",
+        &["bench", "reserve", "--cpus", "4096"],
+        "--cpus 4096 is not online",
     );
     expect_bad_input(
         &["bench", "reserve", "--shares", "20%,100%"],
