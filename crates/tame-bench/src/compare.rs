@@ -230,8 +230,18 @@ pub fn compare(a: &Compared, b: &Compared) -> (Vec<Row>, Vec<String>) {
     let ga: BTreeMap<&str, &Labelled> = la.iter().map(|g| (g.label.as_str(), g)).collect();
     let gb: BTreeMap<&str, &Labelled> = lb.iter().map(|g| (g.label.as_str(), g)).collect();
     let labels: BTreeSet<&str> = ga.keys().chain(gb.keys()).copied().collect();
+    let mut unmeasured = [Vec::new(), Vec::new()];
     for label in labels {
-        match (ga.get(label), gb.get(label)) {
+        let (x, y) = (ga.get(label), gb.get(label));
+        // A group a run never reached has no figures: compared, it would read as zeros.
+        let skipped = [x, y].map(|g| g.is_some_and(|g| g.group.not_measured.is_some()));
+        if skipped.contains(&true) {
+            for (list, _) in unmeasured.iter_mut().zip(skipped).filter(|(_, s)| *s) {
+                list.push(label);
+            }
+            continue;
+        }
+        match (x, y) {
             (Some(x), Some(y)) => {
                 let x = Side::of(&a.result, x);
                 let y = Side::of(&b.result, y);
@@ -241,6 +251,7 @@ pub fn compare(a: &Compared, b: &Compared) -> (Vec<Row>, Vec<String>) {
             (None, _) => rows.push(row(label, ONLY_IN_B.into(), "", None, None)),
         }
     }
+    notes.extend(unmeasured_notes(&unmeasured));
     rows.extend(noise_sources(a.noise.as_ref(), b.noise.as_ref()));
     notes.push(if rows.iter().any(|r| r.beyond_spread.is_some()) {
         "spread: `beyond` — the figure's ranges in A and B (over an ipc result's rounds; for `all`, over the threads) do not overlap; `within` — they do; blank — no spread is known for that figure".to_string()
@@ -248,6 +259,21 @@ pub fn compare(a: &Compared, b: &Compared) -> (Vec<Row>, Vec<String>) {
         "no run-to-run spread is known for these results (an ipc result of two or more --rounds carries one, `all` of several threads another): a difference may be noise".to_string()
     });
     (rows, notes)
+}
+
+/// What was left out because a run never measured it (A's list, then B's).
+fn unmeasured_notes(unmeasured: &[Vec<&str>; 2]) -> Vec<String> {
+    ["A", "B"]
+        .iter()
+        .zip(unmeasured)
+        .filter(|(_, labels)| !labels.is_empty())
+        .map(|(side, labels)| {
+            format!(
+                "not measured in {side} (its run was stopped before it reached them), so not compared: {}",
+                labels.join(", ")
+            )
+        })
+        .collect()
 }
 
 /// One result's group, with what it takes to know a figure's spread.
@@ -551,6 +577,7 @@ mod tests {
                 .collect(),
             spread: BTreeMap::new(),
             timeline: None,
+            not_measured: None,
         }
     }
 

@@ -238,6 +238,7 @@ fn thread(
             .collect(),
         spread: BTreeMap::new(),
         timeline: None,
+        not_measured: None,
     };
     let findings = ThreadFindings {
         label: label.into(),
@@ -399,6 +400,7 @@ fn watch_result(partitioned: bool) -> WatchResult {
             derived: BTreeMap::new(),
             spread: BTreeMap::new(),
             timeline: None,
+            not_measured: None,
         },
     };
     let events_missing = if partitioned {
