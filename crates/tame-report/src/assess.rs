@@ -216,6 +216,60 @@ fn verdict(r: &AssessReport) -> Verdict {
     }
 }
 
+/// The configurations of an assess report as one result of the common schema, the way
+/// `tame compare` compares two reports: a group per configuration measured (`shared`,
+/// `partitioned`) with the work's response, run time and start delay (a tame.assess/1
+/// report: the wakeup latency) and its activations and misses; a configuration not
+/// measured is a group that says so.
+pub fn phases_result(r: &AssessReport) -> BenchResult {
+    let groups = [("shared", &r.shared), ("partitioned", &r.partitioned)]
+        .into_iter()
+        .map(|(label, phase)| {
+            let measured = match (&phase.job, &phase.cycle) {
+                (Some(job), _) => Some((from_job(r, phase, label, job).merged, job.activations)),
+                (None, Some(f)) => Some((from_figures(r, phase, label, f).merged, f.activations)),
+                (None, None) => None,
+            };
+            match measured {
+                Some((mut group, activations)) => {
+                    group.label = label.into();
+                    group.counters.insert("activations".into(), activations);
+                    group
+                }
+                None => GroupResult {
+                    label: label.into(),
+                    not_measured: Some(
+                        phase
+                            .not_measured
+                            .clone()
+                            .unwrap_or_else(|| "the report holds no figures of it".into()),
+                    ),
+                    ..GroupResult::default()
+                },
+            }
+        })
+        .collect();
+    BenchResult {
+        schema_version: <BenchResult as tame_host::Document>::SCHEMA.version,
+        bench: "assess".into(),
+        tool_version: r.tool_version.clone(),
+        command_line: r.command_line.clone(),
+        started_unix_ns: r.started_unix_ns,
+        elapsed_ns: 0,
+        interrupted: r.interrupted,
+        environment: r.environment.clone(),
+        calibration: Calibration::default(),
+        load: None,
+        partition: Some(r.machine.partition.clone()),
+        settings: serde_json::to_value(&r.requirement).unwrap_or_default(),
+        groups,
+        merged: GroupResult {
+            label: "all".into(),
+            ..GroupResult::default()
+        },
+    }
+}
+
 /// A histogram of (value, count) in the distribution's bins.
 fn distribution(histogram: &[(u64, u64)]) -> Option<Distribution> {
     let mut bins: Vec<[u64; 3]> = Vec::new();
