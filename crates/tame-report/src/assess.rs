@@ -17,21 +17,27 @@ use crate::page::{Cell, Page, Table, Verdict};
 
 pub fn add(page: &mut Page, file: &str, r: &AssessReport) -> Result<()> {
     page.verdict = Some(verdict(r));
+    // Both checks (shared, partitioned) find it: one fact, said once.
     for c in std::iter::once(&r.check).chain(r.check_partitioned.as_ref()) {
         for f in c.findings.iter().filter(|f| f.id == "timers.rt_throttling") {
             if matches!(word(&f.severity).as_str(), "warn" | "fail") {
-                page.warnings
-                    .push(format!("{file}: {} — {}", f.found, f.why));
+                let text = format!("{} — {}", f.found, f.why);
+                page.warn("", file, Some(crate::summary::RT_THROTTLING), text);
             }
         }
     }
     if r.interrupted {
-        page.warnings.push(format!("{file}: the assessment was interrupted (Ctrl-C) — the figures cover only what was measured"));
+        page.warn(
+            "",
+            file,
+            None,
+            "the assessment was interrupted (Ctrl-C) — the figures cover only what was measured"
+                .into(),
+        );
     }
     for n in &r.restoration.not_restored {
-        page.warnings.push(format!(
-            "{file}: not restored after the assessment: {n} (`tame revert` retries)"
-        ));
+        let text = format!("not restored after the assessment: {n} (`tame revert` retries)");
+        page.warn("", file, None, text);
     }
     if let Some(t) = rounds_table(r) {
         page.key_figures.push(t);
@@ -81,6 +87,8 @@ pub fn add(page: &mut Page, file: &str, r: &AssessReport) -> Result<()> {
             noises.push(config(&label, &name, &n.result, Some(n.noise.clone()))?);
         }
     }
+    // The key figure: how the work's responses compare, shared and partitioned.
+    page.lead.get_or_insert_with(|| "assess-cycle-tail".into());
     bench::add(page, &cycles, "assess-cycle")?;
     bench::add(page, &noises, "assess-noise")?;
     Ok(())
@@ -163,7 +171,7 @@ fn verdict(r: &AssessReport) -> Verdict {
             Cell::stat("activations", h.activations.to_string()),
             Cell::stat("late", h.late.to_string()),
             // A share of activations reads as a percentage; the JSON keeps the fraction.
-            Cell::stat("late_fraction", format!("{:.4} %", h.late_fraction * 100.0)),
+            Cell::share("late_fraction", h.late_fraction),
             Cell::stat(
                 "miss_bound",
                 match (h.miss_bound, h.confidence) {
@@ -171,8 +179,8 @@ fn verdict(r: &AssessReport) -> Verdict {
                     _ => "—".into(),
                 },
             ),
-            Cell::stat("response_ns", h.response_ns.to_string()),
-            Cell::stat("margin_ns", h.margin_ns.to_string()),
+            Cell::time("response_ns", "ns", h.response_ns),
+            Cell::signed_time("margin_ns", "ns", h.margin_ns),
         ])
     };
     let rows: Vec<Vec<Cell>> = [row("shared", &v.shared), row("partitioned", &v.partitioned)]
@@ -192,8 +200,8 @@ fn verdict(r: &AssessReport) -> Verdict {
             "late",
             "late fraction",
             "miss rate bound",
-            "response (ns)",
-            "margin (ns)",
+            "response",
+            "margin",
         ]
         .map(String::from)
         .to_vec(),
