@@ -428,6 +428,22 @@ fn stress_ng_pids() -> Vec<u32> {
         .collect()
 }
 
+/// `tame ARGS` interrupted by SIGINT (Ctrl-C) `after` it started, once `during` has looked
+/// at the running command; its output.
+fn ctrl_c_after(args: &[&str], after: Duration, during: impl FnOnce()) -> std::process::Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_tame"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    during();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn ctrl_c_reports_what_was_measured_stops_the_load_and_exits_130() {
     let _machine = tame_testing::serial::module(module_path!());
@@ -435,36 +451,30 @@ fn ctrl_c_reports_what_was_measured_stops_the_load_and_exits_130() {
         return;
     }
     let before = stress_ng_pids();
-    let child = Command::new(env!("CARGO_BIN_EXE_tame"))
-        .args([
-            "bench",
-            "cycle",
-            "--cpus",
-            "0",
-            "--duration",
-            "60s",
-            "--policy",
-            "other",
-            "--load",
-            "cpu",
-            "--load-cpus",
-            "1",
-            "--json",
-            "-",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let during: Vec<u32> = stress_ng_pids()
-        .into_iter()
-        .filter(|p| !before.contains(p))
-        .collect();
+    let mut during = Vec::new();
+    let args = [
+        "bench",
+        "cycle",
+        "--cpus",
+        "0",
+        "--duration",
+        "60s",
+        "--policy",
+        "other",
+        "--load",
+        "cpu",
+        "--load-cpus",
+        "1",
+        "--json",
+        "-",
+    ];
+    let out = ctrl_c_after(&args, Duration::from_millis(1500), || {
+        during = stress_ng_pids()
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+    });
     assert!(!during.is_empty(), "the load was running");
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
         Some(130),
@@ -548,33 +558,25 @@ fn progress_is_drawn_on_a_terminal_and_never_on_a_pipe() {
 #[test]
 fn an_interrupted_ipc_marks_what_it_never_measured() {
     let _machine = tame_testing::serial::module(module_path!());
-    let child = Command::new(env!("CARGO_BIN_EXE_tame"))
-        .args([
-            "bench",
-            "ipc",
-            "--cpus",
-            "0,1",
-            "--transports",
-            "floor,pipe",
-            "--sizes",
-            "8,56,64,256,1024",
-            "--round-trips",
-            "20000",
-            "--messages",
-            "4096",
-            "--rounds",
-            "1",
-            "--json",
-            "-",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(400));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
+    let args = [
+        "bench",
+        "ipc",
+        "--cpus",
+        "0,1",
+        "--transports",
+        "floor,pipe",
+        "--sizes",
+        "8,56,64,256,1024",
+        "--round-trips",
+        "20000",
+        "--messages",
+        "4096",
+        "--rounds",
+        "1",
+        "--json",
+        "-",
+    ];
+    let out = ctrl_c_after(&args, Duration::from_millis(400), || {});
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
