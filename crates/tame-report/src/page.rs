@@ -126,9 +126,9 @@ impl Cell {
         }
     }
 
-    /// A percentage (`91.0 %`, `0.282 %`).
+    /// A percentage (`91 %`, `14.2 %`, `0.282 %`).
     pub fn percent(stat: &str, v: f64) -> Cell {
-        Cell::raw(stat, format!("{} %", figure(v)), format!("{v}"), "%")
+        Cell::raw(stat, percent_text(v), format!("{v}"), "%")
     }
 
     /// A share as a percentage (`14.0 %`), the value kept as the fraction it is (`0.1404`).
@@ -144,6 +144,19 @@ impl Cell {
     pub fn figure(stat: &str, v: f64) -> Cell {
         Cell::raw(stat, figure(v), format!("{v}"), "")
     }
+}
+
+/// A percentage to three significant digits at most, trailing zeros dropped: `91 %`,
+/// `14.2 %`, `0.282 %`, `0.0004 %`.
+pub fn percent_text(v: f64) -> String {
+    let a = v.abs();
+    let digits = if (0.001..1.0).contains(&a) {
+        let text = format!("{v:.3}");
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        figure(v)
+    };
+    format!("{digits} %")
 }
 
 /// A value of `unit` for a table: ns as the bench tables print them (`850ns`, `15.23µs`,
@@ -260,5 +273,26 @@ pub fn ratio(b: f64, a: f64) -> String {
         format!("{r:.1}")
     } else {
         format!("{r:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentages_and_times_read_with_sensible_digits() {
+        assert_eq!(percent_text(91.010489091768), "91 %");
+        assert_eq!(percent_text(14.0432), "14 %");
+        assert_eq!(percent_text(0.4971219), "0.497 %");
+        assert_eq!(percent_text(0.0), "0 %");
+        assert_eq!(time_text("ns", 14_688_255), "14.688ms");
+        assert_eq!(time_text("ns", 54_941_350), "54.941ms");
+        assert_eq!(time_text("ps", 1_330), "1.33ns");
+        assert_eq!(time_text("ps", 20_000_000), "20.00µs");
+        assert_eq!(
+            Cell::signed_time("margin_ns", "ns", -27_101_653).text,
+            "-27.102ms"
+        );
     }
 }

@@ -305,7 +305,7 @@ fn noise_results_show_attribution_per_source_and_what_they_lack() {
         &r.html,
         "a-noise cpu0",
         "noise_share_percent",
-        &format!("{} %", tame_rt::duration::figure(share)),
+        &tame_report::page::percent_text(share),
     );
 }
 

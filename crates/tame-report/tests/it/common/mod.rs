@@ -436,8 +436,8 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
                     assert_value(html, phase, "response_ns", &h["response_ns"].to_string());
                     let late = h["late_fraction"].as_f64().unwrap();
                     assert_value(html, phase, "late_fraction", &format!("{late}"));
-                    let percent = tame_rt::duration::figure(late * 100.0);
-                    assert_cell(html, phase, "late_fraction", &format!("{percent} %"));
+                    let percent = tame_report::page::percent_text(late * 100.0);
+                    assert_cell(html, phase, "late_fraction", &percent);
                     assert_value(html, phase, "margin_ns", &h["margin_ns"].to_string());
                 }
                 let p = &v[phase];
