@@ -114,6 +114,82 @@ impl Comparison {
     }
 }
 
+/// One step of a sweep as compare reads it: its name (`tasks=4`) and its result.
+pub type Step = (String, Compared);
+
+fn step_names(steps: &[Step]) -> Vec<&str> {
+    steps.iter().map(|(n, _)| n.as_str()).collect()
+}
+
+impl Comparison {
+    /// Two sweeps step by step: each step both ran is compared as two results are, its
+    /// rows' groups prefixed by the step (`tasks=4 all`); a step only one ran is named in the
+    /// notes. Refused when the sweeps share no step (or their steps' benches differ).
+    pub fn of_sweeps(a_name: &str, a: &[Step], b_name: &str, b: &[Step]) -> Result<Self> {
+        let common: Vec<(&Step, &Step)> = a
+            .iter()
+            .filter_map(|x| b.iter().find(|y| y.0 == x.0).map(|y| (x, y)))
+            .collect();
+        let Some(((_, first_a), _)) = common.first() else {
+            return Err(invalid(format!(
+                "the sweeps {a_name} ({}) and {b_name} ({}) share no step — compare two sweeps over the same values",
+                step_names(a).join(", "),
+                step_names(b).join(", ")
+            )));
+        };
+        let mut rows = Vec::new();
+        // Each note once, with the steps it holds for (none named when it holds for all).
+        let mut notes: Vec<(String, Vec<&str>)> = Vec::new();
+        for ((step, x), (_, y)) in &common {
+            let c = Comparison::new(
+                &format!("{a_name} [{step}]"),
+                x,
+                &format!("{b_name} [{step}]"),
+                y,
+            )?;
+            rows.extend(c.rows.into_iter().map(|r| Row {
+                group: format!("{step} {}", r.group),
+                ..r
+            }));
+            for note in c.notes {
+                match notes.iter_mut().find(|(n, _)| *n == note) {
+                    Some((_, steps)) => steps.push(step),
+                    None => notes.push((note, vec![step])),
+                }
+            }
+        }
+        let mut notes: Vec<String> = notes
+            .into_iter()
+            .map(|(note, steps)| {
+                if steps.len() == common.len() {
+                    note
+                } else {
+                    format!("{}: {note}", steps.join(", "))
+                }
+            })
+            .collect();
+        for (side, steps, other) in [("A", a, b), ("B", b, a)] {
+            let alone: Vec<&str> = step_names(steps)
+                .into_iter()
+                .filter(|n| !other.iter().any(|(o, _)| o == n))
+                .collect();
+            if !alone.is_empty() {
+                notes.push(format!(
+                    "steps only in {side}, not compared: {}",
+                    alone.join(", ")
+                ));
+            }
+        }
+        Ok(Comparison {
+            bench: first_a.result.bench.clone(),
+            a: a_name.to_string(),
+            b: b_name.to_string(),
+            rows,
+            notes,
+        })
+    }
+}
+
 fn row(group: &str, name: String, unit: &str, a: Option<f64>, b: Option<f64>) -> Row {
     let diff = a.zip(b).map(|(a, b)| b - a);
     let ratio = a.zip(b).and_then(|(a, b)| (a != 0.0).then(|| b / a));
@@ -230,8 +306,18 @@ pub fn compare(a: &Compared, b: &Compared) -> (Vec<Row>, Vec<String>) {
     let ga: BTreeMap<&str, &Labelled> = la.iter().map(|g| (g.label.as_str(), g)).collect();
     let gb: BTreeMap<&str, &Labelled> = lb.iter().map(|g| (g.label.as_str(), g)).collect();
     let labels: BTreeSet<&str> = ga.keys().chain(gb.keys()).copied().collect();
+    let mut unmeasured = [Vec::new(), Vec::new()];
     for label in labels {
-        match (ga.get(label), gb.get(label)) {
+        let (x, y) = (ga.get(label), gb.get(label));
+        // A group a run never reached has no figures: compared, it would read as zeros.
+        let skipped = [x, y].map(|g| g.is_some_and(|g| g.group.not_measured.is_some()));
+        if skipped.contains(&true) {
+            for (list, _) in unmeasured.iter_mut().zip(skipped).filter(|(_, s)| *s) {
+                list.push(label);
+            }
+            continue;
+        }
+        match (x, y) {
             (Some(x), Some(y)) => {
                 let x = Side::of(&a.result, x);
                 let y = Side::of(&b.result, y);
@@ -241,6 +327,7 @@ pub fn compare(a: &Compared, b: &Compared) -> (Vec<Row>, Vec<String>) {
             (None, _) => rows.push(row(label, ONLY_IN_B.into(), "", None, None)),
         }
     }
+    notes.extend(unmeasured_notes(&unmeasured));
     rows.extend(noise_sources(a.noise.as_ref(), b.noise.as_ref()));
     notes.push(if rows.iter().any(|r| r.beyond_spread.is_some()) {
         "spread: `beyond` — the figure's ranges in A and B (over an ipc result's rounds; for `all`, over the threads) do not overlap; `within` — they do; blank — no spread is known for that figure".to_string()
@@ -248,6 +335,21 @@ pub fn compare(a: &Compared, b: &Compared) -> (Vec<Row>, Vec<String>) {
         "no run-to-run spread is known for these results (an ipc result of two or more --rounds carries one, `all` of several threads another): a difference may be noise".to_string()
     });
     (rows, notes)
+}
+
+/// What was left out because a run never measured it (A's list, then B's).
+fn unmeasured_notes(unmeasured: &[Vec<&str>; 2]) -> Vec<String> {
+    ["A", "B"]
+        .iter()
+        .zip(unmeasured)
+        .filter(|(_, labels)| !labels.is_empty())
+        .map(|(side, labels)| {
+            format!(
+                "not measured in {side} (its run was stopped before it reached them), so not compared: {}",
+                labels.join(", ")
+            )
+        })
+        .collect()
 }
 
 /// One result's group, with what it takes to know a figure's spread.
@@ -551,6 +653,7 @@ mod tests {
                 .collect(),
             spread: BTreeMap::new(),
             timeline: None,
+            not_measured: None,
         }
     }
 
@@ -997,5 +1100,60 @@ mod tests {
         // Counts add up over threads: no spread; nor for one thread's own group.
         assert_eq!(find("all", "gap count").beyond_spread, None);
         assert_eq!(find("cpu1", "gap p99").beyond_spread, None);
+    }
+
+    /// A recorded sweep (`bench sleep --tasks 1,2,4`) as compare reads it, keeping the steps
+    /// whose value is in `keep`.
+    fn sweep_steps(keep: &[u64]) -> Vec<Step> {
+        let sweep: crate::sweep::Sweep = serde_json::from_str(include_str!(
+            "../../tame-report/tests/fixtures/recorded/sleep-sweep.json"
+        ))
+        .unwrap();
+        sweep
+            .values
+            .iter()
+            .zip(sweep.results)
+            .filter(|(v, _)| keep.contains(v))
+            .map(|(v, result)| {
+                let step = Compared {
+                    result,
+                    noise: None,
+                    watch: None,
+                };
+                (format!("{}={v}", sweep.parameter), step)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn two_sweeps_compare_step_by_step() {
+        let (a, b) = (sweep_steps(&[1, 2, 4]), sweep_steps(&[2, 4]));
+        let c = Comparison::of_sweeps("a.json", &a, "b.json", &b).unwrap();
+        assert_eq!(c.bench, "sleep");
+        unique(&c.rows);
+        // Each common step's groups, prefixed by the step; the same result on both sides.
+        let p99 = c
+            .rows
+            .iter()
+            .find(|r| r.group == "tasks=4 all" && r.name == "jitter p99")
+            .expect("tasks=4 all");
+        assert_eq!((p99.diff, p99.ratio), (Some(0.0), Some(1.0)));
+        assert!(c.rows.iter().any(|r| r.group == "tasks=2 task1"));
+        assert!(c.rows.iter().all(|r| !r.group.starts_with("tasks=1 ")));
+        assert!(
+            c.notes
+                .contains(&"steps only in A, not compared: tasks=1".to_string()),
+            "{:?}",
+            c.notes
+        );
+        assert!(table(&c).contains("tasks=4 all"));
+        // No step in common: refused, naming each sweep's steps.
+        let e = Comparison::of_sweeps("a.json", &sweep_steps(&[1]), "b.json", &b).unwrap_err();
+        assert!(e.is_bad_input());
+        assert!(
+            e.to_string()
+                .contains("a.json (tasks=1) and b.json (tasks=2, tasks=4) share no step"),
+            "{e}"
+        );
     }
 }

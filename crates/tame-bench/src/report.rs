@@ -150,6 +150,7 @@ pub fn groups<T: GroupSource>(
             derived: BTreeMap::new(),
             spread: BTreeMap::new(),
             timeline: out.timeline(),
+            not_measured: None,
         });
     }
     let merged = GroupResult {
@@ -168,6 +169,7 @@ pub fn groups<T: GroupSource>(
         derived: BTreeMap::new(),
         spread: BTreeMap::new(),
         timeline: None,
+        not_measured: None,
     };
     (groups, merged)
 }

@@ -81,6 +81,11 @@ pub struct GroupResult {
     /// absent in older results, in merged groups and in benches without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<Timeline>,
+    /// Why this group holds no figures, where the run stopped before measuring it (ipc: a
+    /// transport and size Ctrl-C came before); absent for every group that was measured.
+    /// Readers show it as not measured, never as zeros.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_measured: Option<String>,
 }
 
 /// The smallest and largest value a figure took over a run's repetitions.
@@ -171,6 +176,7 @@ mod tests {
             derived: BTreeMap::new(),
             spread: BTreeMap::new(),
             timeline: None,
+            not_measured: None,
         };
         BenchResult {
             schema_version: <BenchResult as tame_host::Document>::SCHEMA.version,

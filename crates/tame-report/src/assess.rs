@@ -17,21 +17,27 @@ use crate::page::{Cell, Page, Table, Verdict};
 
 pub fn add(page: &mut Page, file: &str, r: &AssessReport) -> Result<()> {
     page.verdict = Some(verdict(r));
+    // Both checks (shared, partitioned) find it: one fact, said once.
     for c in std::iter::once(&r.check).chain(r.check_partitioned.as_ref()) {
         for f in c.findings.iter().filter(|f| f.id == "timers.rt_throttling") {
             if matches!(word(&f.severity).as_str(), "warn" | "fail") {
-                page.warnings
-                    .push(format!("{file}: {} — {}", f.found, f.why));
+                let text = format!("{} — {}", f.found, f.why);
+                page.warn("", file, Some(crate::summary::RT_THROTTLING), text);
             }
         }
     }
     if r.interrupted {
-        page.warnings.push(format!("{file}: the assessment was interrupted (Ctrl-C) — the figures cover only what was measured"));
+        page.warn(
+            "",
+            file,
+            None,
+            "the assessment was interrupted (Ctrl-C) — the figures cover only what was measured"
+                .into(),
+        );
     }
     for n in &r.restoration.not_restored {
-        page.warnings.push(format!(
-            "{file}: not restored after the assessment: {n} (`tame revert` retries)"
-        ));
+        let text = format!("not restored after the assessment: {n} (`tame revert` retries)");
+        page.warn("", file, None, text);
     }
     if let Some(t) = rounds_table(r) {
         page.key_figures.push(t);
@@ -81,6 +87,8 @@ pub fn add(page: &mut Page, file: &str, r: &AssessReport) -> Result<()> {
             noises.push(config(&label, &name, &n.result, Some(n.noise.clone()))?);
         }
     }
+    // The key figure: how the work's responses compare, shared and partitioned.
+    page.lead.get_or_insert_with(|| "assess-cycle-tail".into());
     bench::add(page, &cycles, "assess-cycle")?;
     bench::add(page, &noises, "assess-noise")?;
     Ok(())
@@ -163,7 +171,7 @@ fn verdict(r: &AssessReport) -> Verdict {
             Cell::stat("activations", h.activations.to_string()),
             Cell::stat("late", h.late.to_string()),
             // A share of activations reads as a percentage; the JSON keeps the fraction.
-            Cell::stat("late_fraction", format!("{:.4} %", h.late_fraction * 100.0)),
+            Cell::share("late_fraction", h.late_fraction),
             Cell::stat(
                 "miss_bound",
                 match (h.miss_bound, h.confidence) {
@@ -171,8 +179,8 @@ fn verdict(r: &AssessReport) -> Verdict {
                     _ => "—".into(),
                 },
             ),
-            Cell::stat("response_ns", h.response_ns.to_string()),
-            Cell::stat("margin_ns", h.margin_ns.to_string()),
+            Cell::time("response_ns", "ns", h.response_ns),
+            Cell::signed_time("margin_ns", "ns", h.margin_ns),
         ])
     };
     let rows: Vec<Vec<Cell>> = [row("shared", &v.shared), row("partitioned", &v.partitioned)]
@@ -192,8 +200,8 @@ fn verdict(r: &AssessReport) -> Verdict {
             "late",
             "late fraction",
             "miss rate bound",
-            "response (ns)",
-            "margin (ns)",
+            "response",
+            "margin",
         ]
         .map(String::from)
         .to_vec(),
@@ -212,6 +220,60 @@ fn verdict(r: &AssessReport) -> Verdict {
             std::iter::once(format!("it rests on: {}", v.rests_on))
                 .chain(v.notes.iter().cloned())
                 .collect()
+        },
+    }
+}
+
+/// The configurations of an assess report as one result of the common schema, the way
+/// `tame compare` compares two reports: a group per configuration measured (`shared`,
+/// `partitioned`) with the work's response, run time and start delay (a tame.assess/1
+/// report: the wakeup latency) and its activations and misses; a configuration not
+/// measured is a group that says so.
+pub fn phases_result(r: &AssessReport) -> BenchResult {
+    let groups = [("shared", &r.shared), ("partitioned", &r.partitioned)]
+        .into_iter()
+        .map(|(label, phase)| {
+            let measured = match (&phase.job, &phase.cycle) {
+                (Some(job), _) => Some((from_job(r, phase, label, job).merged, job.activations)),
+                (None, Some(f)) => Some((from_figures(r, phase, label, f).merged, f.activations)),
+                (None, None) => None,
+            };
+            match measured {
+                Some((mut group, activations)) => {
+                    group.label = label.into();
+                    group.counters.insert("activations".into(), activations);
+                    group
+                }
+                None => GroupResult {
+                    label: label.into(),
+                    not_measured: Some(
+                        phase
+                            .not_measured
+                            .clone()
+                            .unwrap_or_else(|| "the report holds no figures of it".into()),
+                    ),
+                    ..GroupResult::default()
+                },
+            }
+        })
+        .collect();
+    BenchResult {
+        schema_version: <BenchResult as tame_host::Document>::SCHEMA.version,
+        bench: "assess".into(),
+        tool_version: r.tool_version.clone(),
+        command_line: r.command_line.clone(),
+        started_unix_ns: r.started_unix_ns,
+        elapsed_ns: 0,
+        interrupted: r.interrupted,
+        environment: r.environment.clone(),
+        calibration: Calibration::default(),
+        load: None,
+        partition: Some(r.machine.partition.clone()),
+        settings: serde_json::to_value(&r.requirement).unwrap_or_default(),
+        groups,
+        merged: GroupResult {
+            label: "all".into(),
+            ..GroupResult::default()
         },
     }
 }

@@ -25,7 +25,8 @@ pub fn add(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
         return Ok(());
     };
     for c in configs {
-        page.warnings.extend(summary::warnings(c));
+        page.subjects.push(c.label.clone());
+        summary::warn(page, c);
     }
     match first.result.bench.as_str() {
         "ipc" => ipc(page, configs, prefix),
@@ -154,6 +155,8 @@ fn timed(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
     metric_figures(page, configs, &series, prefix, &what, &ctx, &mut blocks)?;
     if bench == "sleep" {
         if let Some(f) = sleep_scaling(prefix, configs, &series, &ctx)? {
+            // Jitter against the number of tasks: what a sweep was run for.
+            page.lead.get_or_insert_with(|| f.id.clone());
             blocks.push(Block::Figure(Box::new(f)));
         }
     }
@@ -299,22 +302,22 @@ fn noise(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
             });
             rows.push(vec![
                 Cell::text(label),
-                Cell::stat(
-                    "noise_share_percent",
-                    format!("{}", cpu.noise_share_percent),
-                ),
-                Cell::stat("noise_ns", cpu.noise_ns.to_string()),
+                Cell::percent("noise_share_percent", cpu.noise_share_percent),
+                Cell::time("noise_ns", "ns", cpu.noise_ns),
                 Cell::stat("gaps", cpu.gaps.to_string()),
                 Cell::stat("gaps_dropped", cpu.gaps_dropped.to_string()),
                 Cell::stat("events_lost", cpu.events_lost.to_string()),
-                Cell::stat(
-                    "unexplained_ns",
-                    cpu.unexplained_ns.map_or("—".into(), |u| u.to_string()),
+                cpu.unexplained_ns.map_or_else(
+                    || Cell::stat("unexplained_ns", "—"),
+                    |u| Cell::time("unexplained_ns", "ns", u),
                 ),
             ]);
         }
     }
-    let caption = "Where the busy loop's time went: each bar is one CPU's run, each segment a source's total gap time as a share of it (the largest sources by name, the rest together); `not attributed` is gap time no source was charged with (all of it when attribution did not run).".to_string();
+    let caption = "Where the busy loop's time went: each bar is one CPU's run, each segment a source's total gap time as a share of it (eight sources by name, each bar's largest in turn, the rest together as `other sources`, mid grey); `unexplained`, black, is what no guest event explains (the hypervisor, SMIs); `not attributed`, pale grey, is gap time no source was charged with (all of it when attribution did not run).".to_string();
+    // The key figure of a noise result: where the time went.
+    page.lead
+        .get_or_insert_with(|| format!("{prefix}-attribution"));
     if let Some(f) = attribution::figure(
         &format!("{prefix}-attribution"),
         "noise: share of the run per source",
@@ -329,12 +332,12 @@ fn noise(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
         caption: "noise per CPU, as the result holds it".into(),
         head: [
             "CPU",
-            "noise share (%)",
-            "noise (ns)",
+            "noise share",
+            "noise",
             "gaps",
             "gaps not kept",
             "trace events lost",
-            "unexplained (ns)",
+            "unexplained",
         ]
         .map(String::from)
         .to_vec(),
@@ -357,18 +360,23 @@ fn noise(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
 fn ipc(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
     let ctx = contexts(configs);
     let mut blocks = Vec::new();
-    // (size, series) in the order the results list them.
+    // (size, series) in the order the results list them; the transports a run never reached.
     let mut sizes: Vec<(String, Vec<Series>)> = Vec::new();
+    let mut unreached: Vec<(String, String)> = Vec::new();
     for c in configs {
         for g in &c.result.groups {
-            let Some(m) = g.metric("one_way_latency") else {
-                continue;
-            };
             let (transport, size) = g.label.split_once('/').unwrap_or((g.label.as_str(), "all"));
             let label = if configs.len() > 1 {
                 format!("{}: {transport}", c.label)
             } else {
                 transport.to_string()
+            };
+            if g.not_measured.is_some() {
+                unreached.push((size.to_string(), label));
+                continue;
+            }
+            let Some(m) = g.metric("one_way_latency") else {
+                continue;
             };
             let s = Series {
                 label,
@@ -385,15 +393,24 @@ fn ipc(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
             }
         }
     }
+    for (size, _) in &unreached {
+        if !sizes.iter().any(|(s, _)| s == size) {
+            sizes.push((size.clone(), Vec::new()));
+        }
+    }
     let mut lacking = Vec::new();
     for (size, series) in &sizes {
         let id = format!("{prefix}-{}", size.to_ascii_lowercase());
         let what = format!("ipc {size} messages: one-way latency per transport");
-        page.key_figures.push(summary::key_figures(
-            &format!("{id}-key-figures"),
-            &what,
-            series,
-        ));
+        let mut table = summary::key_figures(&format!("{id}-key-figures"), &what, series);
+        let columns = table.head.len();
+        table.rows.extend(
+            unreached
+                .iter()
+                .filter(|(s, _)| s == size)
+                .map(|(_, label)| summary::not_measured_row(label, columns)),
+        );
+        page.key_figures.push(table);
         if let Some(f) = histogram::figure(
             &format!("{id}-histogram"),
             &format!("{what}: histogram"),
@@ -452,7 +469,7 @@ pub(crate) fn merged_derived_table(
         .merged
         .derived
         .iter()
-        .map(|(k, v)| vec![Cell::text(k.clone()), Cell::stat(k, format!("{v}"))])
+        .map(|(k, v)| vec![Cell::text(k.clone()), Cell::figure(k, *v)])
         .collect();
     (!rows.is_empty()).then(|| Table {
         id,

@@ -10,27 +10,31 @@ use crate::plot::ratios;
 /// The figures that make the summary's key ratios.
 const KEY: [&str; 4] = [" p50", " p99", " p99_9", " max"];
 
-/// One side's figure, or why a percentile is not there.
-fn side(v: Option<f64>, needs_samples: Option<u64>) -> String {
+/// A figure of the comparison: a time (unit `ns`, `ps`, `cycles`) as the bench tables print
+/// it, anything else to a few digits, why a percentile is not there, or `—`.
+fn value(stat: &str, v: Option<f64>, unit: &str, needs_samples: Option<u64>) -> Cell {
     match (v, needs_samples) {
-        (None, Some(n)) => tame_bench::stats::needs_text(n),
-        _ => num(v),
+        (None, Some(n)) => Cell::stat(stat, tame_bench::stats::needs_text(n)),
+        (None, None) => Cell::stat(stat, "—"),
+        (Some(x), _) if TIME_UNITS.contains(&unit) => {
+            Cell::signed_time(stat, unit, x.round() as i64)
+        }
+        (Some(x), _) => Cell::figure(stat, x),
     }
 }
 
-fn num(v: Option<f64>) -> String {
-    v.map_or("—".into(), |v| format!("{v}"))
-}
+/// The units of the rows that are times.
+const TIME_UNITS: [&str; 3] = ["ns", "ps", "cycles"];
 
 pub fn add(page: &mut Page, file: &str, c: &CompareDoc) -> Result<()> {
     let row = |r: &crate::input::CompareRow| {
         vec![
             Cell::text(format!("{} {}", r.group, r.name)),
             Cell::stat("unit", r.unit.clone()),
-            Cell::stat("a", side(r.a, r.needs_samples)),
-            Cell::stat("b", side(r.b, r.needs_samples)),
-            Cell::stat("diff", num(r.diff)),
-            Cell::stat("ratio", num(r.ratio)),
+            value("a", r.a, &r.unit, r.needs_samples),
+            value("b", r.b, &r.unit, r.needs_samples),
+            value("diff", r.diff, &r.unit, None),
+            value("ratio", r.ratio, "", None),
             Cell::stat(
                 "beyond_spread",
                 match r.beyond_spread {

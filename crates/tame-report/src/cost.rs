@@ -37,21 +37,24 @@ pub fn add(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
             let unit = g.metric("throughput").map_or(String::new(), |m| {
                 m.unit.trim_start_matches("milli-").to_string()
             });
-            let d = |k: &str| g.derived.get(k).map_or("—".into(), |v| format!("{v}"));
-            let (lo, hi) = f.spread.map_or(("—".into(), "—".into()), |s| {
-                (format!("{}", s.min), format!("{}", s.max))
-            });
+            let d = |k: &str, cell: fn(&str, f64) -> Cell| {
+                g.derived.get(k).map_or(Cell::stat(k, "—"), |v| cell(k, *v))
+            };
+            let spread = |stat, v: fn(&tame_bench::Spread) -> f64| {
+                f.spread
+                    .map_or(Cell::stat(stat, "—"), |s| Cell::figure(stat, v(&s)))
+            };
             rows.push(vec![
                 Cell::text(named(configs, c, &g.label)),
                 Cell::text(unit),
-                Cell::stat("throughput", format!("{}", f.throughput)),
-                Cell::stat("min", lo),
-                Cell::stat("max", hi),
+                Cell::figure("throughput", f.throughput),
+                spread("min", |s| s.min),
+                spread("max", |s| s.max),
                 Cell::stat("cpus", f.cpus.to_string()),
-                Cell::stat("throughput_per_cpu", format!("{}", f.per_cpu)),
-                Cell::stat("ratio_to_shared", d("ratio_to_shared")),
-                Cell::stat("cost_percent", d("cost_percent")),
-                Cell::stat("cost_per_cpu_percent", d("cost_per_cpu_percent")),
+                Cell::figure("throughput_per_cpu", f.per_cpu),
+                d("ratio_to_shared", Cell::figure),
+                d("cost_percent", Cell::percent),
+                d("cost_per_cpu_percent", Cell::percent),
             ]);
             if let Some(r) = g.derived.get("ratio_to_shared") {
                 ratio_rows.push((named(configs, c, workload), *r));
@@ -77,8 +80,8 @@ pub fn add(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
                 "CPUs",
                 "per CPU",
                 "partitioned ÷ shared",
-                "cost (%)",
-                "cost per CPU (%)",
+                "cost",
+                "cost per CPU",
             ]
             .map(String::from)
             .to_vec(),

@@ -21,6 +21,7 @@ dl.context dd { margin-left: 1.2em; } code { font-size: .95em; word-break: break
 .verdict { border: 2px solid #444; padding: .6em 1em; background: #f7f7f7; }
 .verdict.real_fast_is_enough { border-color: #2c2; } .verdict.partition_needed { border-color: #e90; }
 .verdict.not_met { border-color: #d22; } .verdict.inconclusive { border-color: #999; }
+.verdict-details { border-left: 4px solid #ccc; padding: 0 1em; margin: 1em 0; }
 .warnings li { color: #a30; } .note { background: #fff8dc; border-left: 4px solid #e0b000; padding: .4em .8em; }
 ";
 
@@ -50,16 +51,24 @@ pub fn render(page: &Page) -> String {
         page.inputs.iter().map(|i| format!("<code>{}</code>", escape(i))).collect::<Vec<_>>().join(", ")
     );
     h.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n");
+    // The first screen: the verdict's headline, then the key figure, then the tables.
     if let Some(v) = &page.verdict {
-        verdict(&mut h, v);
+        headline(&mut h, v);
+    }
+    let lead = page.lead_figure();
+    if let Some(f) = lead {
+        figure(&mut h, f);
+    }
+    if let Some(v) = &page.verdict {
+        verdict_details(&mut h, v);
     }
     for t in &page.key_figures {
         table(&mut h, t);
     }
     if !page.warnings.is_empty() {
         h.push_str("<h3>Warnings</h3>\n<ul class=\"warnings\" id=\"warnings\">\n");
-        for w in &page.warnings {
-            let _ = writeln!(h, "<li>{}</li>", escape(w));
+        for w in page.warning_lines() {
+            let _ = writeln!(h, "<li>{}</li>", escape(&w));
         }
         h.push_str("</ul>\n");
     }
@@ -80,6 +89,15 @@ pub fn render(page: &Page) -> String {
         );
         for b in &s.blocks {
             match b {
+                // Drawn at the top: here a pointer to it.
+                Block::Figure(f) if lead.is_some_and(|l| l.id == f.id) => {
+                    let _ = writeln!(
+                        h,
+                        "<p class=\"moved\"><a href=\"#fig-{}\">{}</a>: at the top of the page.</p>",
+                        escape(&f.id),
+                        escape(&f.title)
+                    );
+                }
                 Block::Figure(f) => figure(&mut h, f),
                 Block::Table(t) => table(&mut h, t),
                 Block::Note(n) => {
@@ -96,14 +114,20 @@ pub fn render(page: &Page) -> String {
     h
 }
 
-fn verdict(h: &mut String, v: &Verdict) {
+/// The verdict's outcome and headline, boxed in the outcome's colour.
+fn headline(h: &mut String, v: &Verdict) {
     let _ = writeln!(
         h,
-        "<div class=\"verdict {}\" id=\"verdict\" data-outcome=\"{}\">\n<p><strong>Verdict: {}</strong></p>",
+        "<div class=\"verdict {}\" id=\"verdict\" data-outcome=\"{}\">\n<p><strong>Verdict: {}</strong></p>\n</div>",
         escape(&v.outcome),
         escape(&v.outcome),
         escape(&v.headline)
     );
+}
+
+/// What the verdict rests on, after the key figure: its table, limits, next step, cost.
+fn verdict_details(h: &mut String, v: &Verdict) {
+    h.push_str("<div class=\"verdict-details\" id=\"verdict-details\">\n");
     if let Some(t) = &v.table {
         table(h, t);
     }
@@ -139,24 +163,32 @@ fn table(h: &mut String, t: &Table) {
         h.push_str("<tr>");
         let key = row.first().map(|c| c.text.as_str()).unwrap_or("");
         for c in row {
-            match &c.stat {
-                Some(stat) => {
-                    let _ = write!(
-                        h,
-                        "<td data-row=\"{}\" data-stat=\"{}\">{}</td>",
-                        escape(key),
-                        escape(stat),
-                        escape(&c.text)
-                    );
-                }
-                None => {
-                    let _ = write!(h, "<td>{}</td>", escape(&c.text));
-                }
-            }
+            cell(h, key, c);
         }
         h.push_str("</tr>\n");
     }
     h.push_str("</table>\n");
+}
+
+/// A cell: its row and figure named (`data-row`, `data-stat`) where it is a figure, and the
+/// value as the JSON holds it (`data-value`, `data-unit`) where the text rounds or converts it.
+fn cell(h: &mut String, key: &str, c: &crate::page::Cell) {
+    h.push_str("<td");
+    if let Some(stat) = &c.stat {
+        let _ = write!(
+            h,
+            " data-row=\"{}\" data-stat=\"{}\"",
+            escape(key),
+            escape(stat)
+        );
+    }
+    if let Some(v) = &c.value {
+        let _ = write!(h, " data-value=\"{}\"", escape(v));
+    }
+    if let Some(u) = c.unit.as_deref().filter(|u| !u.is_empty()) {
+        let _ = write!(h, " data-unit=\"{}\"", escape(u));
+    }
+    let _ = write!(h, ">{}</td>", escape(&c.text));
 }
 
 /// The figure's SVG for inline use: the namespace declaration (a name, never fetched, but

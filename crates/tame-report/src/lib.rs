@@ -120,6 +120,7 @@ pub fn render(inputs: &[Input]) -> Result<Rendered> {
             reserve::add(&mut page, &inputs[0].file, r)?;
         }
     }
+    page.choose_lead();
     let html = html::render(&page);
     Ok(Rendered { page, html })
 }

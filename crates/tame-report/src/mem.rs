@@ -102,6 +102,7 @@ pub fn add(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
         "Time per access (one cache line) against the buffer's size: the chase's steps show each cache level giving way to the next, up to DRAM; p99.9 above p50 is the jitter the paper measured. Both axes are logarithmic.".into(),
         ctx.clone(),
     )? {
+        page.lead.get_or_insert_with(|| f.id.clone());
         blocks.insert(0, Block::Figure(Box::new(f)));
     }
     for ((pattern, what), series) in PATTERNS.iter().zip(&per_pattern) {

@@ -29,7 +29,7 @@ pub fn add(page: &mut Page, file: &str, doc: &ReserveDoc) -> Result<()> {
             "kernel",
             "CPUs online",
             "client CPU",
-            "period (ns)",
+            "period",
             "G before",
             "G after",
             "ordinary process alone",
@@ -41,11 +41,11 @@ pub fn add(page: &mut Page, file: &str, doc: &ReserveDoc) -> Result<()> {
             Cell::text(r.kernel.clone()),
             Cell::stat("online_cpus", r.online_cpus.to_string()),
             Cell::stat("cpu", r.cpu.to_string()),
-            Cell::stat("period_ns", r.period_ns.to_string()),
-            Cell::stat("g_before", format!("{}", r.g_before)),
-            Cell::stat("g_after", format!("{}", r.g_after)),
-            Cell::stat("shared_rate_before", format!("{}", r.shared_rate_before)),
-            Cell::stat("floor_cv", format!("{}", r.floor_cv)),
+            Cell::time("period_ns", "ns", r.period_ns),
+            Cell::figure("g_before", r.g_before),
+            Cell::figure("g_after", r.g_after),
+            Cell::figure("shared_rate_before", r.shared_rate_before),
+            Cell::figure("floor_cv", r.floor_cv),
         ]],
     });
     let has_windows = r.stability.iter().any(|x| !x.window_rates.is_empty());
@@ -55,12 +55,15 @@ pub fn add(page: &mut Page, file: &str, doc: &ReserveDoc) -> Result<()> {
         blocks.push(Block::Note(NO_WINDOWS.to_string()));
     }
     for s in &r.skipped {
-        page.warnings.push(format!("{file}: not measured: {s}"));
+        page.warn("", file, None, format!("not measured: {s}"));
     }
     if r.interrupted {
-        page.warnings.push(format!(
-            "{file}: interrupted (Ctrl-C): the tables hold what was measured before"
-        ));
+        page.warn(
+            "",
+            file,
+            None,
+            "interrupted (Ctrl-C): the tables hold what was measured before".into(),
+        );
     }
     let mut backends: Vec<String> = r.overhead.iter().map(|x| x.backend.to_string()).collect();
     backends.dedup();

@@ -1,38 +1,41 @@
-//! The summary at the top: key figures per configuration exactly as the results hold them
-//! (integer ns), their ratios between configurations, and every warning a result carries.
+//! The summary at the top: key figures per configuration (times as the bench tables print
+//! them, the JSON's values beside), their ratios between configurations, and every warning a
+//! result carries.
 
 use crate::model::{Config, Series};
-use crate::page::{ratio, Cell, Table};
+use crate::page::{ratio, Cell, Page, Table};
 
-/// The key figures of each series (rows) as the JSON holds them.
+/// The key figures of each series (rows): times as the bench tables print them, each
+/// with its value as the JSON holds it.
 pub fn key_figures(id: &str, caption: &str, series: &[Series]) -> Table {
-    let unit = series.first().map_or("ns", |s| s.unit.as_str());
     let with_missed = series.iter().any(|s| s.metric == "latency");
-    let mut head = vec!["configuration".to_string(), "count".to_string()];
-    for p in ["p50", "p99", "p99.9", "p99.999", "max"] {
-        head.push(format!("{p} ({unit})"));
-    }
+    let mut head = [
+        "configuration",
+        "count",
+        "p50",
+        "p99",
+        "p99.9",
+        "p99.999",
+        "max",
+    ]
+    .map(String::from)
+    .to_vec();
     if with_missed {
         head.push("missed periods".into());
     }
     let rows = series
         .iter()
         .map(|s| {
-            let m = &s.summary;
+            let (m, unit) = (&s.summary, s.unit.as_str());
+            let p = |stat, q, v| Cell::percentile(stat, m, unit, q, v);
             let mut row = vec![
                 Cell::text(s.label.clone()),
                 Cell::stat("count", m.count.to_string()),
-                Cell::stat("p50", m.percentile_text(0.50, m.p50, |v| v.to_string())),
-                Cell::stat("p99", m.percentile_text(0.99, m.p99, |v| v.to_string())),
-                Cell::stat(
-                    "p99.9",
-                    m.percentile_text(0.999, m.p99_9, |v| v.to_string()),
-                ),
-                Cell::stat(
-                    "p99.999",
-                    m.percentile_text(0.99999, m.p99_999, |v| v.to_string()),
-                ),
-                Cell::stat("max", m.max.to_string()),
+                p("p50", 0.50, m.p50),
+                p("p99", 0.99, m.p99),
+                p("p99.9", 0.999, m.p99_9),
+                p("p99.999", 0.99999, m.p99_999),
+                Cell::time("max", unit, m.max),
             ];
             if with_missed {
                 row.push(Cell::stat("missed_periods", s.missed.to_string()));
@@ -47,6 +50,16 @@ pub fn key_figures(id: &str, caption: &str, series: &[Series]) -> Table {
         rows,
     }
 }
+
+/// A row of a key-figures table for a configuration with no figures: why, across it.
+pub fn not_measured_row(label: &str, columns: usize) -> Vec<Cell> {
+    let mut row = vec![Cell::text(label), Cell::stat("count", NOT_MEASURED)];
+    row.resize(columns, Cell::text("—"));
+    row
+}
+
+/// What a table shows for a configuration its run never reached.
+pub const NOT_MEASURED: &str = "not measured";
 
 /// Each configuration's figures over the first's (`partitioned / shared`); `None` for one.
 pub fn ratios(id: &str, caption: &str, series: &[Series]) -> Option<Table> {
@@ -88,80 +101,99 @@ pub fn ratios(id: &str, caption: &str, series: &[Series]) -> Option<Table> {
     })
 }
 
-/// What a result warns of: the hypervisor, RT throttling, a run cut short, missed periods,
-/// raw samples not kept, for noise results lost trace events, gaps not kept and
-/// attribution that did not run, and for watch results lost trace events.
-pub fn warnings(c: &Config) -> Vec<String> {
+/// The benches whose measuring thread runs busy (no sleep between its iterations): only a
+/// busy real-time thread meets RT throttling.
+const BUSY: [&str; 4] = ["fwq", "noise", "mem", "cache"];
+
+/// Whether RT throttling can stop this result's measuring threads: a busy loop at a
+/// real-time policy (fifo, rr; a result that does not say is taken as such).
+fn throttled(r: &tame_bench::BenchResult) -> bool {
+    let policy = r.settings["threads"]["policy"].as_str();
+    BUSY.contains(&r.bench.as_str()) && policy.is_none_or(|p| p == "fifo" || p == "rr")
+}
+
+/// What the result of `c` warns of, added to the page once per fact (see [`Page::warn`]):
+/// the hypervisor, RT throttling where it can stop a busy real-time loop, a run cut short,
+/// missed periods, raw samples not kept, for noise results lost trace events, gaps not
+/// kept and attribution that did not run, and for watch results lost trace events.
+pub fn warn(page: &mut Page, c: &Config) {
     let r = &c.result;
-    let who = format!("{} ({})", c.label, c.file);
-    let mut w = Vec::new();
+    let mut warn = |key: Option<&str>, text: String| page.warn(&c.label, &c.file, key, text);
     if let Some(h) = &r.environment.hypervisor {
-        w.push(format!(
-            "{who}: ran under the hypervisor {h} — the host can stop the guest in ways no guest setting removes; latencies include them"
+        warn(None, format!(
+            "ran under the hypervisor {h} — the host can stop the guest in ways no guest setting removes; latencies include them"
         ));
     }
-    if let Some(b) = r.environment.rt_bandwidth {
+    if let Some(b) = r.environment.rt_bandwidth.filter(|_| throttled(r)) {
         if b.runtime_us >= 0 && (b.runtime_us as u64) < b.period_us {
-            w.push(format!(
-                "{who}: RT throttling was on (sched_rt_runtime_us {} of sched_rt_period_us {}) — a real-time thread that keeps its CPU longer in a period is stopped for the rest of it: a busy real-time loop (fwq, noise) shows that as noise",
+            warn(Some(RT_THROTTLING), format!(
+                "RT throttling was on (sched_rt_runtime_us {} of sched_rt_period_us {}) — a real-time thread that keeps its CPU longer in a period is stopped for the rest of it: a busy real-time loop (fwq, noise) shows that as noise",
                 b.runtime_us, b.period_us
             ));
         }
     }
     if r.interrupted {
-        w.push(format!(
-            "{who}: interrupted (Ctrl-C) — the figures cover only what was measured"
-        ));
+        warn(
+            None,
+            "interrupted (Ctrl-C) — the figures cover only what was measured".into(),
+        );
     }
     let missed = c.counter("missed_periods");
     if missed > 0 {
-        w.push(format!(
-            "{who}: {missed} missed periods — the thread could not run for whole periods"
-        ));
+        warn(
+            None,
+            format!("{missed} missed periods — the thread could not run for whole periods"),
+        );
     }
     let dropped = c.counter("samples_dropped");
     if dropped > 0 {
-        w.push(format!(
-            "{who}: {dropped} raw samples dropped from the --samples file (its buffer was full); the statistics count every sample"
+        warn(None, format!(
+            "{dropped} raw samples dropped from the --samples file (its buffer was full); the statistics count every sample"
         ));
     }
     if let Some(n) = &c.noise {
         if !n.attribution.available {
-            w.push(format!(
-                "{who}: noise not attributed to its sources — {}",
-                n.attribution
-                    .reason
-                    .as_deref()
-                    .unwrap_or("the result does not say why")
-            ));
+            warn(
+                None,
+                format!(
+                    "noise not attributed to its sources — {}",
+                    n.attribution
+                        .reason
+                        .as_deref()
+                        .unwrap_or("the result does not say why")
+                ),
+            );
         }
         for cpu in &n.cpus {
             if cpu.events_lost > 0 {
-                w.push(format!(
-                    "{who}: CPU {}: {} trace events lost (events_lost) — some gaps' attribution is incomplete",
+                warn(None, format!(
+                    "CPU {}: {} trace events lost (events_lost) — some gaps' attribution is incomplete",
                     cpu.cpu, cpu.events_lost
                 ));
             }
             if cpu.gaps_dropped > 0 {
-                w.push(format!(
-                    "{who}: CPU {}: {} gaps counted but not kept (gaps_dropped) — their sizes are in the totals, not attributed",
+                warn(None, format!(
+                    "CPU {}: {} gaps counted but not kept (gaps_dropped) — their sizes are in the totals, not attributed",
                     cpu.cpu, cpu.gaps_dropped
                 ));
             }
         }
         for p in &n.attribution.restore_problems {
-            w.push(format!("{who}: tracing setting not restored: {p}"));
+            warn(None, format!("tracing setting not restored: {p}"));
         }
     }
     if let Some(f) = &c.watch {
         for (cpu, lost) in f.trace.lost.iter().filter(|(_, n)| **n > 0) {
-            w.push(format!(
-                "{who}: CPU {cpu}: {lost} trace events dropped by the kernel before they were read — activations around them may be missing or merged, their causes incomplete"
+            warn(None, format!(
+                "CPU {cpu}: {lost} trace events dropped by the kernel before they were read — activations around them may be missing or merged, their causes incomplete"
             ));
         }
         for p in &f.trace.restore_problems {
-            w.push(format!("{who}: tracing setting not restored: {p}"));
+            warn(None, format!("tracing setting not restored: {p}"));
         }
     }
-    w
 }
+
+/// The key of the one fact that RT throttling is, however worded (a result's environment,
+/// an assessment's check).
+pub const RT_THROTTLING: &str = "rt_throttling";

@@ -114,9 +114,9 @@ pub fn add(page: &mut Page, configs: &[Config], prefix: &str) -> Result<()> {
                 "thread id",
                 "priority",
                 "activations",
-                "period (ns)",
+                "period",
                 "period from",
-                "deadline (ns)",
+                "deadline",
                 "misses",
                 "missed periods",
                 "page faults",
@@ -169,8 +169,8 @@ fn ns(v: u64) -> String {
     format_ns_as(v, NsStyle::Rounded)
 }
 
-fn optional(v: Option<u64>) -> String {
-    v.map_or("—".into(), |v| v.to_string())
+fn optional(stat: &str, v: Option<u64>) -> Cell {
+    v.map_or_else(|| Cell::stat(stat, "—"), |v| Cell::time(stat, "ns", v))
 }
 
 fn thread_row(label: &str, t: &ThreadFindings) -> Vec<Cell> {
@@ -179,7 +179,7 @@ fn thread_row(label: &str, t: &ThreadFindings) -> Vec<Cell> {
         Cell::stat("tid", t.tid.to_string()),
         Cell::stat("prio", t.prio.map_or("—".into(), priority_words)),
         Cell::stat("activations", t.activations.to_string()),
-        Cell::stat("period_ns", optional(t.period_ns)),
+        optional("period_ns", t.period_ns),
         Cell::stat(
             "period_from",
             match (t.period_ns, t.period_inferred) {
@@ -188,7 +188,7 @@ fn thread_row(label: &str, t: &ThreadFindings) -> Vec<Cell> {
                 (Some(_), false) => "given",
             },
         ),
-        Cell::stat("deadline_ns", optional(t.deadline_ns)),
+        optional("deadline_ns", t.deadline_ns),
         Cell::stat("misses", t.misses.to_string()),
         Cell::stat("missed_periods", t.missed_periods.to_string()),
         Cell::stat("page_faults", t.page_faults.to_string()),
@@ -221,8 +221,8 @@ fn causes(prefix: &str, label: &str, t: &ThreadFindings) -> Table {
             "class",
             "priority",
             "activations delayed",
-            "total (ns)",
-            "worst (ns)",
+            "total",
+            "worst",
         ]
         .map(String::from)
         .to_vec(),
@@ -236,8 +236,8 @@ fn causes(prefix: &str, label: &str, t: &ThreadFindings) -> Table {
                     Cell::stat("class", c.class.to_string()),
                     Cell::stat("prio", c.prio.map_or("—".into(), priority_words)),
                     Cell::stat("count", c.count.to_string()),
-                    Cell::stat("total_ns", c.total_ns.to_string()),
-                    Cell::stat("max_ns", c.max_ns.to_string()),
+                    Cell::time("total_ns", "ns", c.total_ns),
+                    Cell::time("max_ns", "ns", c.max_ns),
                 ]
             })
             .collect(),

@@ -187,6 +187,7 @@ fn stability_group(report: &Report, row: &StabilityRow) -> GroupResult {
         derived,
         spread: BTreeMap::new(),
         timeline: has_windows.then(|| timeline.timeline("client_share", "ppm")),
+        not_measured: None,
     }
 }
 

@@ -37,7 +37,7 @@ pub const BENCH_VERSIONS: &[(&str, &[u32])] = &[
     ("sleep", &[1]),
     ("fwq", &[1]),
     ("noise", &[1]),
-    ("ipc", &[1, tame_bench::ipc::SCHEMA.version]),
+    ("ipc", &[1, 2, tame_bench::ipc::SCHEMA.version]),
     ("cost", &[1]),
     ("reserve", &[1]),
     ("mem", &[1]),
@@ -206,6 +206,15 @@ impl Refusal {
             Refusal::Step { .. } => Some(Kind::Sweep),
             _ => None,
         }
+    }
+}
+
+/// `1`, `1 and 2`, `1, 2 and 3`.
+fn listed(versions: &[u32]) -> String {
+    let words: Vec<String> = versions.iter().map(u32::to_string).collect();
+    match words.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => words.join(""),
     }
 }
 
@@ -399,11 +408,7 @@ fn bench_result(file: &str, head: BenchHead, value: Value, reads: &[Kind]) -> Re
             what: format!("a {bench} result"),
             field: "schema_version",
             found: version.to_string(),
-            reads: versions
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(" and "),
+            reads: listed(versions),
             tool: tool.into(),
         })));
     }
@@ -506,7 +511,7 @@ mod tests {
         let r = recognise("x.json", too_new, ALL).unwrap_err();
         assert_eq!(
             r.to_string(),
-            "x.json: a ipc result of schema_version 9, which this tame does not read (it reads 1 and 2)"
+            "x.json: a ipc result of schema_version 9, which this tame does not read (it reads 1, 2 and 3)"
         );
         assert!(matches!(r, Refusal::TooNew(ref t) if t.tool == "9.0"));
         let unknown = refused(json!({"schema_version": 1, "bench": "nope"}), ALL);

@@ -31,7 +31,7 @@ mod view;
 pub use endpoint::STALL_TIMEOUT;
 pub use message::SIZES;
 pub use ratios::{ratios, Quantity, Ratio};
-pub use run::{check, run, IpcRun, Samples};
+pub use run::{check, run, IpcRun, Samples, NOT_MEASURED};
 pub use samples::write_samples_csv;
 pub use sides::{Side, Sides};
 pub use view::summary_text;
@@ -42,8 +42,10 @@ use tame_rt::ClockKind;
 /// The schema of an ipc result (its `schema_version`; the common result schema, bumped for
 /// ipc alone, so a constant beside [`BenchResult`](crate::BenchResult)'s `Document`). 2: `settings.sides` replaced `settings.cpus`,
 /// the merged group holds ratios (label `ratios`) instead of goal verdicts, groups carry
-/// their spread over the rounds (see docs/results.md).
-pub const SCHEMA: tame_host::Schema = tame_host::schema!(BenchVersion "tame.bench.ipc", 2);
+/// their spread over the rounds. 3: a transport and size an interrupted run never reached
+/// is a group without figures that says `not_measured` (it held zeros before). See
+/// docs/results.md.
+pub const SCHEMA: tame_host::Schema = tame_host::schema!(BenchVersion "tame.bench.ipc", 3);
 
 /// Messages per throughput sample.
 pub const BLOCK: u64 = 1024;

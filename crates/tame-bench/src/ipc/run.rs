@@ -124,6 +124,12 @@ impl Tally {
 }
 
 impl IpcSettings {
+    /// Segments in all (each size and transport once per round): what the `tick` of [`run`]
+    /// counts up to.
+    pub fn progress_total(&self) -> u64 {
+        u64::from(self.rounds) * (self.sizes.len() * self.transports.len()) as u64
+    }
+
     /// Raw samples kept per transport and size for `--samples` (every measured round trip),
     /// within [`session::MAX_SAMPLES_TOTAL`]; 0 when none are wanted.
     pub fn sample_capacity(&self, wanted: bool) -> crate::Result<usize> {
@@ -225,6 +231,7 @@ pub fn run(
     conditions: Conditions,
     control: &RunControl,
     sample_capacity: usize,
+    mut tick: impl FnMut(u64),
     command_line: Vec<String>,
 ) -> crate::Result<IpcRun> {
     let (environment, joined) = prepare(root, &settings, conditions)?;
@@ -242,7 +249,7 @@ pub fn run(
     let running = start_load(conditions.load, &settings)?;
     let started_unix_ns = unix_now_ns();
     let started = clock.raw();
-    let interrupted = measure_rounds(&plan, &settings, control, &mut tallies);
+    let interrupted = measure_rounds(&plan, &settings, control, &mut tallies, &mut tick);
     let elapsed_ns = clock.raw_delta_ns(clock.raw().wrapping_sub(started));
     // On v2 the whole process joined with its first thread: back out, even after a failure.
     let left = joined.as_ref().map_or(Ok(()), Joined::leave);
@@ -347,9 +354,11 @@ fn measure_rounds(
     settings: &IpcSettings,
     control: &RunControl,
     tallies: &mut BTreeMap<(usize, Transport), Tally>,
+    tick: &mut impl FnMut(u64),
 ) -> crate::Result<bool> {
     // One round's latencies, merged into the tally afterwards: its figures give the spread.
     let mut round = Recorder::new();
+    let mut done = 0;
     for round_index in 0..u64::from(settings.rounds) {
         let share = RoundShare::of(settings, round_index);
         for &size in &settings.sizes {
@@ -361,6 +370,9 @@ fn measure_rounds(
                     .get_mut(&(size, transport))
                     .expect("tally for every pair");
                 measure_segment(size, transport, plan, settings, &share, &mut round, tally)?;
+                // Between segments, never inside one: the progress costs the timing nothing.
+                done += 1;
+                tick(done);
             }
         }
     }
@@ -432,10 +444,15 @@ pub(super) fn build_groups(
     for &size in &settings.sizes {
         let floor_p50 = tallies
             .get(&(size, Transport::Floor))
+            .filter(|t| t.rounds > 0)
             .map(|t| t.latency.summary().p50)
             .filter(|&p| p > 0);
         for &transport in &settings.transports {
             let tally = &tallies[&(size, transport)];
+            if tally.rounds == 0 {
+                groups.push(not_measured(settings, transport, size));
+                continue;
+            }
             let latency = tally.latency.summary();
             let mut group = GroupResult {
                 label: ratios::label(transport, size),
@@ -457,6 +474,7 @@ pub(super) fn build_groups(
                     BTreeMap::new()
                 },
                 timeline: None,
+                not_measured: None,
             };
             if let Some(floor) = floor_p50 {
                 group.derived.insert(
@@ -483,6 +501,20 @@ pub(super) fn build_groups(
         }
     }
     groups
+}
+
+/// Why a group has no figures: Ctrl-C stopped the run before its first segment.
+pub const NOT_MEASURED: &str =
+    "the run was stopped (Ctrl-C) before it reached this transport and size";
+
+/// The group of a transport and size the run never reached: no figures, marked as such.
+fn not_measured(settings: &IpcSettings, transport: Transport, size: usize) -> GroupResult {
+    GroupResult {
+        label: ratios::label(transport, size),
+        cpu: Some(settings.sides.timing.cpu),
+        not_measured: Some(NOT_MEASURED.to_string()),
+        ..GroupResult::default()
+    }
 }
 
 fn measure_latency(
@@ -980,18 +1012,23 @@ mod tests {
             clock: ClockKind::Monotonic,
         };
         let capacity = settings.sample_capacity(true).unwrap();
+        let total = settings.progress_total();
+        let mut ticks = Vec::new();
         let run = run(
             &Root::system(),
             settings,
             Conditions::default(),
             &RunControl::new(),
             capacity,
+            |done| ticks.push(done),
             vec!["test".into()],
         )
         .unwrap();
+        // One tick after each segment, up to the total.
+        assert_eq!(ticks, (1..=total).collect::<Vec<_>>());
         let result = &run.result;
         assert_eq!(result.bench, "ipc");
-        assert_eq!(result.schema_version, 2);
+        assert_eq!(result.schema_version, SCHEMA.version);
         assert_eq!(
             (result.partition.as_deref(), result.load.as_ref()),
             (None, None)
@@ -1107,7 +1144,16 @@ mod tests {
             load: None,
             placement: Some(&partition),
         };
-        let run = run(&root, settings, conditions, &RunControl::new(), 0, vec![]).unwrap();
+        let run = run(
+            &root,
+            settings,
+            conditions,
+            &RunControl::new(),
+            0,
+            |_| {},
+            vec![],
+        )
+        .unwrap();
         let result = &run.result;
         assert_eq!(result.partition.as_deref(), Some("rt"));
         assert_eq!(

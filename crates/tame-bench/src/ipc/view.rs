@@ -32,13 +32,23 @@ pub fn summary_text(run: &IpcRun) -> String {
         let _ = writeln!(out);
     }
     if result.interrupted {
+        let unreached = result.groups.iter().filter(|g| g.not_measured.is_some());
         let _ = writeln!(
             out,
-            "interrupted: the numbers cover the segments measured before Ctrl-C"
+            "interrupted: the numbers cover the segments measured before Ctrl-C{}",
+            match unreached.count() {
+                0 => String::new(),
+                n => format!(
+                    " ({n} transport/size pairs it never reached are marked {NOT_MEASURED_CELL})"
+                ),
+            }
         );
     }
     out
 }
+
+/// The cell that stands where an unreached transport and size would have figures.
+const NOT_MEASURED_CELL: &str = "not measured";
 
 /// `CPU 3`, and where it ran when the run was placed in a partition.
 fn side_text(side: Side, partition: Option<&str>) -> String {
@@ -75,6 +85,12 @@ fn write_latency_table(out: &mut String, result: &BenchResult<IpcSettings>) {
     .to_vec()];
     let mut cells = PercentileCells::default();
     for group in &result.groups {
+        if group.not_measured.is_some() {
+            let mut row = vec![group.label.clone(), NOT_MEASURED_CELL.to_string()];
+            row.resize(rows[0].len(), String::new());
+            rows.push(row);
+            continue;
+        }
         if let Some(m) = group.metric("one_way_latency") {
             let s = &m.summary;
             let mut row = vec![
@@ -194,6 +210,17 @@ mod tests {
     /// transport (the floor 100 ns, the kernel transports in µs) and, for queues, a throughput
     /// of `base`/4 ns per message.
     fn recorded_run(transports: &[Transport], interrupted: bool, virtualised: bool) -> IpcRun {
+        recorded_run_reaching(transports, interrupted, virtualised, &[8, 64])
+    }
+
+    /// As [`recorded_run`], the run having reached only the sizes in `reached` (Ctrl-C came
+    /// before the others' first segment).
+    fn recorded_run_reaching(
+        transports: &[Transport],
+        interrupted: bool,
+        virtualised: bool,
+        reached: &[usize],
+    ) -> IpcRun {
         let settings = IpcSettings {
             sides: Sides::unplaced([2, 3]),
             sizes: vec![8, 64],
@@ -220,6 +247,11 @@ mod tests {
                         Transport::Iceoryx2 => 160,
                     };
                 let mut tally = Tally::new(0);
+                if !reached.contains(&size) {
+                    tallies.insert((size, transport), tally);
+                    continue;
+                }
+                tally.rounds = 1;
                 for k in 0..1_000 {
                     tally.latency.record(base + k * base / 50);
                 }
@@ -402,6 +434,71 @@ mod tests {
         assert!(
             text.ends_with("\nload: cpu on CPUs 1-2 (bogo-ops/s: cpu 1288)\n"),
             "{text}"
+        );
+    }
+
+    /// Ctrl-C before the 64-byte segments: their groups say `not_measured` and hold no
+    /// figure (no zeros), the table marks them, and compare leaves them out rather than
+    /// dividing by zero-count figures (a 0.000 ratio before).
+    #[test]
+    fn an_interrupted_run_marks_what_it_never_measured() {
+        let transports = [Transport::Floor, Transport::TameRing, Transport::Pipe];
+        let cut = recorded_run_reaching(&transports, true, false, &[8]);
+        for g in &cut.result.groups {
+            let reached = g.label.ends_with("/8B");
+            assert_eq!(g.not_measured.is_none(), reached, "{}", g.label);
+            if !reached {
+                assert!(g.metrics.is_empty() && g.counters.is_empty() && g.derived.is_empty());
+            }
+        }
+        let json: serde_json::Value = serde_json::from_str(&cut.result.to_json()).unwrap();
+        assert_eq!(json["groups"][3]["label"], "floor/64B");
+        assert_eq!(
+            json["groups"][3]["not_measured"],
+            super::super::NOT_MEASURED
+        );
+        assert!(json["groups"][0].get("not_measured").is_none());
+        // No ratio from the unreached size.
+        assert!(
+            cut.ratios.iter().all(|r| !r.name.contains("64B")),
+            "{:?}",
+            cut.ratios
+        );
+        let text = summary_text(&cut);
+        let pipe_64 = text.lines().find(|l| l.starts_with("pipe/64B")).unwrap();
+        assert_eq!(
+            pipe_64.split_whitespace().collect::<Vec<_>>(),
+            ["pipe/64B", "not", "measured"]
+        );
+        assert!(
+            text.contains("3 transport/size pairs it never reached are marked not measured"),
+            "{text}"
+        );
+        // Compared with a full run: the unreached groups are left out and said so.
+        let full = recorded_run(&transports, false, false);
+        let as_compared = |r: &IpcRun| crate::compare::Compared {
+            result: serde_json::from_str(&r.result.to_json()).unwrap(),
+            noise: None,
+            watch: None,
+        };
+        let c = crate::compare::Comparison::new(
+            "full.json",
+            &as_compared(&full),
+            "cut.json",
+            &as_compared(&cut),
+        )
+        .unwrap();
+        assert!(
+            c.rows.iter().all(|r| !r.group.ends_with("/64B")),
+            "{:#?}",
+            c.rows
+        );
+        assert!(c.rows.iter().all(|r| r.ratio != Some(0.0)), "{:#?}", c.rows);
+        assert!(c.rows.iter().any(|r| r.group == "pipe/8B"));
+        assert!(
+            c.notes.contains(&"not measured in B (its run was stopped before it reached them), so not compared: floor/64B, pipe/64B, tame-ring/64B".to_string()),
+            "{:?}",
+            c.notes
         );
     }
 }

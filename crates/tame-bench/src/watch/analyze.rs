@@ -494,6 +494,7 @@ impl Analyzer {
                 derived: BTreeMap::new(),
                 spread: BTreeMap::new(),
                 timeline: None,
+                not_measured: None,
             },
             snapshots: self.snapshots,
             recorders,
@@ -567,6 +568,7 @@ fn findings(
         derived,
         spread: BTreeMap::new(),
         timeline: None,
+        not_measured: None,
     };
     let mut causes: Vec<Cause> = s.causes.into_values().collect();
     causes.sort_by_key(|c| std::cmp::Reverse(c.total_ns));

@@ -325,7 +325,7 @@ fn run_session<B: Bench>(
     control: &tame_bench::engine::RunControl,
     sample_capacity: usize,
 ) -> anyhow::Result<Finished<B>> {
-    let tick = progress(settings.progress_total(), settings.expected_ns());
+    let tick = progress(settings.progress_total(), Some(settings.expected_ns()));
     Ok(session::run(
         &ctx.root,
         settings,

@@ -16,12 +16,23 @@ use crate::Context;
 
 #[derive(clap::Args)]
 pub struct CacheArgs {
-    /// The CPU the work runs on (default: the last online CPU; with -p the partition's last).
-    #[arg(long, allow_hyphen_values = true)]
+    /// The CPU the work runs on, one (default: the last online CPU; with -p the partition's
+    /// last). `--cpu` is read too (what this option was called before).
+    #[arg(
+        long = "cpus",
+        alias = "cpu",
+        value_name = "CPU",
+        allow_hyphen_values = true
+    )]
     cpu: Option<u32>,
     /// The CPU the competitor runs on (default: the first other online CPU; with -p the
     /// system partition's first).
-    #[arg(long, allow_hyphen_values = true, conflicts_with = "no_competitor")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        conflicts_with = "no_competitor",
+        value_name = "CPU"
+    )]
     competitor_cpu: Option<u32>,
     /// Time the work alone only (the baseline).
     #[arg(long)]

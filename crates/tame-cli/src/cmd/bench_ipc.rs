@@ -109,12 +109,15 @@ pub fn run(ctx: &Context, args: IpcBenchArgs) -> anyhow::Result<i32> {
         .map(|p| create(p, "samples"))
         .transpose()?;
     let control = install_stop_handler()?;
+    // How long it takes is not known beforehand (a default run takes minutes).
+    let tick = measuring::progress(settings.progress_total(), None);
     let done = ipc::run(
         &ctx.root,
         settings,
         conditions,
         &control,
         capacity,
+        tick,
         ctx.command_line.clone(),
     )?;
     if let Some(file) = samples {

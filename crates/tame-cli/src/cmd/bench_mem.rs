@@ -9,8 +9,14 @@ use crate::Context;
 
 #[derive(clap::Args)]
 pub struct MemArgs {
-    /// The CPU to measure on (default: the last online CPU; with -p the partition's last).
-    #[arg(long, allow_hyphen_values = true)]
+    /// The CPU to measure on, one (default: the last online CPU; with -p the partition's
+    /// last). `--cpu` is read too (what this option was called before).
+    #[arg(
+        long = "cpus",
+        alias = "cpu",
+        value_name = "CPU",
+        allow_hyphen_values = true
+    )]
     cpu: Option<u32>,
     /// The NUMA node the buffers are bound to (default: the CPU's node; on a one-node
     /// machine it is only recorded).
@@ -57,7 +63,7 @@ pub fn run(ctx: &Context, a: MemArgs) -> anyhow::Result<i32> {
     measure(ctx, settings, &a.common, partitioned, None)
 }
 
-/// `--cpu`, else the last of the CPUs a bench would measure (online, or the partition's);
+/// `--cpus`, else the last of the CPUs a bench would measure (online, or the partition's);
 /// whether it may be used is checked when the run is prepared.
 pub(super) fn measured_cpu(
     ctx: &Context,

@@ -26,8 +26,14 @@ pub struct ReserveBenchArgs {
     /// Fewer shares (20, 50, 80 %) and windows: about 1.5 minutes in place of 8.
     #[arg(long)]
     quick: bool,
-    /// The CPU the reserved client (and, pinned, its competitor) runs on (default: the last online CPU).
-    #[arg(long, allow_hyphen_values = true)]
+    /// The CPU the reserved client (and, pinned, its competitor) runs on, one (default: the
+    /// last online CPU). `--cpu` is read too (what this option was called before).
+    #[arg(
+        long = "cpus",
+        alias = "cpu",
+        value_name = "CPU",
+        allow_hyphen_values = true
+    )]
     cpu: Option<u32>,
     /// Backends to study, comma-separated: server, deadline, cgroup.
     #[arg(long, default_value = "server,deadline,cgroup", value_name = "LIST")]
@@ -114,7 +120,7 @@ pub fn run(ctx: &Context, a: ReserveBenchArgs) -> anyhow::Result<i32> {
     let cpu = match a.cpu {
         Some(c) if !online.contains(c) => {
             return Err(bad_input(format!(
-                "--cpu {c} is not online (online: {online}) — pick one of them"
+                "--cpus {c} is not online (online: {online}) — pick one of them"
             )))
         }
         Some(c) => c,

@@ -37,10 +37,24 @@ pub fn install_stop_handler() -> anyhow::Result<RunControl> {
     Ok(RunControl::with_flag(flag))
 }
 
-/// A progress bar on stderr for runs over 2 s, only when stderr is a terminal.
-pub fn progress(total: u64, expected_ns: u64) -> impl FnMut(u64) {
-    let bar = (std::io::stderr().is_terminal() && expected_ns > 2_000_000_000).then(|| {
-        let bar = indicatif::ProgressBar::new(total);
+/// Runs expected to be shorter get no bar: it would only flash.
+const PROGRESS_AFTER_NS: u64 = 2_000_000_000;
+
+/// Whether a run gets a progress bar: only where stderr is a terminal — a pipe or a file
+/// gets nothing, so captured output and logs stay clean — and only for a run expected to
+/// last long enough to wait for (`None`: not known beforehand, shown).
+pub fn progress_shown(stderr_is_terminal: bool, expected_ns: Option<u64>) -> bool {
+    stderr_is_terminal && expected_ns.is_none_or(|ns| ns > PROGRESS_AFTER_NS)
+}
+
+/// Every bench's progress on stderr (see [`progress_shown`]): the returned `tick(done)`
+/// moves the bar towards `total`. Benches call it between their runs, rounds or segments,
+/// or from the thread that waits for the measuring ones — never inside a measuring loop.
+/// The bar is cleared when `tick` is dropped, finished or not (Ctrl-C).
+pub fn progress(total: u64, expected_ns: Option<u64>) -> impl FnMut(u64) {
+    let bar = progress_shown(std::io::stderr().is_terminal(), expected_ns).then(|| {
+        let bar =
+            indicatif::ProgressBar::new(total).with_finish(indicatif::ProgressFinish::AndClear);
         bar.set_style(
             indicatif::ProgressStyle::with_template(
                 "{elapsed_precise} [{bar:40}] {percent}% {msg}",
@@ -53,10 +67,19 @@ pub fn progress(total: u64, expected_ns: u64) -> impl FnMut(u64) {
     move |done| {
         if let Some(b) = &bar {
             b.set_position(done);
-            if done >= total {
-                b.finish_and_clear();
-            }
         }
+    }
+}
+
+/// [`progress`] for a run that knows only how long it lasts (its ticks count loops, not
+/// towards a total): the bar follows the time elapsed since the call.
+pub fn timed_progress(expected_ns: u64) -> impl FnMut(u64) {
+    const STEPS: u64 = 1000;
+    let started = std::time::Instant::now();
+    let mut tick = progress(STEPS, Some(expected_ns));
+    move |_| {
+        let elapsed = started.elapsed().as_nanos() as u64;
+        tick((elapsed.saturating_mul(STEPS) / expected_ns.max(1)).min(STEPS));
     }
 }
 
@@ -123,4 +146,20 @@ pub fn load(
     // Only a load gets the default: --load-cpus alone stays an error.
     let cpus = load_cpus.or(system.as_deref().filter(|_| kinds.is_some()));
     Ok(tame_bench::target::load(&ctx.root, kinds, cpus)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::progress_shown;
+
+    #[test]
+    fn progress_is_drawn_only_on_a_terminal_for_runs_worth_waiting_for() {
+        // A pipe or a file: never, however long the run.
+        assert!(!progress_shown(false, Some(60_000_000_000)));
+        assert!(!progress_shown(false, None));
+        // A terminal: runs over 2 s, and runs of unknown length (bench ipc).
+        assert!(progress_shown(true, Some(60_000_000_000)));
+        assert!(progress_shown(true, None));
+        assert!(!progress_shown(true, Some(1_000_000_000)));
+    }
 }

@@ -93,7 +93,7 @@ pub fn run(ctx: &Context, a: NoiseArgs) -> anyhow::Result<i32> {
             placement: partitioned.as_ref().map(|p| &p.placement),
         },
         &control,
-        |_| {},
+        measuring::timed_progress(duration_ns),
         ctx.command_line.clone(),
     )?;
     if let Some(f) = gaps_file {

@@ -49,8 +49,8 @@ fn bad_input_exits_2_with_what_why_and_what_to_do() {
         "--backends: unknown backend \"edf\" — give any of server, deadline, cgroup",
     );
     expect_bad_input(
-        &["bench", "reserve", "--cpu", "4096"],
-        "--cpu 4096 is not online",
+        &["bench", "reserve", "--cpus", "4096"],
+        "--cpus 4096 is not online",
     );
     expect_bad_input(
         &["bench", "reserve", "--shares", "20%,100%"],
@@ -428,6 +428,22 @@ fn stress_ng_pids() -> Vec<u32> {
         .collect()
 }
 
+/// `tame ARGS` interrupted by SIGINT (Ctrl-C) `after` it started, once `during` has looked
+/// at the running command; its output.
+fn ctrl_c_after(args: &[&str], after: Duration, during: impl FnOnce()) -> std::process::Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_tame"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    during();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn ctrl_c_reports_what_was_measured_stops_the_load_and_exits_130() {
     let _machine = tame_testing::serial::module(module_path!());
@@ -435,36 +451,30 @@ fn ctrl_c_reports_what_was_measured_stops_the_load_and_exits_130() {
         return;
     }
     let before = stress_ng_pids();
-    let child = Command::new(env!("CARGO_BIN_EXE_tame"))
-        .args([
-            "bench",
-            "cycle",
-            "--cpus",
-            "0",
-            "--duration",
-            "60s",
-            "--policy",
-            "other",
-            "--load",
-            "cpu",
-            "--load-cpus",
-            "1",
-            "--json",
-            "-",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let during: Vec<u32> = stress_ng_pids()
-        .into_iter()
-        .filter(|p| !before.contains(p))
-        .collect();
+    let mut during = Vec::new();
+    let args = [
+        "bench",
+        "cycle",
+        "--cpus",
+        "0",
+        "--duration",
+        "60s",
+        "--policy",
+        "other",
+        "--load",
+        "cpu",
+        "--load-cpus",
+        "1",
+        "--json",
+        "-",
+    ];
+    let out = ctrl_c_after(&args, Duration::from_millis(1500), || {
+        during = stress_ng_pids()
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+    });
     assert!(!during.is_empty(), "the load was running");
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
         Some(130),
@@ -486,4 +496,117 @@ fn ctrl_c_reports_what_was_measured_stops_the_load_and_exits_130() {
         .filter(|p| during.contains(p))
         .collect();
     assert!(after.is_empty(), "stress-ng left running: {after:?}");
+}
+
+/// A short `bench ipc` (whose length is not known beforehand, so it gets a bar however short).
+const SHORT_IPC: &[&str] = &[
+    "bench",
+    "ipc",
+    "--cpus",
+    "0,1",
+    "--transports",
+    "floor,pipe",
+    "--sizes",
+    "8",
+    "--round-trips",
+    "4000",
+    "--warmup",
+    "10",
+    "--messages",
+    "4096",
+    "--rounds",
+    "2",
+];
+
+/// The progress bar every bench shares is drawn on a terminal and nowhere else: on a pipe
+/// stderr holds no bar (no carriage return, no escape sequence, no `[==>`); under a
+/// pseudo-terminal (script(1)) the same run draws one.
+#[test]
+fn progress_is_drawn_on_a_terminal_and_never_on_a_pipe() {
+    let _machine = tame_testing::serial::module(module_path!());
+    let piped = tame(SHORT_IPC);
+    let stderr = String::from_utf8_lossy(&piped.stderr);
+    assert!(piped.status.success(), "{stderr}");
+    for mark in ["\r", "\x1b[", "=>", "%"] {
+        assert!(!stderr.contains(mark), "{mark:?} on a pipe: {stderr:?}");
+    }
+    assert!(String::from_utf8_lossy(&piped.stdout).contains("floor/8B"));
+    if !require(
+        have_program("script"),
+        "script (util-linux) for a pseudo-terminal",
+    ) {
+        return;
+    }
+    let line = std::iter::once(env!("CARGO_BIN_EXE_tame"))
+        .chain(SHORT_IPC.iter().copied())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let on_terminal = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .output()
+        .expect("script runs");
+    let seen = String::from_utf8_lossy(&on_terminal.stdout);
+    assert!(on_terminal.status.success(), "{seen}");
+    assert!(
+        seen.contains("=>") && seen.contains("%"),
+        "no bar on a terminal: {seen:?}"
+    );
+}
+
+/// Ctrl-C early in a `bench ipc`: exit 130, and what the run never reached is marked
+/// `not_measured` in the JSON, with no figures — never a group of zeros.
+#[test]
+fn an_interrupted_ipc_marks_what_it_never_measured() {
+    let _machine = tame_testing::serial::module(module_path!());
+    let args = [
+        "bench",
+        "ipc",
+        "--cpus",
+        "0,1",
+        "--transports",
+        "floor,pipe",
+        "--sizes",
+        "8,56,64,256,1024",
+        "--round-trips",
+        "20000",
+        "--messages",
+        "4096",
+        "--rounds",
+        "1",
+        "--json",
+        "-",
+    ];
+    let out = ctrl_c_after(&args, Duration::from_millis(400), || {});
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["interrupted"], true);
+    let groups = v["groups"].as_array().unwrap();
+    assert_eq!(
+        groups.len(),
+        10,
+        "one group per transport and size asked for"
+    );
+    let unreached: Vec<&Value> = groups
+        .iter()
+        .filter(|g| g.get("not_measured").is_some())
+        .collect();
+    assert!(!unreached.is_empty() && unreached.len() < 10, "{v}");
+    for g in groups {
+        let counts: Vec<u64> = g["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["summary"]["count"].as_u64().unwrap())
+            .collect();
+        if g.get("not_measured").is_some() {
+            assert!(counts.is_empty(), "{g}");
+        } else {
+            assert!(counts.iter().all(|&c| c > 0), "{g}");
+        }
+    }
+    assert!(
+        stderr.contains("not measured"),
+        "the table says so: {stderr}"
+    );
 }

@@ -160,6 +160,8 @@ fn mem_refuses_bad_input_with_exit_2() {
         (&["--sizes", "17K"][..], "4 KiB pages"),
         (&["--batches", "5"][..], "--batches 5 is out of range"),
         (&["--node", "99"][..], "--node 99"),
+        (&["--cpus", "4096"][..], "not online"),
+        // What the option was called before: still read.
         (&["--cpu", "4096"][..], "not online"),
         (&["--load", "gpu"][..], "unknown load"),
     ] {
@@ -262,7 +264,7 @@ fn cache_refuses_bad_input_with_exit_2() {
     let last = online.trim().rsplit(['-', ',']).next().unwrap().to_string();
     for (args, needle) in [
         (
-            vec!["--cpu", last.as_str(), "--competitor-cpu", last.as_str()],
+            vec!["--cpus", last.as_str(), "--competitor-cpu", last.as_str()],
             "is the measured CPU",
         ),
         (
@@ -286,5 +288,51 @@ fn cache_refuses_bad_input_with_exit_2() {
         let mut all = vec!["bench", "cache", "--policy", "other"];
         all.extend(args);
         expect_bad_input(&all, needle);
+    }
+}
+
+/// The option lines of `tame ARGS --help`: each starts with `-` once indented.
+fn option_lines(args: &[&str]) -> Vec<String> {
+    let mut all = args.to_vec();
+    all.push("--help");
+    let out = tame(&all);
+    assert!(out.status.success(), "{args:?} --help");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.trim_start().starts_with('-'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The CPU is `--cpus` in every bench (mem, cache and reserve measure on one), as `-p`'s
+/// help says; `--cpu` is still read but no longer shown.
+#[test]
+fn every_bench_names_its_cpu_option_cpus() {
+    for bench in ["mem", "cache", "reserve"] {
+        let lines = option_lines(&["bench", bench]);
+        assert!(
+            lines.iter().any(|l| l.contains("--cpus <CPU")),
+            "bench {bench}: {lines:#?}"
+        );
+        assert!(
+            !lines.iter().any(|l| l.contains("--cpu <")),
+            "bench {bench}: {lines:#?}"
+        );
+    }
+}
+
+/// Every option line of `bench cache --help` carries its description, as the other benches'
+/// do (a long value name once pushed every description onto a line of its own).
+#[test]
+fn cache_help_describes_every_option_on_its_line() {
+    let lines = option_lines(&["bench", "cache"]);
+    assert!(lines.len() > 10, "{lines:#?}");
+    for l in &lines {
+        // `  -p, --partition <NAME>  Measure inside …`: the spec, two spaces, the description.
+        let described = l
+            .trim()
+            .split_once("  ")
+            .is_some_and(|(_, d)| !d.trim().is_empty());
+        assert!(described, "no description on {l:?}");
     }
 }

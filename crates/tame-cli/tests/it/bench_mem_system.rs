@@ -100,7 +100,7 @@ fn mem_and_cache_measure_inside_an_applied_partition() {
         "mrt",
         "--journal-dir",
         jd,
-        "--cpu",
+        "--cpus",
         "0",
         "--sizes",
         "16K",

@@ -120,3 +120,76 @@ fn bad_gate_input_is_exit_2() {
     // Without --gate, compare takes two results exactly.
     expect_bad_input(&["compare", &base, &new, &new], "takes two results");
 }
+
+/// A file of another crate's fixtures.
+fn workspace_file(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
+        .display()
+        .to_string()
+}
+
+/// tame's own documents compare as what they are: two sweeps step by step (once refused as
+/// "not a tame bench result"), two assess reports configuration by configuration (once
+/// "missing field schema_version"); two of different kinds, or a document compare does not
+/// compare, are refused naming what each file is and what compare takes.
+#[test]
+fn sweeps_and_assess_reports_compare_and_the_rest_is_named() {
+    let sweep = workspace_file("crates/tame-report/tests/fixtures/recorded/sleep-sweep.json");
+    let out = tame(&["compare", &sweep, &sweep, "--json", "-"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["schema"].as_str(), v["bench"].as_str()),
+        (Some("tame.compare/1"), Some("sleep"))
+    );
+    let groups: Vec<&str> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["group"].as_str().unwrap())
+        .collect();
+    for step in ["tasks=1 task0", "tasks=2 all", "tasks=4 task3"] {
+        assert!(groups.contains(&step), "{step}: {groups:?}");
+    }
+    let assess = workspace_file("crates/tame-assess/tests/fixtures/dev-vm-v2.json");
+    let out = tame(&["compare", &assess, &assess]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(table.starts_with("tame compare (assess): "), "{table}");
+    for line in [
+        "partitioned  response p99",
+        "shared       misses",
+        "shared       activations",
+    ] {
+        assert!(table.contains(line), "{line}: {table}");
+    }
+    let cycle = workspace_file("crates/tame-report/tests/fixtures/recorded/cycle-shared.json");
+    expect_bad_input(
+        &["compare", &sweep, &cycle],
+        "is a sweep of sleep (tasks=1, tasks=2, tasks=4) and",
+    );
+    expect_bad_input(&["compare", &assess, &cycle], "is an assess report and");
+    expect_bad_input(&["compare", &assess, &cycle], "shared-1-job.json");
+    let comparison =
+        workspace_file("crates/tame-report/tests/fixtures/recorded/compare-cycle.json");
+    expect_bad_input(
+        &["compare", &comparison, &cycle],
+        "is a comparison (tame compare --json), which compare does not compare — give two results of one bench",
+    );
+    expect_bad_input(
+        &["compare", "--gate", &cycle, &cycle, &sweep],
+        "--gate judges single bench results",
+    );
+}

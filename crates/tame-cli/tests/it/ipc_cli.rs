@@ -253,7 +253,7 @@ fn bench_ipc_short_run_writes_a_versioned_result() {
     ]);
     let result = json_of(&out);
     assert_eq!(result["bench"], "ipc");
-    assert_eq!(result["schema_version"], 2);
+    assert_eq!(result["schema_version"], 3);
     assert_eq!(result["settings"]["sides"]["timing"]["cpu"], allowed[0]);
     assert_eq!(result["settings"]["sides"]["echo"]["in_partition"], false);
     assert_eq!(result["partition"], Value::Null);

@@ -40,12 +40,12 @@ pub fn figure(
             }
         }
     }
+    let colours = colours(&names);
     let colour_of = |name: &str| -> RGBColor {
-        match name {
-            NOT_ATTRIBUTED => RGBColor(200, 200, 200),
-            OTHER => RGBColor(120, 120, 120),
-            _ => colour(names.iter().position(|n| n == name).unwrap_or(0)),
-        }
+        names
+            .iter()
+            .position(|n| n == name)
+            .map_or(RGBColor(0, 0, 0), |i| colours[i])
     };
     let top = bars
         .iter()
@@ -122,28 +122,54 @@ pub fn figure(
     }))
 }
 
-/// The largest sources over all bars keep their name; the rest add up to [`OTHER`].
+/// The source of the gaps no guest event explains (the hypervisor, SMIs).
+const UNEXPLAINED: &str = "unexplained";
+
+/// A colour per segment name, each its own: a named source one of the palette's hues (its
+/// grey left out), `unexplained` black as in the snapshots of misses, [`OTHER`] a mid grey and
+/// [`NOT_ATTRIBUTED`] a pale one — so no two segments of a bar can be mistaken for each other.
+fn colours(names: &[String]) -> Vec<RGBColor> {
+    let mut hues = (0..).map(colour).filter(|c| c.0 != c.1 || c.1 != c.2);
+    names
+        .iter()
+        .map(|name| match name.as_str() {
+            UNEXPLAINED => RGBColor(0, 0, 0),
+            OTHER => RGBColor(120, 120, 120),
+            NOT_ATTRIBUTED => RGBColor(210, 210, 210),
+            _ => hues.next().expect("the palette cycles"),
+        })
+        .collect()
+}
+
+/// The largest sources keep their name — each bar's in turn (its largest, then every bar's
+/// second, …), so a quiet configuration's sources are not drowned by a loaded one's — and
+/// `unexplained` always does (what a partition cannot remove); the rest add up to [`OTHER`].
 fn fold_small_sources(bars: &[Bar]) -> Vec<Bar> {
-    let mut totals: Vec<(String, f64)> = Vec::new();
-    for b in bars {
-        for (s, v) in &b.segments {
-            if s == NOT_ATTRIBUTED {
-                continue;
-            }
-            match totals.iter_mut().find(|(n, _)| n == s) {
-                Some((_, t)) => *t += v,
-                None => totals.push((s.clone(), *v)),
+    let special = |s: &str| s == NOT_ATTRIBUTED || s == UNEXPLAINED;
+    let ranked: Vec<Vec<&String>> = bars
+        .iter()
+        .map(|b| {
+            let mut own: Vec<&(String, f64)> =
+                b.segments.iter().filter(|(s, _)| !special(s)).collect();
+            own.sort_by(|x, y| y.1.total_cmp(&x.1));
+            own.into_iter().map(|(s, _)| s).collect()
+        })
+        .collect();
+    let mut keep: Vec<&String> = Vec::new();
+    let deepest = ranked.iter().map(Vec::len).max().unwrap_or(0);
+    for rank in 0..deepest {
+        for name in ranked.iter().filter_map(|r| r.get(rank)) {
+            if keep.len() < NAMED && !keep.contains(name) {
+                keep.push(name);
             }
         }
     }
-    totals.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let keep: Vec<&String> = totals.iter().take(NAMED).map(|(n, _)| n).collect();
     bars.iter()
         .map(|b| {
             let mut segments: Vec<(String, f64)> = Vec::new();
             let mut other = 0.0;
             for (s, v) in &b.segments {
-                if s == NOT_ATTRIBUTED || keep.contains(&s) {
+                if special(s) || keep.contains(&s) {
                     segments.push((s.clone(), *v));
                 } else {
                     other += v;
@@ -163,6 +189,62 @@ fn fold_small_sources(bars: &[Bar]) -> Vec<Bar> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `unexplained` and `other sources` once shared a grey (a named source took the
+    /// palette's grey when it came eighth): every segment of a figure has its own colour now,
+    /// however many sources there are and wherever `unexplained` comes.
+    #[test]
+    fn every_segment_has_a_colour_of_its_own() {
+        for at in 0..9 {
+            let mut names: Vec<String> = (0..8).map(|i| format!("thread t{i}")).collect();
+            names.insert(at, UNEXPLAINED.to_string());
+            names.push(OTHER.to_string());
+            names.push(NOT_ATTRIBUTED.to_string());
+            let c = colours(&names);
+            // Apart by eye, not just by value: 120 and 127 grey were two values, one grey.
+            let apart = |a: RGBColor, b: RGBColor| {
+                let d = |x: u8, y: u8| (f64::from(x) - f64::from(y)).powi(2);
+                (d(a.0, b.0) + d(a.1, b.1) + d(a.2, b.2)).sqrt()
+            };
+            for i in 0..c.len() {
+                for j in i + 1..c.len() {
+                    assert!(
+                        apart(c[i], c[j]) >= 50.0,
+                        "{} and {} look alike (unexplained at {at})",
+                        names[i],
+                        names[j]
+                    );
+                }
+            }
+            assert_eq!(c[at], RGBColor(0, 0, 0), "unexplained is black");
+        }
+    }
+
+    /// A loaded configuration's many large sources beside a partitioned one's small ones:
+    /// `unexplained` keeps its name (it was folded into `other sources` and the partitioned
+    /// bar became one grey), and so do the partitioned bar's own sources.
+    #[test]
+    fn a_quiet_bar_keeps_its_unexplained_and_its_largest_source() {
+        let loaded = Bar {
+            label: "shared cpu0".into(),
+            segments: (0..12).map(|i| (format!("thread load/{i}"), 9.0)).collect(),
+        };
+        let quiet = Bar {
+            label: "partition rt cpu0".into(),
+            segments: vec![
+                (UNEXPLAINED.to_string(), 2.0),
+                ("tick: local_timer".into(), 0.4),
+                ("softirq: RCU".into(), 0.01),
+            ],
+        };
+        let folded = fold_small_sources(&[loaded, quiet]);
+        let names: Vec<&str> = folded[1].segments.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, [UNEXPLAINED, "tick: local_timer", "softirq: RCU"]);
+        // The loaded bar names what is left of the NAMED, the rest together.
+        let loaded: Vec<&str> = folded[0].segments.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(loaded.len(), NAMED - 2 + 1, "{loaded:?}");
+        assert_eq!(loaded.last(), Some(&OTHER));
+    }
 
     #[test]
     fn small_sources_add_up_to_other_and_nothing_is_lost() {

@@ -195,13 +195,13 @@ fn sleep_jitter_is_drawn_against_the_number_of_tasks() {
         .expect("jitter against tasks");
     assert_eq!(f.x_label, "sleeping tasks running at once");
     // Labelled by what differs between them: the number of tasks.
-    assert_cell(
+    assert_value(
         &r.html,
         "1 tasks",
         "p99",
         &json(&files[0])["merged"]["metrics"][0]["summary"]["p99"].to_string(),
     );
-    assert_cell(
+    assert_value(
         &r.html,
         "4 tasks",
         "max",
@@ -226,7 +226,7 @@ fn a_sweep_is_read_as_its_steps_and_drawn_against_the_number_of_tasks() {
         .expect("jitter against tasks from one sweep file");
     assert_eq!(f.x_label, "sleeping tasks running at once");
     for (i, tasks) in [1, 2, 4].iter().enumerate() {
-        assert_cell(
+        assert_value(
             &r.html,
             &format!("{tasks} tasks"),
             "p99",
@@ -295,11 +295,17 @@ fn noise_results_show_attribution_per_source_and_what_they_lack() {
     let share = raw[0]["noise"]["cpus"][0]["noise_share_percent"]
         .as_f64()
         .unwrap();
-    assert_cell(
+    assert_value(
         &r.html,
         "a-noise cpu0",
         "noise_share_percent",
         &format!("{share}"),
+    );
+    assert_cell(
+        &r.html,
+        "a-noise cpu0",
+        "noise_share_percent",
+        &tame_report::page::percent_text(share),
     );
 }
 
@@ -364,6 +370,7 @@ fn an_assess_report_puts_its_verdict_first_and_overlays_its_phases() {
         &r.html,
         "shared",
         &v["shared"]["results"]["noise"]["merged"]["metrics"][0]["summary"],
+        "ns",
     );
 }
 
@@ -679,4 +686,144 @@ fn a_cache_result_overlays_alone_and_with_the_competitor() {
     // What the run had of the L3 is on the page.
     let note = v["settings"]["cache_ways"]["note"].as_str().unwrap();
     assert!(r.html.contains(&tame_report::html::escape(note)), "{note}");
+}
+
+/// Each `<li>` of the page's warnings.
+fn warning_lines(html: &str) -> Vec<&str> {
+    let Some(start) = html.find("<ul class=\"warnings\"") else {
+        return Vec::new();
+    };
+    let list = &html[start..start + html[start..].find("</ul>").unwrap()];
+    list.split("<li>")
+        .skip(1)
+        .map(|l| l.split("</li>").next().unwrap())
+        .collect()
+}
+
+/// An assessment draws a result per configuration and per round, all on one KVM guest with
+/// RT throttling on: the hypervisor is one warning, said once for every result, and RT
+/// throttling once (the check's finding), not once per result — and not for busy loops
+/// that ran at SCHED_OTHER, which it cannot stop.
+#[test]
+fn each_warning_is_said_once_and_only_where_it_applies() {
+    let file = fixtures().join("recorded/assess.json");
+    let (_, r) = render(std::slice::from_ref(&file));
+    let lines = warning_lines(&r.html);
+    let mut unique = lines.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), lines.len(), "a warning twice: {lines:#?}");
+    let about = |needle: &str| lines.iter().filter(|l| l.contains(needle)).count();
+    assert_eq!(about("hypervisor KVM"), 1, "{lines:#?}");
+    assert_eq!(about("RT throttling"), 1, "{lines:#?}");
+    // It holds for every result drawn: nobody named.
+    let kvm = lines.iter().find(|l| l.contains("hypervisor KVM")).unwrap();
+    assert!(kvm.starts_with("ran under the hypervisor KVM"), "{kvm}");
+    // A busy loop at SCHED_OTHER is not warned of RT throttling; at SCHED_FIFO it is.
+    let dir = tempfile::tempdir().unwrap();
+    let mut v = json(&fixtures().join("recorded/noise-shared.json"));
+    assert_eq!(v["settings"]["threads"]["policy"], "other");
+    let other = write_json(dir.path(), "noise-other.json", &v);
+    v["settings"]["threads"]["policy"] = json!("fifo");
+    let fifo = write_json(dir.path(), "noise-fifo.json", &v);
+    let throttled = |f: &PathBuf| {
+        render(std::slice::from_ref(f))
+            .1
+            .html
+            .contains("RT throttling")
+    };
+    assert!(!throttled(&other));
+    assert!(throttled(&fifo));
+}
+
+/// The key figure comes first: after the verdict's headline, before any table (the first
+/// screen once held only tables); in its section a link points up to it.
+#[test]
+fn the_key_figure_is_drawn_before_the_tables() {
+    let file = fixtures().join("recorded/assess.json");
+    let (_, r) = render(std::slice::from_ref(&file));
+    let html = &r.html;
+    let at = |needle: &str| html.find(needle).unwrap_or_else(|| panic!("{needle}"));
+    let lead = at("<figure id=\"fig-assess-cycle-tail\"");
+    assert!(at("id=\"verdict\"") < lead);
+    assert!(lead < at("<table"));
+    assert!(lead < at("id=\"verdict-details\""));
+    assert_eq!(
+        html.matches("<svg data-figure=\"assess-cycle-tail\"")
+            .count(),
+        1
+    );
+    assert!(html.contains("<a href=\"#fig-assess-cycle-tail\">"));
+    // A noise result leads with where the time went; a mem result with its sweep.
+    for (fixture, id) in [("noise-shared", "noise-attribution"), ("mem", "mem-sweep")] {
+        let (_, r) = render(&[fixtures().join(format!("recorded/{fixture}.json"))]);
+        assert!(
+            r.html.find(&format!("<figure id=\"fig-{id}\"")).unwrap()
+                < r.html.find("<table").unwrap(),
+            "{fixture}"
+        );
+    }
+}
+
+/// Durations read as the terminal prints them, with the JSON's value kept beside: the
+/// verdict's response and margin, the key figures, the noise table's share and time, and
+/// the mem page's picoseconds as ns.
+#[test]
+fn times_and_shares_read_in_units_with_the_raw_value_kept() {
+    let file = fixtures().join("recorded/assess.json");
+    let v = json(&file);
+    let (_, r) = render(std::slice::from_ref(&file));
+    let h = &v["verdict"]["shared"];
+    let response = h["response_ns"].as_u64().unwrap();
+    assert_cell(
+        &r.html,
+        "shared",
+        "response_ns",
+        &tame_report::page::time_text("ns", response),
+    );
+    assert!(tame_report::page::time_text("ns", response).ends_with("ms"));
+    assert_value(&r.html, "shared", "response_ns", &response.to_string());
+    let margin = h["margin_ns"].as_i64().unwrap();
+    assert!(margin < 0);
+    let shown = tame_report::page::time_text("ns", margin.unsigned_abs());
+    assert_cell(&r.html, "shared", "margin_ns", &format!("-{shown}"));
+    let (_, noise) = render(&[fixtures().join("recorded/noise-shared.json")]);
+    assert_cell(&noise.html, "cpu0", "noise_share_percent", "89.5 %");
+    assert_cell(&noise.html, "cpu0", "noise_ns", "3.781s");
+    let (_, mem) = render(&[fixtures().join("recorded/mem.json")]);
+    assert_cell(&mem.html, "16KiB", "p50", "1.33ns");
+    assert_value(&mem.html, "16KiB", "p50", "1330");
+    assert_cell(&mem.html, "16MiB", "p50", "171.13ns");
+}
+
+/// An interrupted ipc run (schema 3): the transports and sizes it never reached are rows
+/// that say not measured, never figures of zero.
+#[test]
+fn an_interrupted_ipc_result_shows_what_was_not_measured() {
+    let mut v = json(&fixtures().join("recorded/ipc.json"));
+    v["schema_version"] = json!(3);
+    v["interrupted"] = json!(true);
+    for g in v["groups"].as_array_mut().unwrap() {
+        let label = g["label"].as_str().unwrap().to_string();
+        if label.ends_with("/64B") {
+            *g = json!({"label": label, "cpu": 0, "metrics": [], "counters": {}, "derived": {},
+                        "not_measured": tame_bench::ipc::NOT_MEASURED});
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = write_json(dir.path(), "ipc-interrupted.json", &v);
+    let (_, r) = render(std::slice::from_ref(&f));
+    let table = &r.html[r
+        .html
+        .find("<table id=\"ipc-64b-key-figures\"")
+        .expect("the 64B table")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(
+        table.contains("<td data-row=\"pipe\" data-stat=\"count\">not measured</td>"),
+        "{table}"
+    );
+    assert!(!table.contains("data-value=\"0\""), "{table}");
+    // The 8-byte figures are there as measured.
+    assert!(r.html.contains("<table id=\"ipc-8b-key-figures\""));
+    assert!(r.html.contains("interrupted (Ctrl-C)"));
 }

@@ -238,6 +238,7 @@ fn thread(
             .collect(),
         spread: BTreeMap::new(),
         timeline: None,
+        not_measured: None,
     };
     let findings = ThreadFindings {
         label: label.into(),
@@ -399,6 +400,7 @@ fn watch_result(partitioned: bool) -> WatchResult {
             derived: BTreeMap::new(),
             spread: BTreeMap::new(),
             timeline: None,
+            not_measured: None,
         },
     };
     let events_missing = if partitioned {
@@ -465,11 +467,13 @@ fn a_watch_result_shows_each_thread_its_causes_and_every_miss() {
     assert_cell(html, "loop", "prio", "real-time 80");
     assert_cell(html, "logger", "prio", "normal, nice 0");
     assert_cell(html, "loop", "period_from", "inferred");
-    assert_cell(html, "loop", "deadline_ns", "500000");
+    assert_cell(html, "loop", "deadline_ns", "500.00µs");
+    assert_value(html, "loop", "deadline_ns", "500000");
     assert_cell(html, "loop", "misses", "20");
     // The causes: the competitor first with its priority; the seventh left out, said so.
     assert_cell(html, "rival/812", "prio", "real-time 90");
-    assert_cell(html, "rival/812", "total_ns", "11800000");
+    assert_cell(html, "rival/812", "total_ns", "11.800ms");
+    assert_value(html, "rival/812", "total_ns", "11800000");
     assert!(html.contains("the 6 largest of 7"));
     assert!(!html.contains("vmstat_update"));
     // Each snapshot a figure, its title naming thread, CPU, response and main cause.

@@ -2,6 +2,7 @@
 //! node settings that realise a spec as tame validates it on this host (or `--root`).
 //! The document goes to stdout or `-o FILE`; what Kubernetes cannot express goes to stderr.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use tame_host::HostModel;
@@ -91,16 +92,28 @@ fn emit(c: &Common, export: &Export, header: &str, command: &str) -> anyhow::Res
         Some(path) => write_file(path, &text)?,
         None => print_out(&text)?,
     }
-    eprint!(
-        "{}{}",
+    let on_terminal = c.output.is_none() && std::io::stdout().is_terminal();
+    let not_expressed = if repeat_caveats(c.json, on_terminal) {
         notes(
             command,
             &format!("what the spec says that a {} cannot express", export.kind),
             &export.not_expressed,
-        ),
+        )
+    } else {
+        String::new()
+    };
+    eprint!(
+        "{not_expressed}{}",
         notes(command, PLAN_WARNS, &export.plan_warnings)
     );
     Ok(0)
+}
+
+/// Whether stderr repeats what the document cannot express: not where the reader already
+/// sees it, as the YAML's comments, on the same terminal (JSON has no comments; a file or a
+/// pipe takes the comments away from the reader's eyes).
+fn repeat_caveats(json: bool, document_on_terminal: bool) -> bool {
+    json || !document_on_terminal
 }
 
 /// The title of `tame plan`'s warnings about the spec among a command's notes.
@@ -129,7 +142,17 @@ fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::valid_name;
+    use super::{repeat_caveats, valid_name};
+
+    #[test]
+    fn caveats_go_to_stderr_only_where_the_document_does_not_show_them() {
+        // YAML on the terminal: its comments already list them, once.
+        assert!(!repeat_caveats(false, true));
+        // YAML into a file or a pipe, and JSON anywhere: stderr is where the reader sees them.
+        assert!(repeat_caveats(false, false));
+        assert!(repeat_caveats(true, true));
+        assert!(repeat_caveats(true, false));
+    }
 
     #[test]
     fn object_names() {

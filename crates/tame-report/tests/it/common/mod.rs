@@ -56,6 +56,11 @@ pub fn figure_block<'a>(html: &'a str, id: &str) -> &'a str {
 /// and unique ids.
 pub fn check_page(r: &Rendered) {
     let html = &r.html;
+    assert_times_readable(html);
+    // The first screen shows the key figure: before any table.
+    if let (Some(figure), Some(table)) = (html.find("<figure"), html.find("<table")) {
+        assert!(figure < table, "a table before the first figure");
+    }
     assert!(html.starts_with("<!DOCTYPE html>"));
     let lower = html.to_lowercase();
     for fetch in [
@@ -134,22 +139,49 @@ pub fn has_figure(r: &Rendered, id: &str) -> bool {
     r.figures().any(|f| f.id == id)
 }
 
-/// The summary's cell of `stat` in the row labelled `row` holds exactly `text`.
-pub fn assert_cell(html: &str, row: &str, stat: &str, text: &str) {
-    let needle = format!(
-        "<td data-row=\"{}\" data-stat=\"{}\">{}</td>",
+/// Every cell of `stat` in a row labelled `row` (one per table that has such a row): its
+/// attributes after `data-stat` and its text.
+pub fn cells<'a>(html: &'a str, row: &str, stat: &str) -> Vec<(&'a str, &'a str)> {
+    let head = format!(
+        "<td data-row=\"{}\" data-stat=\"{}\"",
         escape(row),
-        escape(stat),
-        escape(text)
+        escape(stat)
     );
-    assert!(html.contains(&needle), "expected {needle} on the page");
+    html.split(&head)
+        .skip(1)
+        .filter_map(|rest| {
+            let open = rest.find('>')?;
+            let close = rest.find("</td>")?;
+            Some((&rest[..open], &rest[open + 1..close]))
+        })
+        .collect()
 }
 
-/// The key figures of `label` equal the summary `s` of the JSON.
-pub fn assert_summary(html: &str, label: &str, s: &Value) {
+/// A cell of `stat` in the row labelled `row` shows exactly `text`.
+pub fn assert_cell(html: &str, row: &str, stat: &str, text: &str) {
+    let found = cells(html, row, stat);
+    assert!(
+        found.iter().any(|(_, shown)| *shown == escape(text)),
+        "no cell {stat} of row {row:?} shows {text:?}: {found:?}"
+    );
+}
+
+/// A cell of `stat` in the row labelled `row` keeps `value` (the JSON's) in `data-value`.
+pub fn assert_value(html: &str, row: &str, stat: &str, value: &str) {
+    let want = format!(" data-value=\"{}\"", escape(value));
+    let found = cells(html, row, stat);
+    assert!(
+        found.iter().any(|(attrs, _)| attrs.contains(&want)),
+        "no cell {stat} of row {row:?} keeps{want}: {found:?}"
+    );
+}
+
+/// The key figures of `label` equal the summary `s` of the JSON (times of `unit`): each
+/// shown as the bench tables print it, its value as the JSON holds it beside.
+pub fn assert_summary(html: &str, label: &str, s: &Value, unit: &str) {
     let count = s["count"].as_u64().expect("summary has count");
+    assert_cell(html, label, "count", &count.to_string());
     for (stat, key) in [
-        ("count", "count"),
         ("p50", "p50"),
         ("p99", "p99"),
         ("p99.9", "p99_9"),
@@ -164,9 +196,34 @@ pub fn assert_summary(html: &str, label: &str, s: &Value) {
             Some(q) if !tame_bench::stats::supports(count, q) => {
                 tame_bench::stats::unsupported_text(q)
             }
-            _ => v.to_string(),
+            _ => tame_report::page::time_text(unit, v),
         };
         assert_cell(html, label, stat, &text);
+        assert_value(html, label, stat, &v.to_string());
+    }
+}
+
+/// No time is shown as a bare number: every header names no raw unit (`(ns)`, `(ps)`), and
+/// every cell that keeps a time's value shows it with its unit (`14.69ms`), a percentile's
+/// want of samples or a dash.
+pub fn assert_times_readable(html: &str) {
+    for raw in ["(ns)</th>", "(ps)</th>"] {
+        assert!(!html.contains(raw), "a header in raw units: {raw}");
+    }
+    for piece in html.split("<td ").skip(1) {
+        let (attrs, rest) = piece.split_once('>').unwrap();
+        let text = rest.split("</td>").next().unwrap();
+        let time = ["ns", "ps", "cycles"]
+            .iter()
+            .any(|u| attrs.contains(&format!("data-unit=\"{u}\"")));
+        if time {
+            let readable = ["ns", "µs", "ms", "s", "cycles"]
+                .iter()
+                .any(|u| text.ends_with(u))
+                || text.starts_with("n/a")
+                || text == "—";
+            assert!(readable, "a time without its unit: <td {attrs}>{text}");
+        }
     }
 }
 
@@ -201,7 +258,7 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
                             } else {
                                 transport.to_string()
                             };
-                            assert_summary(html, &row, &m["summary"]);
+                            assert_summary(html, &row, &m["summary"], "ns");
                             assert!(
                                 has_figure(r, &format!("ipc-{}-tail", size.to_lowercase())),
                                 "{}: tail of {size}",
@@ -209,7 +266,7 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
                             );
                         }
                         for (k, d) in v["merged"]["derived"].as_object().unwrap() {
-                            assert_cell(html, k, k, &format!("{}", d.as_f64().unwrap()));
+                            assert_value(html, k, k, &format!("{}", d.as_f64().unwrap()));
                         }
                     }
                 }
@@ -224,14 +281,14 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
                                 name.to_string()
                             };
                             let d = &g["derived"];
-                            assert_cell(
+                            assert_value(
                                 html,
                                 &row,
                                 "throughput",
                                 &format!("{}", d["throughput"].as_f64().unwrap()),
                             );
                             if let Some(c) = d.get("cost_percent") {
-                                assert_cell(
+                                assert_value(
                                     html,
                                     &row,
                                     "cost_percent",
@@ -262,11 +319,12 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
                             } else {
                                 name.to_string()
                             };
-                            assert_summary(html, &row, &g["metrics"][0]["summary"]);
+                            let m = &g["metrics"][0];
+                            assert_summary(html, &row, &m["summary"], m["unit"].as_str().unwrap());
                         }
                         if bench == "cache" {
                             for (k, d) in v["merged"]["derived"].as_object().unwrap() {
-                                assert_cell(html, k, k, &format!("{}", d.as_f64().unwrap()));
+                                assert_value(html, k, k, &format!("{}", d.as_f64().unwrap()));
                             }
                         }
                     }
@@ -298,7 +356,7 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
                         for g in v["groups"].as_array().unwrap() {
                             let thread = row(label, g["label"].as_str().unwrap());
                             for m in g["metrics"].as_array().unwrap() {
-                                assert_summary(html, &thread, &m["summary"]);
+                                assert_summary(html, &thread, &m["summary"], "ns");
                             }
                         }
                         let Some(w) = v.get("watch") else { continue };
@@ -323,7 +381,8 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
                 }
                 _ => {
                     for (label, v) in labels.iter().zip(raw) {
-                        assert_summary(html, label, &v["merged"]["metrics"][0]["summary"]);
+                        let m = &v["merged"]["metrics"][0];
+                        assert_summary(html, label, &m["summary"], m["unit"].as_str().unwrap());
                     }
                     assert!(has_figure(r, &format!("{bench}-tail")));
                     let any_distribution = raw
@@ -361,7 +420,7 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
                     row["name"].as_str().unwrap()
                 );
                 if let Some(ratio) = row["ratio"].as_f64() {
-                    assert_cell(html, &name, "ratio", &format!("{ratio}"));
+                    assert_value(html, &name, "ratio", &format!("{ratio}"));
                 }
             }
             assert!(has_figure(r, "compare-ratios"));
@@ -374,10 +433,12 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
             )));
             for phase in ["shared", "partitioned"] {
                 if let Some(h) = v["verdict"].get(phase).filter(|h| !h.is_null()) {
-                    assert_cell(html, phase, "response_ns", &h["response_ns"].to_string());
-                    let late = h["late_fraction"].as_f64().unwrap() * 100.0;
-                    assert_cell(html, phase, "late_fraction", &format!("{late:.4} %"));
-                    assert_cell(html, phase, "margin_ns", &h["margin_ns"].to_string());
+                    assert_value(html, phase, "response_ns", &h["response_ns"].to_string());
+                    let late = h["late_fraction"].as_f64().unwrap();
+                    assert_value(html, phase, "late_fraction", &format!("{late}"));
+                    let percent = tame_report::page::percent_text(late * 100.0);
+                    assert_cell(html, phase, "late_fraction", &percent);
+                    assert_value(html, phase, "margin_ns", &h["margin_ns"].to_string());
                 }
                 let p = &v[phase];
                 let summary = match p
@@ -389,7 +450,7 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
                     None => &p["cycle"]["latency"],
                 };
                 if !summary.is_null() {
-                    assert_summary(html, phase, summary);
+                    assert_summary(html, phase, summary, "ns");
                 }
             }
             assert!(has_figure(r, "assess-cycle-tail"));
@@ -407,7 +468,7 @@ pub fn check_expected(inputs: &[Input], raw: &[Value], r: &Rendered) {
             let v = &raw[0];
             // `tame bench reserve` wraps the study's tables in a result of the common schema.
             let study = v.get("reserve").unwrap_or(v);
-            assert_cell(
+            assert_value(
                 html,
                 study["kernel"].as_str().unwrap(),
                 "g_before",
