@@ -79,8 +79,9 @@ pub struct CommonArgs {
     /// some of them; the measuring threads join its cgroup, tame and the load stay outside.
     #[arg(short = 'p', long, value_name = "NAME")]
     partition: Option<String>,
-    /// Where `tame apply` keeps its journal, for -p (default /var/lib/tame below --root).
-    #[arg(long, value_name = "DIR", requires = "partition")]
+    /// Where `tame apply` keeps its journal (default /var/lib/tame below --root): read for
+    /// -p, and to name the partition of a --cpus CPU outside tame's cpuset.
+    #[arg(long, value_name = "DIR")]
     journal_dir: Option<PathBuf>,
 }
 
@@ -226,7 +227,12 @@ fn duration(text: Option<&str>) -> anyhow::Result<Option<u64>> {
 fn run_cycle(ctx: &Context, a: CycleArgs) -> anyhow::Result<i32> {
     let partitioned = a.common.partitioned(ctx)?;
     let settings = CycleSettings::new(
-        measuring::measured_cpus(ctx, a.cpus.as_deref(), partitioned.as_ref())?,
+        measuring::measured_cpus(
+            ctx,
+            a.cpus.as_deref(),
+            partitioned.as_ref(),
+            a.common.journal_dir.as_deref(),
+        )?,
         parse_duration_ns(&a.interval)?,
         duration(a.duration.as_deref())?,
         a.loops,
@@ -242,7 +248,12 @@ fn run_sleep(ctx: &Context, a: SleepArgs) -> anyhow::Result<i32> {
     // Unpinned unless --cpus (or -p) names CPUs.
     let cpus = match (&a.cpus, &partitioned) {
         (None, None) => None,
-        (cpus, p) => Some(measuring::measured_cpus(ctx, cpus.as_deref(), p.as_ref())?),
+        (cpus, p) => Some(measuring::measured_cpus(
+            ctx,
+            cpus.as_deref(),
+            p.as_ref(),
+            a.common.journal_dir.as_deref(),
+        )?),
     };
     let settings = |tasks| {
         SleepSettings::new(
@@ -342,7 +353,12 @@ fn run_session<B: Bench>(
 
 fn run_fwq(ctx: &Context, a: FwqArgs) -> anyhow::Result<i32> {
     let partitioned = a.common.partitioned(ctx)?;
-    let cpus = measuring::measured_cpus(ctx, a.cpus.as_deref(), partitioned.as_ref())?;
+    let cpus = measuring::measured_cpus(
+        ctx,
+        a.cpus.as_deref(),
+        partitioned.as_ref(),
+        a.common.journal_dir.as_deref(),
+    )?;
     let quantum_ns = parse_duration_ns(&a.quantum)?;
     // Cycles are part of the FWQ report, so prefer the TSC where it is invariant.
     let threads = a.common.threads(engine::preferred_clock(&ctx.root));

@@ -73,7 +73,7 @@ pub(super) fn measured_cpu(
     if let Some(cpu) = asked {
         return Ok(cpu);
     }
-    let cpus = measuring::measured_cpus(ctx, None, partitioned)?;
+    let cpus = measuring::measured_cpus(ctx, None, partitioned, None)?;
     cpus.iter()
         .last()
         .ok_or_else(|| anyhow::anyhow!("no CPU to measure on: the CPU list is empty"))

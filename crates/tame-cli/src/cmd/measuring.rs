@@ -122,9 +122,23 @@ pub fn measured_cpus(
     ctx: &Context,
     cpus: Option<&str>,
     partitioned: Option<&Partitioned>,
+    journal_dir: Option<&Path>,
 ) -> anyhow::Result<CpuList> {
     match (cpus, partitioned) {
         (None, Some(p)) => Ok(p.placement.cpus.clone()),
+        (Some(given), None) => {
+            let list = tame_bench::target::cpus(&ctx.root, given, "--cpus")?;
+            // CPUs outside tame's cpuset that an applied partition holds: say which, and -p.
+            let online = ctx.root.cpus_online()?;
+            target::check_usable(
+                &ctx.root,
+                &ctx.journal_dir(journal_dir),
+                &list,
+                &online,
+                "-p",
+            )?;
+            Ok(list)
+        }
         (cpus, _) => Ok(tame_bench::target::cpus(
             &ctx.root,
             cpus.unwrap_or("all"),

@@ -59,14 +59,20 @@ pub struct NoiseArgs {
     /// some of them; the detectors join its cgroup, tame, its trace reader and the load stay outside.
     #[arg(short = 'p', long, value_name = "NAME")]
     partition: Option<String>,
-    /// Where `tame apply` keeps its journal, for -p (default /var/lib/tame below --root).
-    #[arg(long, value_name = "DIR", requires = "partition")]
+    /// Where `tame apply` keeps its journal (default /var/lib/tame below --root): read for
+    /// -p, and to name the partition of a --cpus CPU outside tame's cpuset.
+    #[arg(long, value_name = "DIR")]
     journal_dir: Option<PathBuf>,
 }
 
 pub fn run(ctx: &Context, a: NoiseArgs) -> anyhow::Result<i32> {
     let partitioned = measuring::partition(ctx, a.partition.as_deref(), a.journal_dir.as_deref())?;
-    let cpus = measuring::measured_cpus(ctx, a.cpus.as_deref(), partitioned.as_ref())?;
+    let cpus = measuring::measured_cpus(
+        ctx,
+        a.cpus.as_deref(),
+        partitioned.as_ref(),
+        a.journal_dir.as_deref(),
+    )?;
     let duration_ns = parse_duration_ns(&a.duration)?;
     let threshold_ns = a.threshold.as_deref().map(parse_duration_ns).transpose()?;
     let clock = a

@@ -287,6 +287,16 @@ fn a_reservation_on_a_partition_cpu_and_messages_that_name_the_partition() {
     for args in [
         vec!["run", "--cpu", cpu, "--journal-dir", jd, "--", "true"],
         vec!["detach", &pid2, "--cpus", cpu, "--journal-dir", jd],
+        vec![
+            "bench",
+            "cycle",
+            "--cpus",
+            cpu,
+            "--journal-dir",
+            jd,
+            "--loops",
+            "1",
+        ],
     ] {
         let o = tame(&args);
         let err = String::from_utf8_lossy(&o.stderr);
