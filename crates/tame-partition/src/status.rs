@@ -128,20 +128,8 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
     let Some(rec) = loaded.filter(|_| !previous_boot) else {
         return Ok(Status {
             previous_boot,
-            schema: <Status as tame_host::Document>::SCHEMA.version,
-            applied: false,
-            journal: path,
-            spec: None,
-            changes: 0,
-            interrupted: 0,
-            drift: Vec::new(),
-            spec_file: None,
-            spec_file_matches: false,
-            spec_file_unread: None,
-            reapply_refused: None,
-            audit: Audit::default(),
             enabled,
-            partial: None,
+            ..Status::nothing_applied(path)
         });
     };
     let applied = Applied::of_record(root, &rec, dir);
@@ -197,6 +185,29 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
     })
 }
 
+impl Status {
+    /// What a journal at `journal` that holds nothing applied says.
+    fn nothing_applied(journal: String) -> Self {
+        Status {
+            schema: <Status as tame_host::Document>::SCHEMA.version,
+            applied: false,
+            journal,
+            spec: None,
+            changes: 0,
+            interrupted: 0,
+            drift: Vec::new(),
+            spec_file: None,
+            spec_file_matches: false,
+            spec_file_unread: None,
+            reapply_refused: None,
+            audit: Audit::default(),
+            enabled: None,
+            previous_boot: false,
+            partial: None,
+        }
+    }
+}
+
 fn denied(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::PermissionDenied
 }
@@ -220,26 +231,16 @@ fn published_status(root: &Root, dir: &Path, journal: String) -> Status {
         None => (None, Audit::default()),
     };
     Status {
-        schema: <Status as tame_host::Document>::SCHEMA.version,
         applied: applied.is_some(),
-        journal,
         spec,
-        changes: 0,
-        interrupted: 0,
-        drift: Vec::new(),
-        spec_file: None,
-        spec_file_matches: false,
-        spec_file_unread: None,
-        reapply_refused: None,
         audit,
-        enabled: None,
-        previous_boot: false,
         partial: Some(format!(
             "read without root: the journal in {} is root's alone, {} {}; its changes, drift and the partition kept at boot are shown to root (sudo tame status)",
             dir.display(),
             if applied.is_some() { "so this is the spec tame apply published there," } else { "and tame apply published no spec there" },
             crate::apply::PUBLIC_SPEC
         )),
+        ..Status::nothing_applied(journal)
     }
 }
 
