@@ -429,7 +429,7 @@ mod tests {
         assert!(!l.spec_text.contains("governor"), "{}", l.spec_text);
         // The header stays, the spec text is the typed spec's view.
         assert!(
-            l.spec_text.starts_with("# 1 isolated CPU(s)"),
+            l.spec_text.starts_with("# 1 isolated CPU for"),
             "{}",
             l.spec_text
         );

@@ -96,9 +96,8 @@ impl Bench for CycleSettings {
     }
     fn title(&self) -> String {
         format!(
-            "tame bench cycle: {} CPU(s) {}, interval {}, {} periods each, {}{}",
-            self.cpus.len(),
-            self.cpus,
+            "tame bench cycle: {}, interval {}, {} periods each, {}{}",
+            self.cpus.named(),
             format_ns_as(self.interval_ns, NsStyle::Fixed),
             self.loops,
             self.threads.label(),

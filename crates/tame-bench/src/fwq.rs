@@ -92,9 +92,8 @@ impl Bench for FwqSettings {
     }
     fn title(&self) -> String {
         format!(
-            "tame bench fwq: {} CPU(s) {}, quantum {}, {} samples each, {}",
-            self.cpus.len(),
-            self.cpus,
+            "tame bench fwq: {}, quantum {}, {} samples each, {}",
+            self.cpus.named(),
             format_ns_as(self.quantum_ns, NsStyle::Fixed),
             self.samples,
             self.threads.label()

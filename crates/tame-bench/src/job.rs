@@ -162,9 +162,8 @@ impl Bench for JobSettings {
     }
     fn title(&self) -> String {
         format!(
-            "tame bench job: {} CPU(s) {}, period {}, deadline {}, {} activations each, work {} steps over {}, {}",
-            self.cpus.len(),
-            self.cpus,
+            "tame bench job: {}, period {}, deadline {}, {} activations each, work {} steps over {}, {}",
+            self.cpus.named(),
             format_ns_as(self.period_ns, NsStyle::Fixed),
             format_ns_as(self.deadline_ns, NsStyle::Fixed),
             self.loops,

@@ -90,11 +90,11 @@ impl Bench for SleepSettings {
     }
     fn title(&self) -> String {
         format!(
-            "tame bench sleep: {} task(s) on {}, nanosleep {}, {} sleeps each, {}",
-            self.tasks,
+            "tame bench sleep: {} on {}, nanosleep {}, {} sleeps each, {}",
+            tame_rt::plural::count(self.tasks as u64, "task", "tasks"),
             self.cpus
                 .as_ref()
-                .map_or("any CPU".to_string(), |c| format!("CPUs {c}")),
+                .map_or("any CPU".to_string(), CpuList::named),
             format_ns_as(self.sleep_ns, NsStyle::Fixed),
             self.loops,
             self.threads.label()

@@ -163,9 +163,13 @@ pub fn exhausted_message(asked_ppm: u64, limits: &Limits, existing: &[DeadlineTh
     msg.push(')');
     if !existing.is_empty() {
         msg.push_str(&format!(
-            "; {} already reserved by {} SCHED_DEADLINE thread(s) (tame reserve --list)",
+            "; {} already reserved by {} (tame reserve --list)",
             percent(used),
-            existing.len()
+            tame_rt::plural::count(
+                existing.len() as u64,
+                "SCHED_DEADLINE thread",
+                "SCHED_DEADLINE threads"
+            )
         ));
     }
     msg.push_str(" — ask for less, release a reservation (tame reserve --release PID), or use --backend server");

@@ -254,8 +254,12 @@ pub fn recover_stale(root: &Root) -> Vec<String> {
                 let _ = std::fs::remove_dir_all(&dir);
                 remove_empty_journal_base(root);
                 notes.push(format!(
-                    "restored {} tracing setting(s) left by killed process {pid}",
-                    r.restored
+                    "restored {} left by killed process {pid}",
+                    tame_rt::plural::count(
+                        r.restored as u64,
+                        "tracing setting",
+                        "tracing settings"
+                    )
                 ));
             }
             Ok(r) => notes.push(format!(

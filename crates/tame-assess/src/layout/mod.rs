@@ -106,8 +106,8 @@ pub fn choose(model: &HostModel, choice: &Choice) -> Result<Layout, AssessError>
     let available = online.len().saturating_sub(1);
     if count as usize > available {
         return Err(invalid(format!(
-            "--cpus {count}: this machine has {} online CPU(s) and the system partition needs at least one, so at most {available} can be isolated — ask for fewer",
-            online.len()
+            "--cpus {count}: this machine has {} online and the system partition needs at least one, so at most {available} can be isolated — ask for fewer",
+            tame_rt::plural::count(online.len() as u64, "CPU", "CPUs")
         )));
     }
     let r = Ranker::new(model, choice.activity);
@@ -164,13 +164,15 @@ fn generated_text(spec: &Spec, count: u32, p: &Picked) -> String {
     let idle = p.isolated.difference(&p.work);
     let what = if idle.is_empty() {
         format!(
-            "# {count} isolated CPU(s) for the time-critical work, the rest for everything else."
+            "# {} for the time-critical work, the rest for everything else.",
+            tame_rt::plural::count(u64::from(count), "isolated CPU", "isolated CPUs")
         )
     } else {
         format!(
-            "# {} isolated CPU(s): the time-critical work on {}, their SMT siblings {idle} left idle; the rest for everything else.",
-            p.isolated.len(),
-            p.work
+            "# {}: the time-critical work on {}, their SMT {} {idle} left idle; the rest for everything else.",
+            tame_rt::plural::count(p.isolated.len() as u64, "isolated CPU", "isolated CPUs"),
+            p.work,
+            tame_rt::plural::word(idle.len() as u64, "sibling", "siblings")
         )
     };
     format!("{what}\n{}", spec.to_toml())

@@ -160,8 +160,10 @@ pub(super) fn pick_in_cache(
     Some((
         p.clone(),
         vec![format!(
-            "LLC: the partition's {} CPU(s) share one L{level} cache (CPUs {cpus}) of the {} here, so no other cache's traffic evicts the work's lines{why}",
-            p.isolated.len(),
+            "LLC: the partition's {} {} one L{level} cache ({}) of the {} here, so no other cache's traffic evicts the work's lines{why}",
+            tame_rt::plural::count(p.isolated.len() as u64, "CPU", "CPUs"),
+            tame_rt::plural::word(p.isolated.len() as u64, "shares", "share"),
+            cpus.named(),
             caches.len()
         )],
     ))
@@ -243,7 +245,10 @@ pub(super) fn place(r: &Ranker, count: usize, mode: Mode) -> Option<(Picked, Vec
                     "the node of CPU {keeper}, {}",
                     better_because(other, *cost, "nodes")
                 ),
-                _ => format!("the node of CPU {keeper}, as no other node has {count} CPU(s)"),
+                _ => format!(
+                    "the node of CPU {keeper}, as no other node has {}",
+                    tame_rt::plural::count(count as u64, "CPU", "CPUs")
+                ),
             }
         };
         let shared = if llc.is_empty() {
@@ -252,8 +257,12 @@ pub(super) fn place(r: &Ranker, count: usize, mode: Mode) -> Option<(Picked, Vec
             ""
         };
         let mut reasons = vec![format!(
-            "NUMA: all {} isolated CPU(s) on node {id} (CPUs {node_cpus}), so {shared}the partition's memory is bound to it (mems); {why}",
-            chosen.isolated.len()
+            "NUMA: {} on node {id} ({}), so {shared}the partition's memory is bound to it (mems); {why}",
+            match chosen.isolated.len() {
+                1 => "the isolated CPU".to_string(),
+                n => format!("all {n} isolated CPUs"),
+            },
+            node_cpus.named()
         )];
         reasons.extend(llc.iter().cloned());
         return Some((chosen.clone(), reasons));

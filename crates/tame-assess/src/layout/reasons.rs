@@ -88,12 +88,15 @@ pub(super) fn boot_reasons(model: &HostModel, work: &CpuList, count: u32) -> Vec
     let outside = work.difference(&boot);
     if outside.is_empty() {
         vec![format!(
-            "Boot: the work runs on CPU(s) {work}, isolated at boot ({params}): the kernel keeps its own tasks{} off them, which a partition made at run time cannot",
+            "Boot: the work runs on {}, isolated at boot ({params}): the kernel keeps its own tasks{} off them, which a partition made at run time cannot",
+            work.named(),
             if nohz.is_empty() { "" } else { " and, while one task runs, the tick" }
         )]
     } else {
         vec![format!(
-            "Boot: CPU(s) {boot} were isolated at boot ({params}), but --cpus {count} needs more: the work also runs on {outside}, where kernel tasks and the tick still come"
+            "Boot: {} {} isolated at boot ({params}), but --cpus {count} needs more: the work also runs on {outside}, where kernel tasks and the tick still come",
+            boot.named(),
+            word(boot.len() as u64, "was", "were")
         )]
     }
 }
@@ -144,11 +147,17 @@ pub(super) fn smt_reasons(
     if !split.is_empty() {
         reasons.push(if fell_back {
             format!(
-                "SMT: the sibling(s) {left} of isolated CPU(s) {split} stay with the system: whole cores for --cpus {count} (siblings left idle) would leave the system no CPU, so system work on {left} shares the core (execution units, L1/L2 caches) with the work"
+                "SMT: the {} {left} of isolated {} {} with the system: whole cores for --cpus {count} (siblings left idle) would leave the system no CPU, so system work on {left} shares the core (execution units, L1/L2 caches) with the work",
+                word(left.len() as u64, "sibling", "siblings"),
+                split.named(),
+                word(left.len() as u64, "stays", "stay")
             )
         } else {
             format!(
-                "SMT: the sibling(s) {left} of isolated CPU(s) {split} stay with the system (--share-core): system work on {left} shares the core (execution units, L1/L2 caches) with the work — without --share-core the partition takes whole cores and leaves the siblings idle"
+                "SMT: the {} {left} of isolated {} {} with the system (--share-core): system work on {left} shares the core (execution units, L1/L2 caches) with the work — without --share-core the partition takes whole cores and leaves the siblings idle",
+                word(left.len() as u64, "sibling", "siblings"),
+                split.named(),
+                word(left.len() as u64, "stays", "stay")
             )
         });
     }

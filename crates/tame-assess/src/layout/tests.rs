@@ -65,15 +65,17 @@ fn text_as_formatted_before(l: &Layout, count: u32) -> String {
         .map_or(String::new(), |i| format!("idle = \"{i}\"\n"));
     // Whole cores with idle siblings say so in the comment; the spec body is unchanged.
     let comment = if l.work_cpus == l.isolated {
+        let cpus = if count == 1 { "CPU" } else { "CPUs" };
         format!(
-            "# {count} isolated CPU(s) for the time-critical work, the rest for everything else."
+            "# {count} isolated {cpus} for the time-critical work, the rest for everything else."
         )
     } else {
+        let idle = l.isolated.difference(&l.work_cpus);
         format!(
-            "# {} isolated CPU(s): the time-critical work on {}, their SMT siblings {} left idle; the rest for everything else.",
+            "# {} isolated CPUs: the time-critical work on {}, their SMT {} {idle} left idle; the rest for everything else.",
             l.isolated.len(),
             l.work_cpus,
-            l.isolated.difference(&l.work_cpus)
+            if idle.len() == 1 { "sibling" } else { "siblings" }
         )
     };
     format!(
@@ -156,7 +158,7 @@ fn numa_the_isolated_cpus_share_a_node_away_from_cpu_0() {
         let n = l.isolated.len();
         assert_eq!(
             reason(&l, "NUMA:"),
-            format!("NUMA: all {n} isolated CPU(s) on node 1 (CPUs 12-23,36-47), so they share its last-level cache and the partition's memory is bound to it (mems); node 0 keeps CPU 0 and the housekeeping")
+            format!("NUMA: all {n} isolated CPUs on node 1 (CPUs 12-23,36-47), so they share its last-level cache and the partition's memory is bound to it (mems); node 0 keeps CPU 0 and the housekeeping")
         );
         // The memory goes with them, and the spec still plans.
         assert!(
@@ -180,7 +182,7 @@ fn numa_the_housekeeping_node_when_no_other_has_room() {
     assert_eq!(l.work_cpus.to_string(), "32-35");
     assert_eq!(
         reason(&l, "NUMA:"),
-        "NUMA: all 8 isolated CPU(s) on node 0 (CPUs 0-11,24-35), so they share its last-level cache and the partition's memory is bound to it (mems); the node of CPU 0, as no other node has 4 CPU(s)"
+        "NUMA: all 8 isolated CPUs on node 0 (CPUs 0-11,24-35), so they share its last-level cache and the partition's memory is bound to it (mems); the node of CPU 0, as no other node has 4 CPUs"
     );
     assert!(!l.isolated.contains(0));
 }
@@ -242,7 +244,7 @@ fn smt_share_core_splits_and_uses_cores_as_before() {
     );
     assert_eq!(
         reason(&l, "SMT:"),
-        "SMT: the sibling(s) 23 of isolated CPU(s) 47 stay with the system (--share-core): system work on 23 shares the core (execution units, L1/L2 caches) with the work — without --share-core the partition takes whole cores and leaves the siblings idle"
+        "SMT: the sibling 23 of isolated CPU 47 stays with the system (--share-core): system work on 23 shares the core (execution units, L1/L2 caches) with the work — without --share-core the partition takes whole cores and leaves the siblings idle"
     );
     // Two CPUs take one whole core, and the work runs on both threads.
     let l = choose(&m, &share(2)).unwrap();
@@ -273,7 +275,7 @@ fn smt_on_two_vcpus_that_are_siblings() {
     );
     assert_eq!(
         reason(&l, "SMT:"),
-        "SMT: the sibling(s) 0 of isolated CPU(s) 1 stay with the system: whole cores for --cpus 1 (siblings left idle) would leave the system no CPU, so system work on 0 shares the core (execution units, L1/L2 caches) with the work"
+        "SMT: the sibling 0 of isolated CPU 1 stays with the system: whole cores for --cpus 1 (siblings left idle) would leave the system no CPU, so system work on 0 shares the core (execution units, L1/L2 caches) with the work"
     );
 }
 
@@ -305,7 +307,7 @@ fn numa_the_housekeeping_node_when_its_cpus_are_less_disturbed() {
     assert_eq!(l.isolated.to_string(), "10-11,34-35");
     assert_eq!(
         reason(&l, "NUMA:"),
-        "NUMA: all 4 isolated CPU(s) on node 0 (CPUs 0-11,24-35), so they share its last-level cache and the partition's memory is bound to it (mems); the node of CPU 0, whose CPUs carry fewer kernel-managed IRQs than the other nodes'"
+        "NUMA: all 4 isolated CPUs on node 0 (CPUs 0-11,24-35), so they share its last-level cache and the partition's memory is bound to it (mems); the node of CPU 0, whose CPUs carry fewer kernel-managed IRQs than the other nodes'"
     );
     assert_eq!(
         l.reasons[0],
@@ -326,12 +328,12 @@ fn cpus_isolated_at_boot_are_chosen() {
     assert_eq!(l.isolated.to_string(), "2-3");
     assert_eq!(
         l.reasons[0],
-        "Boot: the work runs on CPU(s) 2-3, isolated at boot (isolcpus=managed_irq,domain,2-3 nohz_full=2-3): the kernel keeps its own tasks and, while one task runs, the tick off them, which a partition made at run time cannot"
+        "Boot: the work runs on CPUs 2-3, isolated at boot (isolcpus=managed_irq,domain,2-3 nohz_full=2-3): the kernel keeps its own tasks and, while one task runs, the tick off them, which a partition made at run time cannot"
     );
     // More than were isolated: the rest come from the others, and it says so.
     let l = choose(&m, &just(3)).unwrap();
     assert_eq!(l.isolated.to_string(), "2-3,7");
-    assert!(l.reasons[0].starts_with("Boot: CPU(s) 2-3 were isolated at boot (isolcpus=managed_irq,domain,2-3 nohz_full=2-3), but --cpus 3 needs more: the work also runs on 7,"), "{:?}", l.reasons);
+    assert!(l.reasons[0].starts_with("Boot: CPUs 2-3 were isolated at boot (isolcpus=managed_irq,domain,2-3 nohz_full=2-3), but --cpus 3 needs more: the work also runs on 7,"), "{:?}", l.reasons);
 }
 
 #[test]
@@ -348,7 +350,7 @@ fn cpus_isolated_at_boot_pull_the_partition_to_their_node() {
     );
     assert_eq!(
         reason(&l, "NUMA:"),
-        "NUMA: all 4 isolated CPU(s) on node 0 (CPUs 0-11,24-35), so they share its last-level cache and the partition's memory is bound to it (mems); the node of CPU 0, whose CPUs were isolated at boot, more of them than the other nodes'"
+        "NUMA: all 4 isolated CPUs on node 0 (CPUs 0-11,24-35), so they share its last-level cache and the partition's memory is bound to it (mems); the node of CPU 0, whose CPUs were isolated at boot, more of them than the other nodes'"
     );
 }
 
@@ -371,7 +373,7 @@ fn one_last_level_cache_and_not_the_housekeeping_cpus() {
     assert_eq!(l.isolated.to_string(), "4-5");
     assert_eq!(
         reason(&l, "LLC:"),
-        "LLC: the partition's 2 CPU(s) share one L3 cache (CPUs 2-5) of the 2 here, so no other cache's traffic evicts the work's lines; the one of CPU 0 (CPUs 0-1,6-7) stays with the housekeeping"
+        "LLC: the partition's 2 CPUs share one L3 cache (CPUs 2-5) of the 2 here, so no other cache's traffic evicts the work's lines; the one of CPU 0 (CPUs 0-1,6-7) stays with the housekeeping"
     );
     // Five fit no cache: spread, and the most one cache holds is named.
     let l = choose(&m, &just(5)).unwrap();

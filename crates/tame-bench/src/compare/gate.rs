@@ -356,8 +356,8 @@ impl Gate {
         )];
         if tally.not_judged > 0 {
             notes.push(format!(
-                "{} figure(s) not judged (listed as such): they do not fail the gate, nor pass it",
-                tally.not_judged
+                "{} not judged (listed as such): they do not fail the gate, nor pass it",
+                tame_rt::plural::count(tally.not_judged as u64, "figure", "figures")
             ));
         }
         // A threshold that names no figure here is a typo or meant for another bench: said,
@@ -445,10 +445,10 @@ pub fn table(g: &Gate) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "tame compare --gate ({}): baseline {} ({} result(s)), new {}",
+        "tame compare --gate ({}): baseline {} ({}), new {}",
         g.bench,
         g.baseline.join(", "),
-        g.baseline.len(),
+        tame_rt::plural::count(g.baseline.len() as u64, "result", "results"),
         g.new
     );
     let mut lines = vec![[

@@ -54,8 +54,8 @@ fn cpus_of(settings: &CostSettings, kind: ConfigKind) -> Option<String> {
 pub fn table(result: &BenchResult<CostSettings>) -> String {
     let s = &result.settings;
     let mut out = format!(
-        "tame bench cost — throughput of ordinary work: {} round(s) × {} s per workload and configuration\n",
-        s.rounds,
+        "tame bench cost — throughput of ordinary work: {} × {} s per workload and configuration\n",
+        tame_rt::plural::count(u64::from(s.rounds), "round", "rounds"),
         s.duration_ns / 1_000_000_000
     );
     if let Some(c) = cpus_of(s, ConfigKind::Shared) {

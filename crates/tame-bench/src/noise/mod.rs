@@ -73,9 +73,8 @@ impl NoiseSettings {
     /// The heading of the report.
     pub fn title(&self) -> String {
         format!(
-            "tame bench noise: {} CPU(s) {}, {}, detector {}",
-            self.cpus.len(),
-            self.cpus,
+            "tame bench noise: {}, {}, detector {}",
+            self.cpus.named(),
             tame_rt::duration::format_ns_as(self.duration_ns, tame_rt::duration::NsStyle::Fixed),
             self.threads.label()
         )

@@ -2,6 +2,7 @@
 use std::fmt::Write as _;
 
 use tame_host::{CpuList, HostModel};
+use tame_rt::plural;
 
 use crate::output::print_json;
 // `tame ipc` prints through this path.
@@ -43,7 +44,11 @@ pub fn summary(m: &HostModel) -> String {
         let _ = writeln!(s, "\nresctrl   {} ({})", r.mount, names.join(", "));
     }
     if !m.problems.is_empty() {
-        let _ = writeln!(s, "\n{} file(s) could not be read:", m.problems.len());
+        let _ = writeln!(
+            s,
+            "\n{} could not be read:",
+            plural::count(m.problems.len() as u64, "file", "files")
+        );
         for p in m.problems.iter().take(10) {
             let _ = writeln!(s, "  {p}");
         }
@@ -56,11 +61,11 @@ fn machine(s: &mut String, m: &HostModel) {
     let c = &m.cpus;
     let _ = writeln!(
         s,
-        "machine   {}  ({} package(s), {} core(s), {} CPU(s) online of {} possible)",
+        "machine   {}  ({}, {}, {} online of {} possible)",
         c.model_name.as_deref().unwrap_or("unknown CPU"),
-        c.packages().len(),
-        c.core_count(),
-        c.online.len(),
+        plural::count(c.packages().len() as u64, "package", "packages"),
+        plural::count(c.core_count() as u64, "core", "cores"),
+        plural::count(c.online.len() as u64, "CPU", "CPUs"),
         c.possible.len()
     );
     let _ = writeln!(
@@ -141,9 +146,10 @@ fn caches(s: &mut String, m: &HostModel) {
     for ((level, kind, size, ways, share), count) in kinds {
         let _ = writeln!(
             s,
-            "  L{level} {kind:<11} {:>7} KiB  {:>2} ways  ×{count}, each shared by {share} CPU(s)",
+            "  L{level} {kind:<11} {:>7} KiB  {:>2} ways  ×{count}, each shared by {}",
             size.unwrap_or(0),
             ways.unwrap_or(0),
+            plural::count(share as u64, "CPU", "CPUs"),
         );
     }
 }

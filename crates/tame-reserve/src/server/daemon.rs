@@ -242,8 +242,8 @@ pub fn describe(r: &Recovered) -> String {
         return "nothing to recover: no restore record (the server stopped cleanly, or its watchdog restored its clients)".into();
     }
     let mut text = format!(
-        "recovered from a stopped server: {} thread(s) given their policy and affinity back, {} gone",
-        r.restored.len(),
+        "recovered from a stopped server: {} given their policy and affinity back, {} gone",
+        tame_rt::plural::count(r.restored.len() as u64, "thread", "threads"),
         r.gone.len()
     );
     for (tid, why) in &r.failed {

@@ -731,7 +731,7 @@ fn server_and_watchdog_killed_together_recovery_restores_exactly() {
     assert!(out.status.success(), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stdout)
-            .contains("1 thread(s) given their policy and affinity back"),
+            .contains("1 thread given their policy and affinity back"),
         "{out:?}"
     );
     assert_eq!(sched(c.pid()), want, "exact policy, nice and flags");

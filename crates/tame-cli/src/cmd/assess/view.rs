@@ -366,8 +366,8 @@ fn verdict_text(s: &mut String, r: &AssessReport) {
         } else {
             let _ = writeln!(
                 s,
-                "WARNING: reverting left {} change(s) unrestored (the journal is kept; fix the cause and run tame revert): {}",
-                r.restoration.not_restored.len(),
+                "WARNING: reverting left {} unrestored (the journal is kept; fix the cause and run tame revert): {}",
+                tame_rt::plural::count(r.restoration.not_restored.len() as u64, "change", "changes"),
                 r.restoration.not_restored.join("; ")
             );
         }

@@ -190,9 +190,9 @@ pub fn run_attach(ctx: &Context, a: AttachArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     println!(
-        "attached process {}: {} thread(s) restored, {} created since detach given the main thread's previous placement",
+        "attached process {}: {} restored, {} created since detach given the main thread's previous placement",
         a.pid,
-        report.restored.len(),
+        tame_rt::plural::count(report.restored.len() as u64, "thread", "threads"),
         report.adopted.len()
     );
     for (tid, why) in &report.failed {
