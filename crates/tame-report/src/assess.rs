@@ -214,13 +214,13 @@ fn verdict(r: &AssessReport) -> Verdict {
         limits: v.limits.clone(),
         next_step: v.next_step.clone(),
         cost: v.cost.clone(),
-        notes: if v.rests_on.is_empty() {
-            v.notes.clone()
-        } else {
-            std::iter::once(format!("it rests on: {}", v.rests_on))
-                .chain(v.notes.iter().cloned())
-                .collect()
-        },
+        // What it rests on, and when that is too few activations for the claim, first.
+        notes: (!v.rests_on.is_empty())
+            .then(|| format!("it rests on: {}", v.rests_on))
+            .into_iter()
+            .chain(v.too_few.iter().map(|t| format!("WARNING: {t}")))
+            .chain(v.notes.iter().cloned())
+            .collect(),
     }
 }
 

@@ -405,7 +405,7 @@ fn bench_result(file: &str, head: BenchHead, value: Value, reads: &[Kind]) -> Re
         return Err(Refusal::TooNew(Box::new(TooNew {
             file: file.into(),
             kind: Kind::Bench,
-            what: format!("a {bench} result"),
+            what: format!("a tame bench {bench} result"),
             field: "schema_version",
             found: version.to_string(),
             reads: listed(versions),
@@ -511,7 +511,7 @@ mod tests {
         let r = recognise("x.json", too_new, ALL).unwrap_err();
         assert_eq!(
             r.to_string(),
-            "x.json: a ipc result of schema_version 9, which this tame does not read (it reads 1, 2 and 3)"
+            "x.json: a tame bench ipc result of schema_version 9, which this tame does not read (it reads 1, 2 and 3)"
         );
         assert!(matches!(r, Refusal::TooNew(ref t) if t.tool == "9.0"));
         let unknown = refused(json!({"schema_version": 1, "bench": "nope"}), ALL);

@@ -827,3 +827,21 @@ fn an_interrupted_ipc_result_shows_what_was_not_measured() {
     assert!(r.html.contains("<table id=\"ipc-8b-key-figures\""));
     assert!(r.html.contains("interrupted (Ctrl-C)"));
 }
+
+/// A verdict drawn from too few activations for its claim says so on the page, as on the
+/// terminal (issue 35, item 3), right after what it rests on.
+#[test]
+fn a_verdict_from_too_few_activations_warns_on_the_page() {
+    let mut v = json(&fixtures().join("recorded/assess.json"));
+    v["verdict"]["too_few"] =
+        "too few activations for a hard deadline: 129 per configuration".into();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("assess.json");
+    std::fs::write(&file, v.to_string()).unwrap();
+    let (_, r) = render(&[file]);
+    assert!(
+        r.html
+            .contains("WARNING: too few activations for a hard deadline: 129 per configuration"),
+        "the warning is missing"
+    );
+}
