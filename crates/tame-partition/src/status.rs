@@ -187,7 +187,7 @@ pub fn status(root: &Root, dir: &Path) -> Result<Status, JournalError> {
 
 impl Status {
     /// What a journal at `journal` that holds nothing applied says.
-    fn nothing_applied(journal: String) -> Self {
+    pub fn nothing_applied(journal: String) -> Self {
         Status {
             schema: <Status as tame_host::Document>::SCHEMA.version,
             applied: false,

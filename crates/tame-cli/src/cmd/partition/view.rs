@@ -677,23 +677,7 @@ On isolated CPUs 2-3:
     }
 
     fn empty_status() -> Status {
-        Status {
-            schema: 1,
-            applied: false,
-            journal: "/j/journal".into(),
-            spec: None,
-            changes: 0,
-            interrupted: 0,
-            drift: vec![],
-            spec_file: None,
-            spec_file_matches: false,
-            spec_file_unread: None,
-            reapply_refused: None,
-            audit: Audit::default(),
-            enabled: None,
-            partial: None,
-            previous_boot: false,
-        }
+        Status::nothing_applied("/j/journal".into())
     }
 
     /// The drift section and the line after it.
