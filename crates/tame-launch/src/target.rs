@@ -261,29 +261,31 @@ pub fn check_usable(
     use_option: &str,
 ) -> Result<(), LaunchError> {
     let allowed = CpuList::from_cpus(sched::allowed_cpus());
-    let e = match cpus.check_usable(online, &allowed) {
-        Ok(()) => return Ok(()),
-        Err(e) => e,
+    let Err(e) = cpus.check_usable(online, &allowed) else {
+        return Ok(());
     };
-    if let UnusableCpus::NotAllowed { refused, .. } = &e {
-        let applied = Applied::read(root, journal_dir).ok().flatten();
-        if let Some(p) = applied.as_ref().and_then(|a| a.holding(refused)) {
-            return Err(invalid(in_partition(refused, &p.name, use_option)));
-        }
-    }
-    Err(invalid(e.to_string()))
+    // The journal is read only where it can name a partition.
+    let applied = matches!(e, UnusableCpus::NotAllowed { .. })
+        .then(|| Applied::read(root, journal_dir).ok().flatten())
+        .flatten();
+    Err(refusal(e, applied.as_ref(), use_option))
 }
 
-/// Why CPUs of partition `name` are not this process's to use, and what to do.
-pub fn in_partition(cpus: &CpuList, name: &str, use_option: &str) -> String {
-    let (which, verb) = if cpus.len() == 1 {
-        ("CPU", "belongs")
-    } else {
-        ("CPUs", "belong")
-    };
-    format!(
-        "{which} {cpus} {verb} to partition {name:?}, which tame apply gave a cpuset of its own (tame runs outside it) — use {use_option} {name}"
-    )
+/// Why `e` refuses CPUs: where an applied partition holds those outside tame's cpuset,
+/// that partition and `use_option` to reach it; else the cpuset tame runs in.
+fn refusal(e: UnusableCpus, applied: Option<&Applied>, use_option: &str) -> LaunchError {
+    if let UnusableCpus::NotAllowed { refused, .. } = &e {
+        if let Some(p) = applied.and_then(|a| a.holding(refused)) {
+            return invalid(format!(
+                "{} {} to partition {:?}, which tame apply gave a cpuset of its own (tame runs outside it) — use {use_option} {}",
+                refused.named(),
+                tame_rt::plural::word(refused.len() as u64, "belongs", "belong"),
+                p.name,
+                p.name
+            ));
+        }
+    }
+    invalid(e.to_string())
 }
 
 /// Where a program started for work on `cpus` goes: on those CPUs, and, where they lie
@@ -299,20 +301,20 @@ pub fn placement_on(
     let placement = crate::spawn::Placement::on_cpus(cpus.clone());
     let online = root.cpus_online().map_err(|e| failed(e.to_string()))?;
     let allowed = CpuList::from_cpus(sched::allowed_cpus());
-    match cpus.check_usable(&online, &allowed) {
+    let e = match cpus.check_usable(&online, &allowed) {
         Ok(()) => return Ok(placement),
-        Err(UnusableCpus::NotAllowed { .. }) => {}
+        Err(e @ UnusableCpus::NotAllowed { .. }) => e,
         Err(e) => return Err(invalid(e.to_string())),
-    }
+    };
     let applied = Applied::read(root, journal_dir).map_err(LaunchError::from_layer)?;
-    let Some((applied, p)) = applied
+    let Some((a, p)) = applied
         .as_ref()
         .and_then(|a| a.holding(cpus).map(|p| (a, p)))
     else {
         // No partition holds them all: the refusal says which CPUs tame may use.
-        return check_usable(root, journal_dir, cpus, &online, "-p").map(|()| placement);
+        return Err(refusal(e, applied.as_ref(), "-p"));
     };
-    let target = partition_target(root, applied, &p.name, caller)?;
+    let target = partition_target(root, a, &p.name, caller)?;
     Ok(crate::spawn::Placement {
         cgroup_procs: Some(target.cgroup.procs()),
         ..placement

@@ -214,6 +214,13 @@ impl Applied {
         self.spec.cpus_of(role)
     }
 
+    /// The CPUs of the partitions other work stays off (isolated and shared): what the
+    /// reservation server may hand out.
+    pub fn cpus_apart_from_system(&self) -> CpuList {
+        self.cpus_of(Role::Isolated)
+            .union(&self.cpus_of(Role::Shared))
+    }
+
     /// The names of the partitions other work stays off (isolated or shared).
     pub fn isolated_names(&self) -> Vec<String> {
         self.partitions

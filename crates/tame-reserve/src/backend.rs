@@ -130,13 +130,10 @@ impl Server {
     /// The highest CPU the applied spec's isolated and shared partitions hold: the server
     /// hands out only those (and CPUs isolated at boot), never the system partition's.
     fn partition_cpu(&self) -> Option<u32> {
-        use tame_partition::spec::Role;
-        let applied = tame_partition::Applied::read(&self.root, &self.journal_dir)
+        tame_partition::Applied::read(&self.root, &self.journal_dir)
             .ok()
-            .flatten()?;
-        applied
-            .cpus_of(Role::Isolated)
-            .union(&applied.cpus_of(Role::Shared))
+            .flatten()?
+            .cpus_apart_from_system()
             .last()
     }
 }

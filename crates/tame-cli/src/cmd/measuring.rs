@@ -117,34 +117,30 @@ pub fn partition(
 }
 
 /// The CPUs to measure: `--cpus` (`all` = every online CPU); with `-p` and no `--cpus`,
-/// every CPU of the partition.
+/// every CPU of the partition. A `--cpus` CPU outside tame's cpuset is refused naming the
+/// applied partition (journal in `journal_dir`) that holds it.
 pub fn measured_cpus(
     ctx: &Context,
     cpus: Option<&str>,
     partitioned: Option<&Partitioned>,
     journal_dir: Option<&Path>,
 ) -> anyhow::Result<CpuList> {
-    match (cpus, partitioned) {
-        (None, Some(p)) => Ok(p.placement.cpus.clone()),
-        (Some(given), None) => {
-            let list = tame_bench::target::cpus(&ctx.root, given, "--cpus")?;
-            // CPUs outside tame's cpuset that an applied partition holds: say which, and -p.
-            let online = ctx.root.cpus_online()?;
-            target::check_usable(
-                &ctx.root,
-                &ctx.journal_dir(journal_dir),
-                &list,
-                &online,
-                "-p",
-            )?;
-            Ok(list)
-        }
-        (cpus, _) => Ok(tame_bench::target::cpus(
-            &ctx.root,
-            cpus.unwrap_or("all"),
-            "--cpus",
-        )?),
+    if let (None, Some(p)) = (cpus, partitioned) {
+        return Ok(p.placement.cpus.clone());
     }
+    let list = tame_bench::target::cpus(&ctx.root, cpus.unwrap_or("all"), "--cpus")?;
+    if cpus.is_some() && partitioned.is_none() {
+        // CPUs outside tame's cpuset that an applied partition holds: say which, and -p.
+        let online = ctx.root.cpus_online()?;
+        target::check_usable(
+            &ctx.root,
+            &ctx.journal_dir(journal_dir),
+            &list,
+            &online,
+            "-p",
+        )?;
+    }
+    Ok(list)
 }
 
 /// `--load` on `--load-cpus`; with `-p` the load CPUs default to the system partition.

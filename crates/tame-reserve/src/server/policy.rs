@@ -486,10 +486,7 @@ impl Reservable {
         })?;
         let boot = tame_launch::target::boot_isolated(root, online).unwrap_or_default();
         let (partitions, system) = match &applied {
-            Some(s) => (
-                s.cpus_of(Role::Isolated).union(&s.cpus_of(Role::Shared)),
-                s.cpus_of(Role::System),
-            ),
+            Some(s) => (s.cpus_apart_from_system(), s.cpus_of(Role::System)),
             None => (CpuList::new(), CpuList::new()),
         };
         Ok(Self {
